@@ -1,0 +1,62 @@
+"""Loading tokenizers offline, including the one embedded in the package (Qwen3, Apache-2.0)."""
+
+from __future__ import annotations
+
+__all__ = ["DEFAULT_TOKENIZER", "default_tokenizer_path", "load_tokenizer", "TokenizerLoadError"]
+
+import contextlib
+import io
+import os
+import warnings
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TOKENIZER = "qwen3"
+"""The name that stands for the embedded tokenizer (also used when no name is given)."""
+
+
+class TokenizerLoadError(ValueError):
+    """A tokenizer name or path that cannot be loaded (offline)."""
+
+
+def default_tokenizer_path() -> Path:
+    """The folder of the embedded Qwen3 tokenizer files."""
+    return Path(str(resources.files("puredetok") / "data" / "qwen3"))
+
+
+def _quietly(function: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call transformers without its import-time banner and one-off warnings on stdout/stderr."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        return function(*args, **kwargs)
+
+
+def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> Any:
+    """A ``transformers`` tokenizer from a local folder, never from the network.
+
+    ``None`` or ``"qwen3"`` gives the embedded default. A ``tokenizer.json`` file is loaded as a
+    raw ``tokenizers.Tokenizer``. Raises :class:`TokenizerLoadError` with a one-line reason.
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    if name_or_path is None or str(name_or_path) == DEFAULT_TOKENIZER:
+        path = default_tokenizer_path()
+    else:
+        path = Path(name_or_path)
+    if not path.exists():
+        raise TokenizerLoadError(f"no tokenizer at {str(path)!r}: give a folder with tokenizer files")
+    if path.is_file():
+        import tokenizers
+
+        try:
+            return tokenizers.Tokenizer.from_file(str(path))
+        except Exception as error:
+            raise TokenizerLoadError(f"cannot read {str(path)!r} as a tokenizer.json: {error}") from None
+    transformers = _quietly(__import__, "transformers")
+    try:
+        return _quietly(transformers.AutoTokenizer.from_pretrained, str(path), local_files_only=True)
+    except Exception as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise TokenizerLoadError(f"cannot load a tokenizer from {str(path)!r}: {reason}") from None

@@ -1,0 +1,1 @@
+"""Benchmarks: every figure is a ratio measured side by side in one run (``puredetok bench``)."""

@@ -1,0 +1,147 @@
+"""The core's benchmark: ``step`` and ``feed`` against ``DecodeStream`` and the two-window algorithm."""
+
+from __future__ import annotations
+
+__all__ = ["core_section", "trace_ids", "byte_run_section"]
+
+import pickle
+from typing import Any
+
+from tokenizers.decoders import DecodeStream
+
+from puredetok.baselines import TwoWindow
+from puredetok.bench.timing import TEXT, Result, compare, per_token_ns
+from puredetok.core import Codec, codec_for, feed, start, step
+
+
+def trace_ids(tokenizer: Any, count: int) -> list[int]:
+    """``count`` ids of the mixed-script trace text, repeated as needed."""
+    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    base = list(backend.encode(TEXT, add_special_tokens=False).ids)
+    return (base * (count // len(base) + 1))[:count]
+
+
+def _stepper(codec: Codec, ids: list[int]) -> Any:
+    def run() -> None:
+        state = start(codec)
+        for token_id in ids:
+            state, _ = step(state, token_id)
+
+    return run
+
+
+def _feeder(codec: Codec, ids: list[int], chunk: int) -> Any:
+    chunks = [ids[i : i + chunk] for i in range(0, len(ids), chunk)]
+
+    def run() -> None:
+        state = start(codec)
+        for part in chunks:
+            state, _ = feed(state, part)
+
+    return run
+
+
+def _decode_stream(backend: Any, ids: list[int]) -> Any:
+    def run() -> None:
+        stream = DecodeStream(skip_special_tokens=False)
+        for token_id in ids:
+            stream.step(backend, token_id)
+
+    return run
+
+
+def _two_window(backend: Any, ids: list[int]) -> Any:
+    def run() -> None:
+        window = TwoWindow(backend.decode)
+        for token_id in ids:
+            window.step(token_id)
+
+    return run
+
+
+FEED_CHUNKS = (4, 16, 64, 256)
+"""Chunk sizes ``feed`` is measured with; the 0.1x target applies from 64 tokens per call."""
+
+
+def core_section(tokenizer: Any, tokens: int = 20_000, long: int = 1_000_000) -> list[Result]:
+    """Per-token costs side by side, flatness from 1,000 to ``long`` tokens, and state size."""
+    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    codec = codec_for(tokenizer)
+    ids = trace_ids(tokenizer, tokens)
+    runs = [("step", _stepper(codec, ids))]
+    runs += [(f"feed, {chunk} ids per call", _feeder(codec, ids, chunk)) for chunk in FEED_CHUNKS]
+    runs += [
+        ("DecodeStream.step (tokenizers)", _decode_stream(backend, ids)),
+        ("two-window algorithm (engines)", _two_window(backend, ids)),
+    ]
+    best = compare(runs, tokens)
+    reference = best["DecodeStream.step (tokenizers)"]
+    results = []
+    for name, _ in runs:
+        ratio = best[name] / reference
+        if name == "step":
+            results.append(Result(name, best[name], ratio, "<= 0.5 x DecodeStream", ratio <= 0.5))
+        elif name.startswith("feed") and int(name.split()[1]) >= 64:
+            results.append(Result(name, best[name], ratio, "<= 0.1 x DecodeStream", ratio <= 0.1))
+        else:
+            results.append(Result(name, best[name], ratio))
+    results.extend(_flatness(codec, tokenizer, long))
+    return results
+
+
+def _flatness(codec: Codec, tokenizer: Any, long: int) -> list[Result]:
+    lengths = [n for n in (1_000, 10_000, 100_000, 1_000_000) if n <= long]
+    costs, sizes = {}, {}
+    for n in lengths:
+        ids = trace_ids(tokenizer, n)
+        costs[n] = per_token_ns(_stepper(codec, ids), n, repeats=max(2, 200_000 // n))
+        state, _ = feed(start(codec), ids)
+        sizes[n] = len(pickle.dumps(state.hold))
+    low = costs[lengths[0]]
+    results = [Result(f"step over a {n:,}-token stream", costs[n], costs[n] / low) for n in lengths]
+    spread = max(costs.values()) / min(costs.values())
+    results.append(Result("flatness: slowest / fastest per-token cost", 0.0, spread, "<= 1.2", spread <= 1.2))
+    constant = len(set(sizes.values())) == 1
+    results.append(
+        Result(
+            f"state size after {lengths[0]:,} .. {lengths[-1]:,} tokens (bytes)",
+            float(max(sizes.values())),
+            None,
+            "constant",
+            constant,
+        )
+    )
+    return results
+
+
+def byte_run_section(tokenizer: Any, long: int = 1_000_000) -> list[Result]:
+    """An endless run of byte-fallback tokens (valid UTF-8, so it is held): per-token cost stays
+    flat; the held state grows unless ``max_byte_run`` caps it.
+    """
+    vocab = getattr(tokenizer, "backend_tokenizer", tokenizer).get_vocab(with_added_tokens=True)
+    run = [vocab[f"<0x{b:02X}>"] for b in "中".encode()]
+    lengths = [n for n in (1_000, 10_000, 100_000, 1_000_000) if n <= long]
+    results = []
+    for cap in (None, 64):
+        codec = codec_for(tokenizer, max_byte_run=cap)
+        costs, sizes = {}, {}
+        for n in lengths:
+            ids = (run * (n // 3 + 1))[:n]
+            costs[n] = per_token_ns(_stepper(codec, ids), n, repeats=max(2, 100_000 // n))
+            state, _ = feed(start(codec), ids)
+            sizes[n] = len(pickle.dumps(state.hold))
+        spread = max(costs.values()) / min(costs.values())
+        label = "no cap" if cap is None else f"max_byte_run={cap}"
+        for n in lengths:
+            results.append(Result(f"byte run, {label}: {n:,} tokens", costs[n], costs[n] / costs[lengths[0]]))
+        results.append(Result(f"byte run, {label}: flatness", 0.0, spread, "<= 1.2", spread <= 1.2))
+        results.append(
+            Result(
+                f"byte run, {label}: held state {sizes[lengths[0]]:,} .. {sizes[lengths[-1]]:,} B",
+                0.0,
+                None,
+                "grows (documented)" if cap is None else "constant",
+                None if cap is None else len(set(sizes.values())) <= 2,
+            )
+        )
+    return results

@@ -1,0 +1,7 @@
+"""``python -m puredetok.cli``."""
+
+import sys
+
+from puredetok.cli import main
+
+sys.exit(main())

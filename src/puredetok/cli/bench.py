@@ -1,0 +1,43 @@
+"""``puredetok bench``: throughput and per-token cost against the other algorithms, as ratios."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+
+from puredetok.adapters.loading import DEFAULT_TOKENIZER, load_tokenizer
+from puredetok.bench.core import byte_run_section, core_section
+from puredetok.bench.timing import format_table
+
+NAME = "bench"
+HELP = "measure per-token cost side by side with DecodeStream and the two-window algorithm"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Declare the arguments."""
+    parser.add_argument(
+        "--tokenizer",
+        default=DEFAULT_TOKENIZER,
+        help="tokenizer folder or tokenizer.json (default: the embedded Qwen3)",
+    )
+    parser.add_argument(
+        "--tokens", type=int, default=20_000, help="trace length for the side-by-side section"
+    )
+    parser.add_argument("--long", type=int, default=1_000_000, help="longest stream of the flatness section")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print every section."""
+    if args.tokens < 100 or args.long < 1_000:
+        raise ValueError("--tokens must be >= 100 and --long >= 1000")
+    tokenizer = load_tokenizer(args.tokenizer)
+    print(f"puredetok bench: {args.tokenizer}, Python {platform.python_version()}, {platform.machine()}")
+    print(
+        format_table(
+            "core (one stream, same trace for every line)", core_section(tokenizer, args.tokens, args.long)
+        )
+    )
+    vocab = getattr(tokenizer, "backend_tokenizer", tokenizer).get_vocab(with_added_tokens=True)
+    if "<0xE4>" in vocab:
+        print(format_table("byte fallback (an endless valid run)", byte_run_section(tokenizer, args.long)))
+    return 0

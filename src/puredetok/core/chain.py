@@ -1,0 +1,203 @@
+"""The exact streaming model: a per-token table followed by a chain of stages.
+
+Built from a list of decoder models: the per-token maps of the leading decoders are applied to the
+whole vocabulary once (``table``, and ``first_table`` for a decoder that treats the first token
+differently); from the first decoder that needs memory on, every decoder runs as a stage.
+
+The fast path: when every stage is idle and a token passes through all of them unchanged in hold,
+its text is precomputed in ``fast`` and a step is one tuple lookup.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Chain", "compile_chain"]
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from puredetok.core.decoders.base import Decoder, Group, Piece, Stage
+
+Hold = tuple[Any, ...]
+"""``(first, *stage holds)``: ``first`` is True until a token reaches the decoders."""
+
+
+def _run(stages: Sequence[Stage], holds: Sequence[Any], value: Any) -> tuple[list[Any], list[Piece]]:
+    """One element through the stages."""
+    new_holds = []
+    pieces: list[Piece] = [(value, False)]
+    for stage, hold in zip(stages, holds):
+        if len(pieces) == 1:
+            hold, pieces = stage.push(hold, *pieces[0])
+        else:
+            out: list[Piece] = []
+            for piece_value, glued in pieces:
+                hold, produced = stage.push(hold, piece_value, glued)
+                out.extend(produced)
+            pieces = out
+        new_holds.append(hold)
+    return new_holds, pieces
+
+
+def _run_batch(
+    stages: Sequence[Stage], holds: Sequence[Any], values: list[Any]
+) -> tuple[list[Any], list[Group]]:
+    """Many elements through the stages, each stage taking them in runs."""
+    new_holds = []
+    groups: list[Group] = [(values, False)]
+    for stage, hold in zip(stages, holds):
+        out: list[Group] = []
+        for group_values, glued in groups:
+            hold, produced = stage.push_run(hold, group_values, glued)
+            out.extend(produced)
+        new_holds.append(hold)
+        groups = out
+    return new_holds, groups
+
+
+@attrs.frozen(eq=False)
+class Chain:
+    """A compiled decoder chain (implements :class:`puredetok.core.codec.Decoding`)."""
+
+    table: tuple[Any, ...] = attrs.field(repr=False)
+    """Per id, what the first stage receives; None for an id the decode drops."""
+    first_table: tuple[Any, ...] | None = attrs.field(repr=False)
+    """The same for the output's first token, when a per-token map depends on it."""
+    stages: tuple[Stage, ...]
+    fast: tuple[str | None, ...] = attrs.field(repr=False)
+    """Per id, its text when every stage is idle and stays idle; None otherwise."""
+    dropped: frozenset[int] = attrs.field(repr=False)
+    """Ids whose table entry is None."""
+    initial: Hold
+    idle: Hold
+
+    def step(self, hold: Hold, token_id: int) -> tuple[Hold, str]:
+        """One token."""
+        if hold is self.idle:
+            text = self.fast[token_id]
+            if text is not None:
+                return hold, text
+        value = (self.first_table if hold[0] and self.first_table is not None else self.table)[token_id]
+        if value is None:
+            return hold, ""
+        stages = self.stages
+        if len(stages) == 1:
+            stage_hold, pieces = stages[0].push(hold[1], value, False)
+            new: Hold = (False, stage_hold)
+        else:
+            holds, pieces = _run(stages, hold[1:], value)
+            new = (False, *holds)
+        if new == self.idle:
+            new = self.idle
+        if len(pieces) == 1:
+            return new, pieces[0][0]
+        return new, "".join([text for text, _ in pieces])
+
+    def feed(self, hold: Hold, token_ids: Sequence[int]) -> tuple[Hold, str]:
+        """Several tokens at once: every stage takes them as one run."""
+        head = ""
+        position = 0
+        while hold[0] and position < len(token_ids):
+            # Until a token reaches the decoders, the first-token table decides.
+            hold, text = self.step(hold, token_ids[position])
+            head += text
+            position += 1
+        rest = token_ids[position:] if position else token_ids
+        table = self.table
+        if self.dropped.isdisjoint(rest):
+            values = list(map(table.__getitem__, rest))
+        else:
+            values = [v for v in map(table.__getitem__, rest) if v is not None]
+        if not values:
+            return hold, head
+        if not self.stages:
+            return hold, head + "".join(values)
+        stages = self.stages
+        if len(stages) == 1:
+            stage_hold, groups = stages[0].push_run(hold[1], values, False)
+            new: Hold = (False, stage_hold)
+        else:
+            holds, groups = _run_batch(stages, hold[1:], values)
+            new = (False, *holds)
+        if new == self.idle:
+            new = self.idle
+        if len(groups) == 1 and len(groups[0][0]) == 1:
+            return new, head + groups[0][0][0]
+        return new, head + "".join([text for group_values, _ in groups for text in group_values])
+
+    def finish(self, hold: Hold) -> str:
+        """Flush every stage in order; what one releases passes through the ones after it."""
+        pieces: list[Piece] = []
+        for stage, stage_hold in zip(self.stages, hold[1:]):
+            out: list[Piece] = []
+            for value, glued in pieces:
+                stage_hold, produced = stage.push(stage_hold, value, glued)
+                out.extend(produced)
+            out.extend(stage.flush(stage_hold))
+            pieces = out
+        return "".join([text for text, _ in pieces])
+
+
+def _fast_text(stages: Sequence[Stage], value: Any) -> str | None:
+    if value is None:
+        return ""
+    pieces: list[Piece] = [(value, False)]
+    for stage in stages:
+        hold, out = stage.idle, []
+        for piece_value, glued in pieces:
+            hold, produced = stage.push(hold, piece_value, glued)
+            out.extend(produced)
+        if hold != stage.idle:
+            return None
+        pieces = out
+    return "".join([text for text, _ in pieces])
+
+
+def compile_chain(
+    decoders: Sequence[Decoder], tokens: Sequence[str | None], tail: Sequence[Stage] = ()
+) -> Chain:
+    """Compile decoders over a vocabulary (``tokens[id]``, None for a dropped id).
+
+    ``tail`` stages run after the decoders (``transformers``' cleanup). Raises
+    :class:`~puredetok.core.decoders.base.Unmodelled` if a decoder cannot be placed where it is.
+    """
+    maps: list[Callable[[Any, bool], Any]] = []
+    stages: list[Stage] = []
+    depends_on_first = False
+    for decoder in decoders:
+        if stages:
+            stages.append(decoder.fragment_stage())
+            continue
+        maps.append(decoder.map_token)
+        depends_on_first = depends_on_first or decoder.depends_on_first
+        stage = decoder.stage()
+        if stage is not None:
+            stages.append(stage)
+    stages.extend(tail)
+
+    def build(first: bool) -> tuple[Any, ...]:
+        values: list[Any] = []
+        for token in tokens:
+            value: Any = token
+            if value is not None:
+                for map_token in maps:
+                    value = map_token(value, first)
+            values.append(value)
+        return tuple(values)
+
+    table = build(False)
+    first_table = build(True) if depends_on_first else None
+    if stages:
+        fast = tuple(_fast_text(stages, value) for value in table)
+    else:
+        fast = tuple("" if value is None else value for value in table)
+    return Chain(
+        table=table,
+        first_table=first_table,
+        stages=tuple(stages),
+        fast=fast,
+        dropped=frozenset(i for i, value in enumerate(table) if value is None),
+        initial=(True, *(stage.initial for stage in stages)),
+        idle=(False, *(stage.idle for stage in stages)),
+    )

@@ -1,0 +1,93 @@
+"""The two records of the core: :class:`Codec` (how a tokenizer decodes) and :class:`DecodeState`."""
+
+from __future__ import annotations
+
+__all__ = ["Codec", "DecodeState", "Decoding"]
+
+from collections.abc import Hashable, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+
+class Decoding(Protocol):
+    """The streaming model inside a codec: pure functions over an immutable ``hold``.
+
+    Token ids reaching it are already checked to be ints inside the vocabulary.
+    """
+
+    @property
+    def initial(self) -> Hashable:
+        """The hold of a fresh stream."""
+
+    @property
+    def idle(self) -> Hashable:
+        """The steady-state hold: while the hold *is* this object, ``fast`` applies."""
+
+    @property
+    def fast(self) -> Sequence[str | None]:
+        """Per id, the delta of a step from ``idle`` that leaves the hold unchanged (or None)."""
+
+    def step(self, hold: Any, token_id: int) -> tuple[Any, str]:
+        """One token: the new hold (the same object if nothing changed) and the certain text."""
+
+    def feed(self, hold: Any, token_ids: Sequence[int]) -> tuple[Any, str]:
+        """Several tokens; equal to stepping them one by one."""
+
+    def finish(self, hold: Any) -> str:
+        """The text still held, as the full decode would end it."""
+
+
+@attrs.frozen
+class Codec:
+    """An immutable model of how one tokenizer decodes, with fixed decode options.
+
+    Build it with :func:`puredetok.codec_for`. Two codecs are equal when they decode identically
+    (same vocabulary, decoder and options), whatever object they were built from.
+    """
+
+    family: str
+    """The decoder family: ``"byte_level"``, ``"sentencepiece"``, ``"metaspace"``, ``"wordpiece"``,
+    ``"spaces"``, a ``"+"``-joined chain of decoder names, or ``"window"`` (the generic fallback)."""
+    exact: bool
+    """True when the streamed text provably equals ``tokenizer.decode``; False for the fallback."""
+    reason: str
+    """How the codec models the decoder, or why it could not do so exactly."""
+    vocab_size: int
+    """Valid ids are ``0 <= id < vocab_size``."""
+    skip_special_tokens: bool
+    """Whether special tokens are dropped, as ``decode(..., skip_special_tokens=True)`` does."""
+    clean_up_tokenization_spaces: bool
+    """Whether ``transformers``' space cleanup applies (after its BPE exception is resolved)."""
+    fingerprint: str
+    """A digest of everything that decides the decoded text."""
+    name: str = attrs.field(eq=False)
+    """Where the tokenizer came from (its ``name_or_path``), for messages only."""
+    decoding: Decoding = attrs.field(eq=False, repr=False)
+    """The streaming model."""
+
+    def __copy__(self) -> Codec:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Codec:
+        return self
+
+
+@attrs.frozen
+class DecodeState:
+    """Where a stream stands: its codec and the little it still holds back.
+
+    Immutable and hashable; copy, pickle or keep it anywhere, and stepping it again gives the same
+    future. Its size does not grow with the stream (see the guarantees for the one documented
+    exception, a still-valid byte-fallback run).
+    """
+
+    codec: Codec
+    hold: Hashable
+    """The decoder's memory: a small immutable value (bytes, tuples, ints, strings)."""
+
+    def __copy__(self) -> DecodeState:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> DecodeState:
+        return self

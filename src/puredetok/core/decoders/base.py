@@ -1,0 +1,88 @@
+"""What every decoder module provides: a per-token map and, where it needs memory, a stage.
+
+A ``tokenizers`` decoder turns the list of token strings into the list of output strings that are
+then joined. puredetok splits each decoder into
+
+* a **per-token map** (``map_token``): the part that looks at one token at a time. While no decoder
+  with memory has run yet, these maps are applied to the whole vocabulary once, when the codec is
+  built, so streaming pays nothing for them.
+* a **stage** (:class:`Stage`): the part with memory (a byte run, an incomplete UTF-8 sequence, the
+  first characters of the output). A stage is a pure function ``(hold, piece) -> (hold, pieces)``.
+
+Between stages flow *pieces*: ``(value, glued)``, where ``glued`` says the value continues the
+previous output element instead of starting a new one (after ``Fuse`` or ``ByteLevel`` the whole
+output is one element, so every later piece is glued).
+"""
+
+from __future__ import annotations
+
+__all__ = ["Piece", "Group", "Stage", "Decoder", "Unmodelled", "push_each"]
+
+from collections.abc import Hashable
+from typing import Any, Protocol
+
+Piece = tuple[Any, bool]
+"""A value passed between stages (``str``, or ``bytes`` before ``ByteLevel``'s UTF-8 stage) and
+whether it is glued to the element before it."""
+
+
+Group = tuple[list[Any], bool]
+"""Consecutive values that share one ``glued`` flag (how :meth:`Stage.push_run` passes batches)."""
+
+
+class Unmodelled(Exception):
+    """This decoder configuration has no exact streaming model; the reason is the message."""
+
+
+class Stage(Protocol):
+    """The stateful part of a decoder, as pure functions over an immutable ``hold``."""
+
+    @property
+    def initial(self) -> Hashable:
+        """The hold at the start of a stream."""
+
+    @property
+    def idle(self) -> Hashable:
+        """The hold in the steady state (what most tokens leave behind)."""
+
+    def push(self, hold: Any, value: Any, glued: bool) -> tuple[Any, list[Piece]]:
+        """Take one piece; return the new hold and the pieces that are now certain."""
+
+    def push_run(self, hold: Any, values: list[Any], glued: bool) -> tuple[Any, list[Group]]:
+        """Take several pieces that share ``glued``; the same result as pushing them one by one."""
+
+    def flush(self, hold: Any) -> list[Piece]:
+        """The end of the stream: release whatever is held."""
+
+
+class Decoder(Protocol):
+    """One decoder of a ``tokenizers`` decoder chain, as puredetok models it."""
+
+    @property
+    def depends_on_first(self) -> bool:
+        """Whether ``map_token`` treats the first token of the output differently."""
+
+    def map_token(self, token: Any, first: bool) -> Any:
+        """The per-token part, applied to a whole token (``first``: it is the output's first)."""
+
+    def stage(self) -> Stage | None:
+        """The part with memory that runs after ``map_token``, if any."""
+
+    def fragment_stage(self) -> Stage:
+        """The whole decoder as a stage over glued fragments (it runs after a joining decoder).
+
+        Raises :class:`Unmodelled` if the decoder cannot work on fragments.
+        """
+
+
+def push_each(stage: Stage, hold: Any, values: list[Any], glued: bool) -> tuple[Any, list[Group]]:
+    """:meth:`Stage.push_run` by pushing one value at a time (for stages with no faster way)."""
+    groups: list[Group] = []
+    for value in values:
+        hold, produced = stage.push(hold, value, glued)
+        for out, out_glued in produced:
+            if groups and groups[-1][1] == out_glued:
+                groups[-1][0].append(out)
+            else:
+                groups.append(([out], out_glued))
+    return hold, groups

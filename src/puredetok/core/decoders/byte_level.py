@@ -1,0 +1,100 @@
+"""``ByteLevel`` (GPT-2, Qwen, Llama-3, Phi-2): tokens are spelled in a 256-character alphabet
+that stands for bytes; the decoder maps every token back to its bytes and decodes all of them as
+one UTF-8 string, lossily (each broken sequence becomes one U+FFFD).
+
+A token containing a character outside that alphabet (an added token such as a run of spaces) is
+taken as its own UTF-8 bytes, as the ``tokenizers`` crate does.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ByteLevel", "Utf8Stage", "byte_alphabet"]
+
+from codecs import utf_8_decode
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+from puredetok.core.decoders.base import Group, Piece, Stage, Unmodelled
+from puredetok.core.utf8 import incomplete_tail
+
+
+def byte_alphabet() -> dict[int, str]:
+    """GPT-2's byte-to-character table: printable bytes stand for themselves, the rest are shifted."""
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
+    table = {b: chr(b) for b in printable}
+    shifted = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + shifted)
+            shifted += 1
+    return table
+
+
+_ALPHABET = frozenset(byte_alphabet().values())
+# Each alphabet character translated to the character with its byte's code, then Latin-1 encoded.
+_TO_LATIN1: Mapping[int, int] = MappingProxyType({ord(c): b for b, c in byte_alphabet().items()})
+
+
+def _release_surrogates(data: bytes) -> tuple[int, str]:
+    """CPython's incremental decoder also waits on ED A0..ED BF (surrogates), which the Unicode
+    rules (and the tokenizers crate) already treat as invalid; decode those at once.
+    """
+    used = len(data) - incomplete_tail(data)
+    return used, data[:used].decode("utf-8", "replace")
+
+
+@attrs.frozen
+class Utf8Stage:
+    """Assembles bytes into text, holding only an incomplete UTF-8 sequence (at most 3 bytes)."""
+
+    initial: bytes = b""
+    idle: bytes = b""
+
+    def push(self, hold: bytes, value: bytes, glued: bool) -> tuple[bytes, list[Piece]]:
+        """Decode everything but a trailing sequence that a later byte could still complete."""
+        data = hold + value if hold else value
+        text, used = utf_8_decode(data, "replace", False)
+        if len(data) - used >= 2 and data[used] == 0xED:
+            used, text = _release_surrogates(data)
+        return data[used:], ([(text, True)] if text else [])
+
+    def push_run(self, hold: bytes, values: list[bytes], glued: bool) -> tuple[bytes, list[Group]]:
+        """All the bytes at once."""
+        data = hold + b"".join(values)
+        text, used = utf_8_decode(data, "replace", False)
+        if len(data) - used >= 2 and data[used] == 0xED:
+            used, text = _release_surrogates(data)
+        return data[used:], ([([text], True)] if text else [])
+
+    def flush(self, hold: bytes) -> list[Piece]:
+        """An incomplete sequence at the very end becomes one U+FFFD."""
+        return [(hold.decode("utf-8", "replace"), True)] if hold else []
+
+
+@attrs.frozen
+class ByteLevel:
+    """The ByteLevel decoder: per-token map to bytes, then a UTF-8 stage."""
+
+    depends_on_first = False
+
+    def map_token(self, token: Any, first: bool) -> bytes:
+        """The bytes a token stands for."""
+        text = str(token)
+        if _ALPHABET.issuperset(text):
+            return text.translate(_TO_LATIN1).encode("latin-1")
+        return text.encode("utf-8")
+
+    def stage(self) -> Stage:
+        """Bytes of consecutive tokens are decoded together."""
+        return Utf8Stage()
+
+    def fragment_stage(self) -> Stage:
+        """Not modelled: ByteLevel after a joining decoder."""
+        raise Unmodelled("ByteLevel after a decoder that joins tokens")

@@ -1,0 +1,48 @@
+"""Cleanup of tokenization spaces (" ." -> "." and friends).
+
+Two lists exist: ``transformers``' ``clean_up_tokenization`` (applied to the whole decoded text)
+and the ``tokenizers`` WordPiece decoder's own (applied to each token; it adds " do not"). Each is
+a cascade of ``str.replace`` calls; over a stream, it is a cascade of :class:`ReplaceStage`.
+The longest hold-back is three characters (a proper prefix of " n't", " 've" or " 're").
+"""
+
+from __future__ import annotations
+
+__all__ = ["TRANSFORMERS_RULES", "WORDPIECE_RULES", "apply_rules", "cleanup_stages"]
+
+from puredetok.core.decoders.base import Stage
+from puredetok.core.decoders.fuse import GlueStage
+from puredetok.core.decoders.replace import ReplaceStage
+
+TRANSFORMERS_RULES: tuple[tuple[str, str], ...] = (
+    (" .", "."),
+    (" ?", "?"),
+    (" !", "!"),
+    (" ,", ","),
+    (" ' ", "'"),
+    (" n't", "n't"),
+    (" 'm", "'m"),
+    (" 's", "'s"),
+    (" 've", "'ve"),
+    (" 're", "'re"),
+)
+"""``PreTrainedTokenizerBase.clean_up_tokenization``, in its order."""
+
+WORDPIECE_RULES: tuple[tuple[str, str], ...] = (
+    *TRANSFORMERS_RULES[:7],
+    (" do not", " don't"),
+    *TRANSFORMERS_RULES[7:],
+)
+"""The WordPiece decoder's ``cleanup``, in its order."""
+
+
+def apply_rules(rules: tuple[tuple[str, str], ...], text: str) -> str:
+    """Apply a cascade to a whole string."""
+    for pattern, content in rules:
+        text = text.replace(pattern, content)
+    return text
+
+
+def cleanup_stages(rules: tuple[tuple[str, str], ...] = TRANSFORMERS_RULES) -> list[Stage]:
+    """The cascade as stages over the joined output."""
+    return [GlueStage(), *(ReplaceStage(pattern, content) for pattern, content in rules)]

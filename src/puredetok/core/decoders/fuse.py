@@ -1,0 +1,52 @@
+"""``Fuse``: joins all tokens into one string, so later decoders see a single element."""
+
+from __future__ import annotations
+
+__all__ = ["Fuse", "GlueStage"]
+
+from typing import Any
+
+import attrs
+
+from puredetok.core.decoders.base import Group, Piece, Stage
+
+
+@attrs.frozen
+class GlueStage:
+    """Marks every piece as continuing the one output element."""
+
+    initial: None = None
+    idle: None = None
+
+    def push(self, hold: None, value: Any, glued: bool) -> tuple[None, list[Piece]]:
+        """Pass the value on, glued."""
+        return None, [(value, True)]
+
+    def push_run(self, hold: None, values: list[Any], glued: bool) -> tuple[None, list[Group]]:
+        """The values, glued into one."""
+        if all(type(v) is str for v in values):
+            return None, [(["".join(values)], True)]
+        return None, [(values, True)]
+
+    def flush(self, hold: None) -> list[Piece]:
+        """Nothing is ever held."""
+        return []
+
+
+@attrs.frozen
+class Fuse:
+    """The Fuse decoder."""
+
+    depends_on_first = False
+
+    def map_token(self, token: Any, first: bool) -> Any:
+        """Tokens are not changed, only joined."""
+        return token
+
+    def stage(self) -> Stage:
+        """Joining is the stage."""
+        return GlueStage()
+
+    def fragment_stage(self) -> Stage:
+        """After another join, joining again changes nothing."""
+        return GlueStage()

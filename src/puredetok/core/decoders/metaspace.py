@@ -1,0 +1,66 @@
+"""``Metaspace`` (T5 and other SentencePiece tokenizers): ``▁`` stands for a space, and in the
+output's first token (unless the prepend scheme is ``never``) every ``▁`` is dropped instead.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Metaspace", "MetaspaceStage"]
+
+from typing import Any
+
+import attrs
+
+from puredetok.core.decoders.base import Group, Piece, Stage, push_each
+
+_NOTHING_YET, _FIRST, _LATER = 0, 1, 2
+
+
+@attrs.frozen
+class MetaspaceStage:
+    """Metaspace over fragments; the hold says which element the fragments belong to."""
+
+    replacement: str
+    drops_in_first: bool
+    initial: int = _NOTHING_YET
+    idle: int = _LATER
+
+    def push(self, hold: int, value: str, glued: bool) -> tuple[int, list[Piece]]:
+        """Map the replacement character according to the element it is in."""
+        where = _FIRST if hold == _NOTHING_YET else (hold if glued else _LATER)
+        drop = where == _FIRST and self.drops_in_first
+        text = value.replace(self.replacement, "" if drop else " ")
+        return where, ([(text, glued)] if text else [])
+
+    def push_run(self, hold: Any, values: list[Any], glued: bool) -> tuple[Any, list[Group]]:
+        """One at a time."""
+        return push_each(self, hold, values, glued)
+
+    def flush(self, hold: int) -> list[Piece]:
+        """Nothing is held."""
+        return []
+
+
+@attrs.frozen
+class Metaspace:
+    """The Metaspace decoder."""
+
+    replacement: str
+    prepend_scheme: str
+
+    @property
+    def depends_on_first(self) -> bool:
+        """With a prepend scheme, the first token loses its ``▁`` characters."""
+        return self.prepend_scheme != "never"
+
+    def map_token(self, token: Any, first: bool) -> str:
+        """Map one whole token."""
+        drop = first and self.depends_on_first
+        return str(token).replace(self.replacement, "" if drop else " ")
+
+    def stage(self) -> Stage | None:
+        """Whole tokens need no memory."""
+        return None
+
+    def fragment_stage(self) -> Stage:
+        """After a join the output is one element: its fragments all belong to the first."""
+        return MetaspaceStage(self.replacement, self.depends_on_first)

@@ -1,0 +1,97 @@
+"""``Strip``: removes up to ``start`` leading and ``stop`` trailing ``content`` characters of each
+element. After ``Fuse`` there is one element, so Llama-2's ``Strip(" ", 1, 0)`` removes the one
+space that starts the whole output.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Strip", "StripStage"]
+
+from typing import Any
+
+import attrs
+
+from puredetok.core.decoders.base import Group, Piece, Stage, push_each
+
+
+@attrs.frozen
+class StripStage:
+    """Strip over glued fragments: the hold is (leading budget left, trailing run held back)."""
+
+    content: str
+    start: int
+    stop: int
+
+    @property
+    def initial(self) -> tuple[int, str]:
+        """At the start of the first element the whole leading budget is left."""
+        return (self.start, "")
+
+    @property
+    def idle(self) -> tuple[int, str]:
+        """Inside an element, past its start, nothing held."""
+        return (0, "")
+
+    def push(self, hold: tuple[int, str], value: str, glued: bool) -> tuple[tuple[int, str], list[Piece]]:
+        """Strip what may be stripped; hold a trailing run that may be the element's end."""
+        left, trail = hold
+        if not glued:
+            # A new element: the held trailing run was the old element's end, so it is stripped.
+            left, trail = self.start, ""
+        i = 0
+        while left and i < len(value):
+            if value[i] != self.content:
+                left = 0
+                break
+            i += 1
+            left -= 1
+        text = trail + value[i:] if i else trail + value
+        if self.stop:
+            # Only content after the stripped start can be a trailing run (the crate's min()).
+            k = 0
+            while k < self.stop and k < len(text) and text[-1 - k] == self.content:
+                k += 1
+            text, trail = text[: len(text) - k], text[len(text) - k :]
+        return (left, trail), ([(text, glued)] if text else [])
+
+    def push_run(self, hold: Any, values: list[Any], glued: bool) -> tuple[Any, list[Group]]:
+        """One at a time."""
+        return push_each(self, hold, values, glued)
+
+    def flush(self, hold: tuple[int, str]) -> list[Piece]:
+        """The element ends: its held trailing run is stripped."""
+        return []
+
+
+@attrs.frozen
+class Strip:
+    """The Strip decoder."""
+
+    content: str
+    start: int
+    stop: int
+    depends_on_first = False
+
+    def map_token(self, token: Any, first: bool) -> str:
+        """Strip one whole token."""
+        chars = str(token)
+        start_cut = 0
+        for i in range(min(self.start, len(chars))):
+            if chars[i] != self.content:
+                break
+            start_cut = i + 1
+        stop_cut = len(chars)
+        for i in range(min(self.stop, len(chars) - start_cut)):
+            index = len(chars) - i - 1
+            if chars[index] != self.content:
+                break
+            stop_cut = index
+        return chars[start_cut:stop_cut]
+
+    def stage(self) -> Stage | None:
+        """Whole tokens need no memory."""
+        return None
+
+    def fragment_stage(self) -> Stage:
+        """After a join: strip the joined element as it streams."""
+        return StripStage(self.content, self.start, self.stop)

@@ -1,0 +1,38 @@
+"""``WordPiece`` (BERT, DistilBERT): ``##`` marks a piece that continues a word; every other token
+after the first gets a space before it; with ``cleanup`` each token is cleaned on its own.
+"""
+
+from __future__ import annotations
+
+__all__ = ["WordPiece"]
+
+from typing import Any
+
+import attrs
+
+from puredetok.core.decoders.base import Stage, Unmodelled
+from puredetok.core.decoders.cleanup import WORDPIECE_RULES, apply_rules
+
+
+@attrs.frozen
+class WordPiece:
+    """The WordPiece decoder; a pure per-token map."""
+
+    prefix: str
+    cleanup: bool
+    depends_on_first = True
+
+    def map_token(self, token: Any, first: bool) -> str:
+        """Join marker, word space, and per-token cleanup."""
+        text = str(token)
+        if not first:
+            text = text.replace(self.prefix, "", 1) if text.startswith(self.prefix) else " " + text
+        return apply_rules(WORDPIECE_RULES, text) if self.cleanup else text
+
+    def stage(self) -> Stage | None:
+        """Whole tokens need no memory."""
+        return None
+
+    def fragment_stage(self) -> Stage:
+        """Not modelled: the continuation marker is only recognised on whole tokens."""
+        raise Unmodelled("WordPiece after a decoder that joins tokens")

@@ -1,0 +1,27 @@
+"""The exceptions puredetok raises."""
+
+from __future__ import annotations
+
+__all__ = ["InvalidTokenError", "UnsupportedTokenizerError"]
+
+
+class InvalidTokenError(ValueError):
+    """A token id that is not in the codec's vocabulary (negative, too large, or not an int).
+
+    The state the id was offered to is untouched and still valid.
+    """
+
+    def __init__(self, token_id: object, vocab_size: int, position: int | None = None) -> None:
+        self.token_id = token_id
+        self.vocab_size = vocab_size
+        self.position = position
+        where = "" if position is None else f" at position {position}"
+        if isinstance(token_id, int) and not isinstance(token_id, bool):
+            why = f"outside the vocabulary [0, {vocab_size})"
+        else:
+            why = f"not an int (got {type(token_id).__name__}); the vocabulary is [0, {vocab_size})"
+        super().__init__(f"invalid token id {token_id!r}{where}: {why}")
+
+
+class UnsupportedTokenizerError(TypeError):
+    """`codec_for` was given an object it cannot read as a tokenizer."""

@@ -1,0 +1,170 @@
+"""SPEC section 2: G1-G7 and contract C as hypothesis properties, on every real tokenizer.
+
+Each property runs for every tokenizer in tests/data (and the embedded Qwen3), with
+``skip_special_tokens`` both ways, over random ids from the whole vocabulary (biased towards
+specials, byte tokens, lone continuation bytes, tokens that decode to "" or U+FFFD) and ids of
+multilingual text.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from typing import Any, cast
+
+import numpy
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import puredetok
+from helpers import TOKENIZERS, codec, id_lists, interesting_ids, reference, stream, witnesses
+from puredetok import InvalidTokenError, feed, finish, start, step
+
+CASES = [(name, skip) for name in TOKENIZERS for skip in (False, True)]
+IDS = [f"{name}-{'skip' if skip else 'keep'}" for name, skip in CASES]
+
+
+@pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
+def test_every_shared_tokenizer_has_an_exact_codec(name: str, skip: bool) -> None:
+    c = codec(name, skip)
+    assert c.exact, c.reason
+    assert c.skip_special_tokens is skip
+
+
+@pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
+@given(data=st.data())
+def test_g1_exact_and_g2_prefix_safe(name: str, skip: bool, data: st.DataObject) -> None:
+    """G1 on every prefix (deltas + finish == decode), G2 (emitted text is a prefix of the decode
+    of every longer sequence), G4 (a U+FFFD is emitted only where the final decode has it)."""
+    ids = data.draw(id_lists(name))
+    c = codec(name, skip)
+    full = reference(name, ids, skip)
+    state, emitted = start(c), ""
+    for i, token_id in enumerate(ids):
+        state, delta = step(state, token_id)
+        emitted += delta
+        assert full.startswith(emitted), (ids[: i + 1], emitted, full)
+        assert emitted + finish(state) == reference(name, ids[: i + 1], skip)
+    assert emitted + finish(state) == full
+
+
+@pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
+@given(data=st.data())
+def test_g4_no_transient_replacement_character(name: str, skip: bool, data: st.DataObject) -> None:
+    ids = data.draw(id_lists(name))
+    more = data.draw(id_lists(name, max_size=6))
+    c = codec(name, skip)
+    _, deltas = stream(start(c), ids)
+    emitted = "".join(deltas)
+    # Whatever comes next, every U+FFFD already emitted is in the final text at the same place.
+    final = reference(name, ids + more, skip)
+    for position, char in enumerate(emitted):
+        if char == "\ufffd":
+            assert final[position] == "\ufffd", (ids, more, position)
+
+
+@pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
+@given(data=st.data())
+def test_g3_eager_nothing_certain_is_held(name: str, skip: bool, data: st.DataObject) -> None:
+    """Whatever is held back could still change: some next token changes it."""
+    ids = data.draw(id_lists(name))
+    c = codec(name, skip)
+    state, deltas = stream(start(c), ids)
+    held = finish(state)
+    if not held:
+        return
+    emitted = "".join(deltas)
+
+    def continues_differently(witness: tuple[int, ...]) -> bool:
+        after, delta = feed(state, witness)
+        return not (emitted + delta + finish(after)).startswith(emitted + held)
+
+    assert any(continues_differently(w) for w in witnesses(name)), (ids, held)
+    if c.family == "byte_level":
+        assert held == "\ufffd"  # at most one incomplete sequence (3 bytes) is held
+
+
+@pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
+@given(data=st.data())
+def test_contract_c_prompt_continuation(name: str, skip: bool, data: st.DataObject) -> None:
+    prompt = data.draw(id_lists(name))
+    output = data.draw(id_lists(name))
+    c = codec(name, skip)
+    _, prompt_text = feed(start(c), prompt)  # P: what a prompt-only stream would have emitted
+    state, deltas = stream(start(c, prompt), output)
+    full = reference(name, prompt + output, skip)
+    assert full.startswith(prompt_text)
+    assert "".join(deltas) + finish(state) == full[len(prompt_text) :]
+    # P is the longest certain prefix: what is held after the prompt can still change (G3).
+    held = reference(name, prompt, skip)[len(prompt_text) :]
+    assert held == finish(start(c, prompt))
+
+
+@pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
+@given(data=st.data())
+def test_g6_chunk_invariant_and_replayable(name: str, skip: bool, data: st.DataObject) -> None:
+    ids = data.draw(id_lists(name))
+    c = codec(name, skip)
+    one_by_one, deltas = stream(start(c), ids)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(ids)), max_size=6)))
+    state, texts, last = start(c), [], 0
+    for cut in [*cuts, len(ids)]:
+        state, text = feed(state, ids[last:cut])
+        texts.append(text)
+        last = cut
+    assert state == one_by_one
+    assert "".join(texts) == "".join(deltas)
+    # A saved state resumes identically wherever it is copied to.
+    middle = data.draw(st.integers(0, len(ids)))
+    saved, _ = feed(start(c), ids[:middle])
+    rest = ids[middle:]
+    expected = stream(saved, rest)
+    for clone in (pickle.loads(pickle.dumps(saved)), copy.copy(saved), copy.deepcopy(saved)):
+        assert clone == saved and hash(clone) == hash(saved)
+        assert stream(clone, rest) == expected
+
+
+BAD_IDS = [-1, -(2**40), 2**40, 1.0, "1", None, True, False, b"\x01", 3.5]
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+@pytest.mark.parametrize("bad", BAD_IDS, ids=repr)
+def test_g7_bad_ids_raise_and_lose_nothing(name: str, bad: object) -> None:
+    c = codec(name)
+    good = interesting_ids(name)[:5]
+    state, before = feed(start(c), good)
+    with pytest.raises(InvalidTokenError) as raised:
+        step(state, cast(Any, bad))
+    assert isinstance(raised.value, ValueError)
+    assert repr(bad) in str(raised.value) and str(c.vocab_size) in str(raised.value)
+    with pytest.raises(InvalidTokenError) as in_feed:
+        feed(state, [*good, cast(Any, bad), *good])
+    assert f"position {len(good)}" in str(in_feed.value)
+    # The old state is still valid and complete.
+    state, after = feed(state, good)
+    assert before + after + finish(state) == reference(name, [*good, *good])
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+def test_g7_vocabulary_edges(name: str) -> None:
+    c = codec(name)
+    state, _ = step(start(c), c.vocab_size - 1)
+    with pytest.raises(InvalidTokenError):
+        step(state, c.vocab_size)
+    assert step(start(c), cast(int, numpy.int64(5))) == step(start(c), 5)
+
+
+def test_public_names() -> None:
+    for public in (
+        "codec_for",
+        "start",
+        "step",
+        "feed",
+        "finish",
+        "Codec",
+        "DecodeState",
+        "InvalidTokenError",
+    ):
+        assert hasattr(puredetok, public)
+    assert issubclass(InvalidTokenError, ValueError)
