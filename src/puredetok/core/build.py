@@ -125,14 +125,28 @@ def _reference_decode(tokenizer: Any, skip: bool, cleanup: bool | None) -> Calla
 def _silent_ids(
     decode: Callable[[list[int]], str], size: int, backend: tokenizers.Tokenizer | None, skip: bool
 ) -> frozenset[int]:
-    """Ids that decode to nothing alone and repeated (dropped or empty tokens)."""
-    if backend is not None:
-        ids = list(range(size))
-        once = backend.decode_batch([[i] for i in ids], skip_special_tokens=skip)
-        candidates = [i for i, text in zip(ids, once) if text == ""]
-        twice = backend.decode_batch([[i, i, i] for i in candidates], skip_special_tokens=skip)
-        return frozenset(i for i, text in zip(candidates, twice) if text == "")
-    return frozenset(i for i in range(size) if decode([i]) == "" and decode([i, i, i]) == "")
+    """Ids that change nothing wherever they stand (dropped specials, holes in the vocabulary).
+
+    An id qualifies if it decodes to "" alone and three times over, and is invisible between,
+    before and after a few probe ids (CTC's pad token, for one, is not: it separates repeats).
+    """
+
+    def batch(sequences: list[list[int]]) -> list[str]:
+        if backend is not None:
+            return list(backend.decode_batch(sequences, skip_special_tokens=skip))
+        return [decode(sequence) for sequence in sequences]
+
+    ids = list(range(size))
+    alone = batch([[i] for i in ids])
+    candidates = [i for i, text in zip(ids, alone) if text == ""]
+    thrice = batch([[i, i, i] for i in candidates])
+    candidates = [i for i, text in zip(candidates, thrice) if text == ""]
+    probes = [i for i, text in zip(ids, alone) if text][:: max(1, size // 7)][:8]
+    for probe in probes:
+        expected = batch([[probe, probe]])[0]
+        around = batch([[probe, i, probe] for i in candidates])
+        candidates = [i for i, text in zip(candidates, around) if text == expected]
+    return frozenset(candidates)
 
 
 def _window_codec(
@@ -171,12 +185,14 @@ def codec_for(
     skip_special_tokens: bool = False,
     clean_up_tokenization_spaces: bool | None = None,
     max_byte_run: int | None = None,
+    window: bool = False,
 ) -> Codec:
     """Build the codec of a ``transformers`` tokenizer or a ``tokenizers.Tokenizer``.
 
     ``clean_up_tokenization_spaces=None`` means whatever ``tokenizer.decode`` does by default.
     ``max_byte_run`` caps how many byte-fallback tokens a still-valid run may hold (None: no cap,
     always exact; with a cap, exact unless a valid run longer than the cap later turns invalid).
+    ``window=True`` builds the generic window codec even when an exact model exists (to compare).
 
     The codec is exact when the tokenizer's decoder is one puredetok models; otherwise it is the
     generic window codec (``codec.exact is False``, ``codec.reason`` says why).
@@ -203,6 +219,16 @@ def codec_for(
             "or a tokenizers.Tokenizer"
         )
     cleanup = _resolve_cleanup(tokenizer, backend, clean_up_tokenization_spaces)
+    if window:
+        return _window_codec(
+            tokenizer,
+            backend,
+            "the generic window codec was asked for",
+            skip,
+            clean_up_tokenization_spaces,
+            cleanup,
+            name,
+        )
     override = _decode_override(tokenizer) if not isinstance(tokenizer, tokenizers.Tokenizer) else None
     if override is not None:
         return _window_codec(

@@ -1,0 +1,99 @@
+"""Cleanup as a streaming transform, exact against transformers in every mode it has."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from transformers import AutoTokenizer
+
+import puredetok
+from helpers import codec, id_lists, reference, tokenizer
+from puredetok import finish, start, step
+from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules, cleanup_stages
+
+MODES = [
+    ("t5_small", False),
+    ("t5_small", True),
+    ("distilbert_base_uncased", True),
+    ("gpt2", True),  # ignored by transformers 5 for BPE: the codec must ignore it too
+    ("mistral_v03", True),
+]
+
+
+@pytest.mark.parametrize(("name", "cleanup"), MODES)
+@given(data=st.data())
+def test_stream_equals_decode_with_cleanup_option(name: str, cleanup: bool, data: st.DataObject) -> None:
+    ids = data.draw(id_lists(name))
+    skip = data.draw(st.booleans())
+    c = codec(name, skip, cleanup)
+    full = reference(name, ids, skip, cleanup)
+    state, emitted = start(c), ""
+    for token_id in ids:
+        state, delta = step(state, token_id)
+        emitted += delta
+        assert full.startswith(emitted)
+    assert emitted + finish(state) == full
+
+
+@functools.cache
+def forced(name: str) -> Any:
+    return AutoTokenizer.from_pretrained(
+        tokenizer(name).name_or_path,
+        clean_up_tokenization_spaces=True,
+        clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output=True,
+    )
+
+
+@functools.cache
+def forced_codec(name: str) -> puredetok.Codec:
+    return puredetok.codec_for(forced(name))
+
+
+@pytest.mark.parametrize("name", ["llama3", "phi2"])
+@given(data=st.data())
+def test_forced_cleanup_on_bpe(name: str, data: st.DataObject) -> None:
+    """When a user forces cleanup on a BPE tokenizer, the codec follows (transformers 32575)."""
+    ids = data.draw(id_lists(name))
+    tok, c = forced(name), forced_codec(name)
+    assert c.clean_up_tokenization_spaces
+    full = tok.decode(ids)
+    state, emitted = start(c), ""
+    for token_id in ids:
+        state, delta = step(state, token_id)
+        emitted += delta
+        assert full.startswith(emitted)
+    assert emitted + finish(state) == full
+
+
+@given(
+    st.lists(
+        st.sampled_from([" ", ".", "'", "n", "t", "s", "m", "v", "e", "r", "a", " '", "?", "!", ","]),
+        max_size=40,
+    )
+)
+def test_cleanup_cascade_stream_equals_whole_string(pieces: list[str]) -> None:
+    """The stage cascade is exact for every chunking of its input."""
+    stages = cleanup_stages()
+    holds = [stage.initial for stage in stages]
+    out: list[str] = []
+    for piece in pieces:
+        values: list[tuple[Any, bool]] = [(piece, True)]
+        for i, stage in enumerate(stages):
+            produced: list[tuple[Any, bool]] = []
+            for value, glued in values:
+                holds[i], more = stage.push(holds[i], value, glued)
+                produced.extend(more)
+            values = produced
+        out.extend(value for value, _ in values)
+    tail: list[tuple[Any, bool]] = []
+    for i, stage in enumerate(stages):
+        produced = []
+        for value, glued in tail:
+            holds[i], more = stage.push(holds[i], value, glued)
+            produced.extend(more)
+        tail = produced + stage.flush(holds[i])
+    assert "".join(out) + "".join(v for v, _ in tail) == apply_rules(TRANSFORMERS_RULES, "".join(pieces))
