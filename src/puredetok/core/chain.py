@@ -27,7 +27,10 @@ def _run(stages: Sequence[Stage], holds: Sequence[Any], value: Any) -> tuple[lis
     """One element through the stages."""
     new_holds = []
     pieces: list[Piece] = [(value, False)]
-    for stage, hold in zip(stages, holds):
+    for index, (stage, hold) in enumerate(zip(stages, holds)):
+        if not pieces:  # nothing reaches the later stages: their holds stay
+            new_holds.extend(holds[index:])
+            break
         if len(pieces) == 1:
             hold, pieces = stage.push(hold, *pieces[0])
         else:

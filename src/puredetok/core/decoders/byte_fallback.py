@@ -8,19 +8,29 @@ grows with the input; see ``max_run``). A run that can no longer be valid is rel
 
 from __future__ import annotations
 
-__all__ = ["ByteFallback", "ByteFallbackStage", "ValidRun", "INVALID_RUN", "byte_token_value"]
+__all__ = ["ByteFallback", "ByteFallbackStage", "INVALID_RUN", "byte_token_value"]
 
+from codecs import utf_8_decode
 from typing import Any
 
 import attrs
 
 from puredetok.core.decoders.base import Group, Piece, Stage, Unmodelled, push_each
 from puredetok.core.rope import EMPTY_ROPE, Rope
-from puredetok.core.utf8 import incomplete_tail
 
 _HEX = frozenset("0123456789abcdefABCDEF")
+_BYTES = tuple(bytes((b,)) for b in range(256))
+_LEAF = 256
+
 INVALID_RUN = "invalid-run"
 """The hold inside a run of byte tokens that can no longer be valid UTF-8."""
+
+Run = tuple[Rope, str, bytes, int]
+"""A run that is still a prefix of well-formed UTF-8: (older text, newest text (< 256 characters),
+trailing incomplete sequence (0-3 bytes), number of byte tokens in the run). Its text is released
+only when the run ends; each byte token becomes U+FFFD instead if it turns out invalid."""
+
+_FRESH: Run = (EMPTY_ROPE, "", b"", 0)
 
 
 def byte_token_value(token: object) -> int | None:
@@ -35,34 +45,20 @@ def byte_token_value(token: object) -> int | None:
     return int(body, 16)
 
 
-@attrs.frozen
-class ValidRun:
-    """A run of byte tokens that is still a prefix of well-formed UTF-8."""
-
-    text: Rope
-    """The characters completed so far (not yet released)."""
-    tail: bytes
-    """A trailing incomplete sequence (0 to 3 bytes)."""
-    count: int
-    """How many byte tokens the run holds (each becomes U+FFFD if the run turns out invalid)."""
-
-
-_FRESH = ValidRun(EMPTY_ROPE, b"", 0)
-
-
-def _release(run: Any) -> list[Piece]:
+def _release(hold: Any) -> list[Piece]:
     """What a run turns into when it ends."""
-    if not isinstance(run, ValidRun):
+    if hold is None or hold == INVALID_RUN:
         return []
-    if run.tail:
-        return [("\ufffd", False)] * run.count
-    text = str(run.text)
+    older, newest, tail, count = hold
+    if tail:
+        return [("\ufffd", False)] * count
+    text = str(older) + newest if older.size else newest
     return [(text, False)] if text else []
 
 
 @attrs.frozen
 class ByteFallbackStage:
-    """Collects runs of byte tokens; other tokens pass through."""
+    """Collects runs of byte tokens (ints, see :meth:`ByteFallback.map_token`); text passes."""
 
     max_run: int | None = None
     """Release a valid run's complete characters once it holds this many byte tokens (None: never)."""
@@ -71,29 +67,37 @@ class ByteFallbackStage:
 
     def push(self, hold: Any, value: Any, glued: bool) -> tuple[Any, list[Piece]]:
         """Extend, poison, or end the current run."""
-        byte = byte_token_value(value)
-        if byte is None:
+        if type(value) is not int:
+            if hold is None:
+                return None, [(value, False)]
             out = _release(hold)
             out.append((value, False))
             return None, out
         if hold == INVALID_RUN:
             return INVALID_RUN, [("\ufffd", False)]
-        run: ValidRun = hold if isinstance(hold, ValidRun) else _FRESH
-        data = run.tail + bytes((byte,))
-        keep = incomplete_tail(data)
+        older, newest, tail, count = _FRESH if hold is None else hold
+        data = tail + _BYTES[value] if tail else _BYTES[value]
         try:
-            done = data[: len(data) - keep].decode("utf-8")
+            text, used = utf_8_decode(data, "strict", False)
         except UnicodeDecodeError:
-            return INVALID_RUN, [("\ufffd", False)] * (run.count + 1)
-        run = ValidRun(run.text.append(done), data[len(data) - keep :], run.count + 1)
-        if self.max_run is not None and run.count >= self.max_run:
-            text = str(run.text)
-            return ValidRun(EMPTY_ROPE, run.tail, len(run.tail)), ([(text, False)] if text else [])
-        return run, []
+            return INVALID_RUN, [("\ufffd", False)] * (count + 1)
+        if used < len(data) - 1 and data[used] == 0xED and data[used + 1] >= 0xA0:
+            # CPython waits on ED A0.. (a surrogate); it can never become valid.
+            return INVALID_RUN, [("\ufffd", False)] * (count + 1)
+        if text:
+            newest += text
+            if len(newest) >= _LEAF:
+                older, newest = older.append(newest), ""
+        count += 1
+        if self.max_run is not None and count >= self.max_run:
+            done = str(older) + newest
+            rest = data[used:]
+            return (EMPTY_ROPE, "", rest, len(rest)), ([(done, False)] if done else [])
+        return (older, newest, data[used:], count), []
 
     def push_run(self, hold: Any, values: list[Any], glued: bool) -> tuple[Any, list[Group]]:
         """Outside a run, a batch without byte tokens passes as it is."""
-        if hold is None and all(type(v) is str for v in values) and "<0x" not in "".join(values):
+        if hold is None and int not in set(map(type, values)):
             return None, [(values, False)]
         return push_each(self, hold, values, glued)
 
@@ -110,8 +114,9 @@ class ByteFallback:
     depends_on_first = False
 
     def map_token(self, token: Any, first: bool) -> Any:
-        """Tokens are not changed one by one; runs are the stage's work."""
-        return token
+        """A byte token becomes its byte value (an int), read once when the codec is built."""
+        value = byte_token_value(token)
+        return token if value is None else value
 
     def stage(self) -> Stage:
         """The run collector."""
