@@ -25,7 +25,7 @@ Hold = tuple[Any, ...]
 
 def _run(stages: Sequence[Stage], holds: Sequence[Any], value: Any) -> tuple[list[Any], list[Piece]]:
     """One element through the stages."""
-    new_holds = []
+    new_holds: list[Any] = []
     pieces: list[Piece] = [(value, False)]
     for index, (stage, hold) in enumerate(zip(stages, holds)):
         if not pieces:  # nothing reaches the later stages: their holds stay
