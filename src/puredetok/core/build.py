@@ -164,7 +164,7 @@ def _window_codec(
         vocab_part: object = _vocabulary(backend, skip)
     else:
         size = len(tokenizer)
-        vocab_part = sorted(tokenizer.get_vocab().items())
+        vocab_part = [token for token, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
     window = Window(decode=decode, silent=_silent_ids(decode, size, backend, skip))
     return Codec(
         family="window",
