@@ -52,7 +52,7 @@ def test() -> None:
     run(BIN / "ruff", "check", "src", "tests", "tasks.py")
     run(BIN / "ruff", "format", "--check", "src", "tests", "tasks.py")
     env = {**os.environ, "HYPOTHESIS_PROFILE": os.environ.get("HYPOTHESIS_PROFILE", "dev")}
-    run(PYTHON, "-m", "pytest", env=env)
+    run(PYTHON, "-m", "pytest", "-n", os.environ.get("PYTEST_WORKERS", "auto"), env=env)
 
 
 def bench() -> None:

@@ -8,13 +8,13 @@ from hypothesis import HealthCheck, settings
 
 settings.register_profile(
     "dev",
-    max_examples=40,
+    max_examples=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.register_profile(
     "ci",
-    max_examples=150,
+    max_examples=100,
     deadline=None,
     derandomize=False,
     print_blob=True,

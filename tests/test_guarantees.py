@@ -9,6 +9,7 @@ multilingual text.
 from __future__ import annotations
 
 import copy
+import functools
 import pickle
 from typing import Any, cast
 
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 
 import puredetok
 from helpers import TOKENIZERS, codec, id_lists, interesting_ids, reference, stream, witnesses
-from puredetok import InvalidTokenError, feed, finish, start, step
+from puredetok import DecodeState, InvalidTokenError, feed, finish, start, step
 
 CASES = [(name, skip) for name in TOKENIZERS for skip in (False, True)]
 IDS = [f"{name}-{'skip' if skip else 'keep'}" for name, skip in CASES]
@@ -115,14 +116,30 @@ def test_g6_chunk_invariant_and_replayable(name: str, skip: bool, data: st.DataO
         last = cut
     assert state == one_by_one
     assert "".join(texts) == "".join(deltas)
-    # A saved state resumes identically wherever it is copied to.
+    # A saved state resumes identically wherever it is copied to: copies, and its hold sent to a
+    # process that has the same codec (the codec itself is pickled once, in the next test).
     middle = data.draw(st.integers(0, len(ids)))
     saved, _ = feed(start(c), ids[:middle])
     rest = ids[middle:]
     expected = stream(saved, rest)
-    for clone in (pickle.loads(pickle.dumps(saved)), copy.copy(saved), copy.deepcopy(saved)):
+    moved = DecodeState(restored_codec(name, skip), pickle.loads(pickle.dumps(saved.hold)))
+    for clone in (moved, copy.copy(saved), copy.deepcopy(saved)):
         assert clone == saved and hash(clone) == hash(saved)
         assert stream(clone, rest) == expected
+
+
+@functools.cache
+def restored_codec(name: str, skip: bool) -> puredetok.Codec:
+    return cast(puredetok.Codec, pickle.loads(pickle.dumps(codec(name, skip))))
+
+
+@pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
+def test_g6_a_pickled_state_carries_its_codec(name: str, skip: bool) -> None:
+    ids = list(interesting_ids(name)[:40])
+    saved, _ = feed(start(codec(name, skip)), ids[:20])
+    clone = pickle.loads(pickle.dumps(saved))
+    assert clone == saved
+    assert stream(clone, ids[20:]) == stream(saved, ids[20:])
 
 
 BAD_IDS = [-1, -(2**40), 2**40, 1.0, "1", None, True, False, b"\x01", 3.5]
