@@ -64,6 +64,7 @@ DEF_G_HI_J = [token("ABC"), token("DEF"), token("G"), token("HI"), token("J"), t
 
 
 def test_stop_arriving_as_def_g_hi_j_streams_nothing_of_it() -> None:
+    assert [tokenizer("qwen3").decode([i]) for i in DEF_G_HI_J] == ["ABC", "DEF", "G", "HI", "J", "KL"]
     deltas, stream = deltas_of(StopRules(stop=["DEFGHIJ"]), DEF_G_HI_J)
     assert deltas == ["ABC", "", "", "", "", ""]
     assert stream.finish_reason == FinishReason("stop", "DEFGHIJ")

@@ -232,10 +232,10 @@ def _one_by_one(stream: Stream, ids: list[Any], begin: int, end: int) -> tuple[S
     return stream, "".join(texts)
 
 
-def _quiet_end(stream: Stream, ids: list[Any], begin: int) -> int:
+def _quiet_end(stream: Stream, ids: list[Any], begin: int) -> int | None:
     """The end of the longest run from ``begin`` in which no single token can end the stream (no
     stop or EOS token that counts, not the token reaching the limit) and that does not straddle
-    the ``min_tokens`` threshold.
+    the ``min_tokens`` threshold; None if the ids hold a value that is not even hashable.
     """
     end = len(ids)
     if stream.max_left is not None:
@@ -248,8 +248,8 @@ def _quiet_end(stream: Stream, ids: list[Any], begin: int) -> int:
         try:
             if ending.isdisjoint(window):
                 return end
-        except TypeError:  # an unhashable value: the one-by-one path reports it where it stands
-            return begin
+        except TypeError:
+            return None
         return begin + next(offset for offset, token_id in enumerate(window) if token_id in ending)
     return end
 
@@ -291,7 +291,10 @@ def advance_many(stream: Stream, token_ids: Iterable[int]) -> tuple[Stream, str]
     position = 0
     while position < len(ids) and stream.finish_reason is None:
         end = _quiet_end(stream, ids, position)
-        if end > position:
+        if end is None:  # one by one, so that the error names the bad value where it stands
+            end = len(ids)
+            stream, text = _one_by_one(stream, ids, position, end)
+        elif end > position:
             stream, text = _run(stream, ids, position, end)
         else:
             end = position + 1
