@@ -41,7 +41,7 @@ def _stop_strings(value: str | Iterable[str]) -> tuple[str, ...]:
 def _token_ids(name: str, value: Iterable[int]) -> frozenset[int]:
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
         raise ValueError(f"{name} must be a collection of token ids, got {type(value).__name__}")
-    return frozenset(_count(f"{name} entries", token_id, 0) for token_id in value)
+    return frozenset(_count(f"each {name} entry", token_id, 0) for token_id in value)
 
 
 def _stop_token_ids(value: Iterable[int]) -> frozenset[int]:
