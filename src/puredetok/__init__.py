@@ -9,6 +9,10 @@ The core is five functions over two frozen records::
 
 ``"".join(deltas) + tail == tokenizer.decode(ids)``, and every delta is final as soon as it is
 returned.
+
+Stop conditions (stop strings, stop and EOS tokens, token limits) are a pure layer on top:
+``open_stream``, ``advance``, ``advance_many``, ``close``, ``abort`` over a frozen ``Stream``
+(see :mod:`puredetok.stops`).
 """
 
 from __future__ import annotations
@@ -16,14 +20,33 @@ from __future__ import annotations
 __all__ = [
     "Codec",
     "DecodeState",
+    "FinishReason",
     "InvalidTokenError",
+    "StopRules",
+    "Stream",
+    "StreamFinishedError",
     "UnsupportedTokenizerError",
+    "abort",
+    "advance",
+    "advance_many",
+    "close",
     "codec_for",
     "feed",
     "finish",
+    "open_stream",
     "start",
     "step",
 ]
 
 from puredetok.core import Codec, DecodeState, codec_for, feed, finish, start, step
-from puredetok.errors import InvalidTokenError, UnsupportedTokenizerError
+from puredetok.errors import InvalidTokenError, StreamFinishedError, UnsupportedTokenizerError
+from puredetok.stops import (
+    FinishReason,
+    StopRules,
+    Stream,
+    abort,
+    advance,
+    advance_many,
+    close,
+    open_stream,
+)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["InvalidTokenError", "UnsupportedTokenizerError"]
+__all__ = ["InvalidTokenError", "StreamFinishedError", "UnsupportedTokenizerError"]
 
 
 class InvalidTokenError(ValueError):
@@ -25,3 +25,10 @@ class InvalidTokenError(ValueError):
 
 class UnsupportedTokenizerError(TypeError):
     """`codec_for` was given an object it cannot read as a tokenizer."""
+
+
+class StreamFinishedError(ValueError):
+    """A token offered to a stream that has already finished (by a stop, its length limit, or abort).
+
+    The stream is untouched; its ``finish_reason`` says why it ended.
+    """

@@ -7,6 +7,7 @@ import platform
 
 from puredetok.adapters.loading import DEFAULT_TOKENIZER, load_tokenizer
 from puredetok.bench.core import byte_run_section, core_section
+from puredetok.bench.stops import stops_section
 from puredetok.bench.timing import format_table
 
 NAME = "bench"
@@ -35,6 +36,11 @@ def run(args: argparse.Namespace) -> int:
     print(
         format_table(
             "core (one stream, same trace for every line)", core_section(tokenizer, args.tokens, args.long)
+        )
+    )
+    print(
+        format_table(
+            "stops (same trace, 4 stop strings that never match)", stops_section(tokenizer, args.tokens)
         )
     )
     vocab = getattr(tokenizer, "backend_tokenizer", tokenizer).get_vocab(with_added_tokens=True)

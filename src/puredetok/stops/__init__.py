@@ -1,0 +1,31 @@
+"""Stop conditions and finish reasons: a pure layer over the core (SPEC section 3).
+
+::
+
+    rules = StopRules(stop=["</answer>"], eos_token_ids=eos_token_ids(tokenizer), max_new_tokens=256)
+    stream = open_stream(codec, rules, prompt_ids)     # once per request
+    stream, delta = advance(stream, token_id)          # per token (or advance_many)
+    stream, tail = close(stream)                       # when no more tokens will come
+    stream.finish_reason                               # FinishReason("stop", "</answer>"), ...
+
+Streaming and non-streaming give the same text, nothing after a stop is ever emitted, and only
+the text that could still start a stop string is held back. See docs/stops.md.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FinishReason",
+    "StopRules",
+    "Stream",
+    "StreamFinishedError",
+    "abort",
+    "advance",
+    "advance_many",
+    "close",
+    "open_stream",
+]
+
+from puredetok.errors import StreamFinishedError
+from puredetok.stops.rules import FinishReason, StopRules
+from puredetok.stops.stream import Stream, abort, advance, advance_many, close, open_stream

@@ -1,0 +1,117 @@
+"""The per-request stop options (:class:`StopRules`) and why a stream ended (:class:`FinishReason`)."""
+
+from __future__ import annotations
+
+__all__ = ["StopRules", "FinishReason"]
+
+import operator
+from collections.abc import Iterable
+from typing import Any, Literal, SupportsIndex, cast
+
+import attrs
+
+from puredetok.stops.matcher import Matcher, compile_stops
+
+
+def _count(name: str, value: object, low: int) -> int:
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise ValueError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    number = operator.index(cast(SupportsIndex, value))
+    if number < low:
+        raise ValueError(f"{name} must be >= {low}, got {number}")
+    return number
+
+
+def _stop_strings(value: str | Iterable[str]) -> tuple[str, ...]:
+    """A lone string is one stop string (as in the OpenAI API), not a collection of characters."""
+    if isinstance(value, str):
+        value = (value,)
+    try:
+        stops = tuple(value)
+    except TypeError:
+        raise ValueError(f"stop must be a string or a list of strings, got {type(value).__name__}") from None
+    for stop in stops:
+        if not isinstance(stop, str):
+            raise ValueError(f"stop strings must be str, got {type(stop).__name__} {stop!r}")
+        if not stop:
+            raise ValueError("stop strings must not be empty")
+    return stops
+
+
+def _token_ids(name: str, value: Iterable[int]) -> frozenset[int]:
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ValueError(f"{name} must be a collection of token ids, got {type(value).__name__}")
+    return frozenset(_count(f"each {name} entry", token_id, 0) for token_id in value)
+
+
+def _stop_token_ids(value: Iterable[int]) -> frozenset[int]:
+    return _token_ids("stop_token_ids", value)
+
+
+def _eos_token_ids(value: Iterable[int]) -> frozenset[int]:
+    return _token_ids("eos_token_ids", value)
+
+
+def _max_new_tokens(value: int | None) -> int | None:
+    return None if value is None else _count("max_new_tokens", value, 1)
+
+
+def _min_tokens(value: int) -> int:
+    return _count("min_tokens", value, 0)
+
+
+def _flag(instance: Any, attribute: attrs.Attribute[bool], value: object) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{attribute.name} must be a bool, got {type(value).__name__} {value!r}")
+
+
+@attrs.frozen
+class StopRules:
+    """How a request may stop, named as serving engines name the options. Validated on construction
+    (a clear :class:`ValueError` names the bad option); immutable, hashable, shareable.
+
+    ``skip_special_tokens`` is not here: it is an option of the codec
+    (``codec_for(tokenizer, skip_special_tokens=...)``), and a stream follows its codec.
+    """
+
+    stop: tuple[str, ...] = attrs.field(default=(), converter=_stop_strings)
+    """Stop strings (a list is converted to a tuple; a lone string is one stop string)."""
+    stop_token_ids: frozenset[int] = attrs.field(default=frozenset(), converter=_stop_token_ids)
+    """Token ids that end the stream (the token adds no text)."""
+    eos_token_ids: frozenset[int] = attrs.field(default=frozenset(), converter=_eos_token_ids)
+    """End-of-sequence ids (see :func:`puredetok.adapters.eos.eos_token_ids`); ignored with ``ignore_eos``."""
+    ignore_eos: bool = attrs.field(default=False, validator=_flag)
+    """Whether EOS ids are ordinary tokens (decoded like any other)."""
+    max_new_tokens: int | None = attrs.field(default=None, converter=_max_new_tokens)
+    """The stream ends with ``"length"`` after this many generated tokens (None: no limit)."""
+    min_tokens: int = attrs.field(default=0, converter=_min_tokens)
+    """Nothing stops the stream within the first ``min_tokens`` generated tokens, and their text is
+    not searched for stop strings (a stop string may still start in it and end after it)."""
+    include_stop_str_in_output: bool = attrs.field(default=False, validator=_flag)
+    """Whether the matched stop string (or the stop token's own text) ends the output."""
+    matcher: Matcher = attrs.field(init=False, eq=False, repr=False)
+    """The stop strings prepared for matching (derived)."""
+    ending_ids: frozenset[int] = attrs.field(init=False, eq=False, repr=False)
+    """The ids that end the stream: ``stop_token_ids`` plus the EOS ids unless ``ignore_eos`` (derived)."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_new_tokens is not None and self.min_tokens > self.max_new_tokens:
+            raise ValueError(
+                f"min_tokens ({self.min_tokens}) must not exceed max_new_tokens ({self.max_new_tokens})"
+            )
+        ending = self.stop_token_ids if self.ignore_eos else self.stop_token_ids | self.eos_token_ids
+        object.__setattr__(self, "matcher", compile_stops(self.stop))
+        object.__setattr__(self, "ending_ids", ending)
+
+
+@attrs.frozen
+class FinishReason:
+    """Why a stream ended: ``"stop"`` (with the stop string, or the stop/EOS token id, that matched),
+    ``"length"`` (its token limit, or closed without a stop) or ``"abort"``.
+    """
+
+    kind: Literal["stop", "length", "abort"] = attrs.field(
+        validator=attrs.validators.in_(("stop", "length", "abort"))
+    )
+    matched: str | int | None = None
+    """The stop string or token id that ended the stream (``None`` unless ``kind == "stop"``)."""

@@ -1,0 +1,304 @@
+"""The stream record (a decode state plus stop state) and the pure functions that advance it.
+
+Text flows in two stages. The core turns ids into certain text; this layer then holds back the
+longest suffix of that text that could still start a stop string, and releases it as soon as it
+cannot. A stream ends on a stop token or EOS, a stop string, its token limit, :func:`close`
+(no more tokens) or :func:`abort`; after that it emits nothing and refuses tokens.
+"""
+
+from __future__ import annotations
+
+__all__ = ["NO_RULES", "Stream", "open_stream", "advance", "advance_many", "close", "abort"]
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from puredetok.core.codec import Codec, DecodeState
+from puredetok.core.stream import feed, finish, start, step
+from puredetok.errors import InvalidTokenError, StreamFinishedError
+from puredetok.stops.matcher import Match, find_stop, held_from
+from puredetok.stops.rules import FinishReason, StopRules
+
+NO_RULES = StopRules()
+"""The default rules: no stop strings, no stop or EOS tokens, no limits."""
+_LENGTH = FinishReason("length")
+_ABORT = FinishReason("abort")
+
+
+@attrs.frozen
+class Stream:
+    """One request's stream: its :class:`DecodeState`, its :class:`StopRules`, and the stop state.
+
+    Immutable, hashable and picklable; its size is bounded (the held text is shorter than the
+    longest stop string, and the decode state is bounded by the core). Like the core's state, it
+    holds only what decides its future: two streams that compare equal continue identically.
+    """
+
+    decode: DecodeState
+    """The core's state after the last token consumed."""
+    rules: StopRules
+    """The request's stop rules."""
+    held: str = ""
+    """Text the core has released but this layer holds: the longest suffix that could still start a
+    stop string (always shorter than the longest stop string; empty once finished)."""
+    min_left: int = attrs.field(default=attrs.Factory(lambda self: self.rules.min_tokens, takes_self=True))
+    """Generated tokens still to come before stops apply (counts down from ``min_tokens`` to 0)."""
+    max_left: int | None = attrs.field(
+        default=attrs.Factory(lambda self: self.rules.max_new_tokens, takes_self=True)
+    )
+    """Tokens left before the stream ends with ``"length"`` (counts down from ``max_new_tokens``;
+    None without a limit)."""
+    finish_reason: FinishReason | None = None
+    """Why the stream ended, or None while it runs."""
+
+    @property
+    def finished(self) -> bool:
+        """Whether the stream has ended (it then refuses tokens and emits nothing more)."""
+        return self.finish_reason is not None
+
+    def __copy__(self) -> Stream:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Stream:
+        return self
+
+
+# A running stream builds a new record for each token that changes it; filling the slots of a fresh
+# object directly costs half of attrs' generated __init__ (which has nothing to check here).
+_SET = {name: Stream.__dict__[name].__set__ for name in attrs.fields_dict(Stream)}
+_SET_DECODE, _SET_RULES, _SET_HELD, _SET_MIN_LEFT, _SET_MAX_LEFT, _SET_FINISH = _SET.values()
+_new = object.__new__
+
+
+def _running(decode: DecodeState, rules: StopRules, held: str, min_left: int, max_left: int | None) -> Stream:
+    stream: Stream = _new(Stream)
+    _SET_DECODE(stream, decode)
+    _SET_RULES(stream, rules)
+    _SET_HELD(stream, held)
+    _SET_MIN_LEFT(stream, min_left)
+    _SET_MAX_LEFT(stream, max_left)
+    _SET_FINISH(stream, None)
+    return stream
+
+
+def open_stream(codec: Codec, rules: StopRules = NO_RULES, prompt_ids: Iterable[int] = ()) -> Stream:
+    """A new stream for one request. The prompt's text is never emitted nor searched for stops."""
+    if not isinstance(rules, StopRules):
+        raise TypeError(f"rules must be a StopRules, got {type(rules).__name__}")
+    return Stream(start(codec, prompt_ids), rules)
+
+
+def _refuse(stream: Stream) -> StreamFinishedError:
+    reason = stream.finish_reason
+    assert reason is not None
+    why = reason.kind if reason.matched is None else f"{reason.kind} ({reason.matched!r})"
+    return StreamFinishedError(f"the stream has finished ({why}); it takes no more tokens")
+
+
+def _spent(max_left: int | None) -> int | None:
+    return None if max_left is None else max_left - 1
+
+
+def _ended(
+    stream: Stream, decode: DecodeState, min_left: int, max_left: int | None, reason: FinishReason
+) -> Stream:
+    return Stream(decode, stream.rules, "", min_left, max_left, reason)
+
+
+def _stopped(
+    stream: Stream, decode: DecodeState, min_left: int, max_left: int | None, text: str, match: Match
+) -> tuple[Stream, str]:
+    """A stop string completed: emit ``text`` up to it (or through it), nothing after it."""
+    cut = match.end if stream.rules.include_stop_str_in_output else match.start
+    return _ended(stream, decode, min_left, max_left, FinishReason("stop", match.stop)), text[:cut]
+
+
+def _end(
+    stream: Stream, decode: DecodeState, min_left: int, max_left: int | None, text: str, searched: int
+) -> tuple[Stream, str]:
+    """End the stream with its last ``text``, whose first ``searched`` characters (the held text)
+    were searched already: cut at a stop string found after them, else end with ``"length"``.
+    """
+    if not min_left:
+        match = find_stop(stream.rules.matcher, text, searched)
+        if match is not None:
+            return _stopped(stream, decode, min_left, max_left, text, match)
+    return _ended(stream, decode, min_left, max_left, _LENGTH), text
+
+
+def _end_on_token(stream: Stream, decode: DecodeState, delta: str, token_id: int) -> tuple[Stream, str]:
+    """A stop or EOS token: the text before it is final; the token's own text only if included.
+    A stop string completing in that final text comes first, and wins.
+    """
+    held = stream.held
+    if stream.rules.include_stop_str_in_output:
+        text = held + delta + finish(decode)
+    else:
+        text = held + finish(stream.decode)
+    max_left = _spent(stream.max_left)
+    ended, emitted = _end(stream, decode, 0, max_left, text, len(held))
+    if ended.finish_reason == _LENGTH:
+        ended = _ended(stream, decode, 0, max_left, FinishReason("stop", int(token_id)))
+    return ended, emitted
+
+
+def _early(stream: Stream, decode: DecodeState, delta: str) -> tuple[Stream, str]:
+    """A token within the first ``min_tokens``: it cannot end the stream by itself, and its text is
+    not searched, but a suffix that may start a stop string completing later is still held.
+    """
+    rules, held = stream.rules, stream.held
+    matcher = rules.matcher
+    if held or (matcher.stops and matcher.opener.search(delta)):
+        text = held + delta
+        cut = held_from(matcher, text)
+        delta, held = text[:cut], text[cut:]
+    min_left, max_left = stream.min_left - 1, _spent(stream.max_left)
+    if max_left == 0:
+        ended, tail = _end(stream, decode, min_left, max_left, held + finish(decode), len(held))
+        return ended, delta + tail
+    return _running(decode, rules, held, min_left, max_left), delta
+
+
+def advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
+    """One generated token: ``(new_stream, delta)``, where ``delta`` is text that is final.
+
+    Raises :class:`InvalidTokenError` for an id outside the vocabulary and
+    :class:`StreamFinishedError` once the stream has finished; ``stream`` stays valid either way.
+    """
+    if stream.finish_reason is not None:
+        raise _refuse(stream)
+    old = stream.decode
+    decode, delta = step(old, token_id)
+    if stream.min_left:
+        return _early(stream, decode, delta)
+    rules = stream.rules
+    if token_id in rules.ending_ids:
+        return _end_on_token(stream, decode, delta, token_id)
+    held = stream.held
+    matcher = rules.matcher
+    if held or (matcher.stops and matcher.opener.search(delta)):
+        text = held + delta
+        match = find_stop(matcher, text, len(held))
+        if match is not None:
+            return _stopped(stream, decode, 0, _spent(stream.max_left), text, match)
+        cut = held_from(matcher, text)
+        delta, held = text[:cut], text[cut:]
+    max_left = stream.max_left
+    if max_left is None:
+        if decode is old and held is stream.held:
+            return stream, delta
+        return _running(decode, rules, held, 0, None), delta
+    if max_left == 1:
+        ended, tail = _end(stream, decode, 0, 0, held + finish(decode), len(held))
+        return ended, delta + tail
+    return _running(decode, rules, held, 0, max_left - 1), delta
+
+
+def close(stream: Stream) -> tuple[Stream, str]:
+    """No more tokens will come: flush everything held (the core's tail and the held text).
+
+    The flushed text is searched for stop strings like any other text (unless fewer than
+    ``min_tokens`` tokens came); without a match the stream ends with ``"length"``. Closing a
+    finished stream returns it unchanged, with no text.
+    """
+    if stream.finish_reason is not None:
+        return stream, ""
+    held, decode = stream.held, stream.decode
+    return _end(stream, decode, stream.min_left, stream.max_left, held + finish(decode), len(held))
+
+
+def abort(stream: Stream) -> Stream:
+    """End the stream with ``"abort"``: nothing held is ever emitted.
+
+    A finished stream is returned unchanged (it keeps its finish reason).
+    """
+    if stream.finish_reason is not None:
+        return stream
+    return _ended(stream, stream.decode, stream.min_left, stream.max_left, _ABORT)
+
+
+def _one_by_one(stream: Stream, ids: list[Any], begin: int, end: int) -> tuple[Stream, str]:
+    texts = []
+    for position in range(begin, end):
+        if stream.finish_reason is not None:
+            break
+        try:
+            stream, text = advance(stream, ids[position])
+        except InvalidTokenError as error:
+            raise InvalidTokenError(error.token_id, error.vocab_size, position) from None
+        texts.append(text)
+    return stream, "".join(texts)
+
+
+def _quiet_end(stream: Stream, ids: list[Any], begin: int) -> int | None:
+    """The end of the longest run from ``begin`` in which no single token can end the stream (no
+    stop or EOS token that counts, not the token reaching the limit) and that does not straddle
+    the ``min_tokens`` threshold; None if the ids hold a value that is not even hashable.
+    """
+    end = len(ids)
+    if stream.max_left is not None:
+        end = min(end, begin + stream.max_left - 1)
+    if stream.min_left:
+        return min(end, begin + stream.min_left)
+    ending = stream.rules.ending_ids
+    if ending and begin < end:
+        window = ids[begin:end]
+        try:
+            if ending.isdisjoint(window):
+                return end
+        except TypeError:
+            return None
+        return begin + next(offset for offset, token_id in enumerate(window) if token_id in ending)
+    return end
+
+
+def _run(stream: Stream, ids: list[Any], begin: int, end: int) -> tuple[Stream, str]:
+    """Tokens that cannot end the stream by themselves, fed to the core at once. Only when a stop
+    string completes (or an id is invalid) are they replayed one by one, to end where that does.
+    """
+    try:
+        decode, delta = feed(stream.decode, ids[begin:end])
+    except InvalidTokenError:
+        return _one_by_one(stream, ids, begin, end)
+    rules, held = stream.rules, stream.held
+    matcher = rules.matcher
+    if held or (matcher.stops and matcher.opener.search(delta)):
+        text = held + delta
+        if not stream.min_left and find_stop(matcher, text, len(held)) is not None:
+            return _one_by_one(stream, ids, begin, end)
+        cut = held_from(matcher, text)
+        delta, held = text[:cut], text[cut:]
+    count = end - begin
+    max_left = None if stream.max_left is None else stream.max_left - count
+    return _running(decode, rules, held, stream.min_left and stream.min_left - count, max_left), delta
+
+
+def advance_many(stream: Stream, token_ids: Iterable[int]) -> tuple[Stream, str]:
+    """Several generated tokens: the same stream and text as advancing them one by one.
+
+    Ids after the one that ends the stream are ignored. An invalid id before that raises
+    :class:`InvalidTokenError` naming its position, and nothing has happened. A finished stream
+    raises :class:`StreamFinishedError` if offered any id.
+    """
+    ids: list[Any] = token_ids if type(token_ids) is list else list(token_ids)
+    if stream.finish_reason is not None:
+        if ids:
+            raise _refuse(stream)
+        return stream, ""
+    texts = []
+    position = 0
+    while position < len(ids) and stream.finish_reason is None:
+        end = _quiet_end(stream, ids, position)
+        if end is None:  # one by one, so that the error names the bad value where it stands
+            end = len(ids)
+            stream, text = _one_by_one(stream, ids, position, end)
+        elif end > position:
+            stream, text = _run(stream, ids, position, end)
+        else:
+            end = position + 1
+            stream, text = _one_by_one(stream, ids, position, end)
+        texts.append(text)
+        position = end
+    return stream, "".join(texts)

@@ -1,0 +1,180 @@
+"""SPEC section 3: the stop layer as hypothesis properties, on real tokenizers of every family
+(byte-level, SentencePiece with byte fallback, Metaspace, WordPiece with cleanup), with
+``skip_special_tokens`` both ways.
+
+Stop strings are drawn mostly from the decoded text itself (so that they match, often across
+tokens and inside tokens), stop and EOS ids from the ids themselves, and limits around the
+length of the stream.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import MULTILINGUAL, codec, id_lists, reference, tokenizer
+from puredetok import (
+    StopRules,
+    Stream,
+    StreamFinishedError,
+    advance,
+    advance_many,
+    close,
+    feed,
+    finish,
+    open_stream,
+    start,
+)
+from stop_reference import expected, longest_hold
+
+FAMILIES = ("qwen3", "gpt2", "llama2", "t5_small", "distilbert_base_uncased")
+CASES = [(name, skip) for name in FAMILIES for skip in (False, True)]
+IDS = [f"{name}-{'skip' if skip else 'keep'}" for name, skip in CASES]
+SPECIAL_TEXTS = ("<|im_end|>", "<|endoftext|>", "</s>", "<s>", "[SEP]", "<unk>")
+
+
+@st.composite
+def scenarios(draw: st.DrawFn, name: str, skip: bool) -> tuple[list[int], list[int], StopRules]:
+    """Prompt ids, output ids, and stop rules that are likely to fire somewhere inside them."""
+    prompt = draw(st.one_of(st.just([]), id_lists(name, max_size=6)))
+    ids = draw(id_lists(name, max_size=30))
+    text = reference(name, ids, skip)
+    pieces = [st.text(st.sampled_from(MULTILINGUAL + " \n"), min_size=1, max_size=3)]
+    pieces.append(st.sampled_from(SPECIAL_TEXTS))
+    if text:  # pieces of the text itself, so that they match (twice as likely)
+        inside = st.tuples(st.integers(0, len(text) - 1), st.integers(1, 8))
+        pieces += [inside.map(lambda at: text[at[0] : sum(at)])] * 2
+        # ... and pieces of it that go on differently: held back, then released.
+        pieces.append(inside.map(lambda at: text[at[0] : sum(at)] + "\x00"))
+    stops = draw(st.lists(st.one_of(*pieces), max_size=4))
+    own_eos = tokenizer(name).eos_token_id or 0
+    some_ids = st.frozensets(st.sampled_from([*ids, own_eos]), max_size=2)
+    stop_token_ids = draw(st.one_of(st.just(frozenset[int]()), some_ids))
+    eos = draw(st.one_of(st.just(frozenset({own_eos})), some_ids))
+    min_tokens = draw(st.one_of(st.just(0), st.integers(0, 3), st.integers(0, len(ids) + 1)))
+    max_new_tokens = draw(
+        st.one_of(st.none(), st.integers(max(1, min_tokens), max(1, min_tokens) + len(ids) + 1))
+    )
+    rules = StopRules(
+        stop=stops,
+        stop_token_ids=stop_token_ids,
+        eos_token_ids=eos,
+        ignore_eos=draw(st.booleans()),
+        max_new_tokens=max_new_tokens,
+        min_tokens=min_tokens,
+        include_stop_str_in_output=draw(st.booleans()),
+    )
+    return prompt, ids, rules
+
+
+def one_by_one(stream: Stream, ids: list[int]) -> tuple[Stream, list[str], list[Stream]]:
+    """Advance token by token until the stream finishes; the deltas and every stream on the way."""
+    deltas, seen = [], [stream]
+    for token_id in ids:
+        if stream.finished:
+            break
+        stream, delta = advance(stream, token_id)
+        deltas.append(delta)
+        seen.append(stream)
+    return stream, deltas, seen
+
+
+def closed(stream: Stream) -> tuple[Stream, str]:
+    return close(stream) if not stream.finished else (stream, "")
+
+
+@pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
+@given(data=st.data())
+def test_streamed_text_equals_the_plain_reference_for_every_chunking(
+    name: str, skip: bool, data: st.DataObject
+) -> None:
+    """One by one, in random chunks, or all at once: the same stream, the same text, and that text
+    is the reference (decode up to the stop, cut at the first stop string or kept)."""
+    prompt, ids, rules = data.draw(scenarios(name, skip))
+    want_text, want_reason = expected(name, skip, ids, rules, prompt)
+    opened = open_stream(codec(name, skip), rules, prompt)
+
+    stream, deltas, _ = one_by_one(opened, ids)
+    ended, tail = closed(stream)
+    assert "".join(deltas) + tail == want_text
+    assert ended.finish_reason == want_reason
+
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(ids)), max_size=5)))
+    chunked, texts, last = opened, [], 0
+    for cut in [*cuts, len(ids)]:
+        if chunked.finished:
+            break
+        chunked, text = advance_many(chunked, ids[last:cut])
+        texts.append(text)
+        last = cut
+    assert chunked == stream
+    assert "".join(texts) == "".join(deltas)
+
+    at_once, text = advance_many(opened, ids)
+    assert at_once == stream and text == "".join(deltas)
+
+    if rules.include_stop_str_in_output and isinstance(want_reason.matched, str):
+        assert want_text.endswith(want_reason.matched)
+
+
+@pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
+@given(data=st.data())
+def test_hold_back_is_exactly_what_could_start_a_stop_string(
+    name: str, skip: bool, data: st.DataObject
+) -> None:
+    """After every token: the held text is the longest suffix of the released text that is a proper
+    prefix of a stop string (so shorter than the longest one); nothing else is held beyond what the
+    core holds; a finished stream holds nothing, emits nothing more, and refuses tokens."""
+    prompt, ids, rules = data.draw(scenarios(name, skip))
+    c = codec(name, skip)
+    _, prompt_text = feed(start(c), prompt)
+    longest = max(map(len, rules.stop), default=1)
+    stream, emitted = open_stream(c, rules, prompt), ""
+    for count, token_id in enumerate(ids, 1):
+        stream, delta = advance(stream, token_id)
+        emitted += delta
+        if stream.finished:
+            assert stream.held == ""
+            assert close(stream) == (stream, "")
+            with pytest.raises(StreamFinishedError):
+                advance(stream, token_id)
+            with pytest.raises(StreamFinishedError):
+                advance_many(stream, [token_id])
+            break
+        assert len(stream.held) < longest
+        assert stream.held == longest_hold(emitted + stream.held, rules.stop)
+        so_far = reference(name, [*prompt, *ids[:count]], skip)[len(prompt_text) :]
+        assert emitted + stream.held + finish(stream.decode) == so_far
+
+
+@pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
+@given(data=st.data())
+@settings(max_examples=max(10, settings().max_examples // 2))
+def test_nothing_emitted_is_ever_withdrawn(name: str, skip: bool, data: st.DataObject) -> None:
+    """What a stream has emitted is a prefix of the final text whatever comes next, including
+    continuations that complete a stop string."""
+    prompt, ids, rules = data.draw(scenarios(name, skip))
+    _, deltas, _ = one_by_one(open_stream(codec(name, skip), rules, prompt), ids)
+    emitted = "".join(deltas)
+    tok = tokenizer(name)
+    completions = [tok.encode(stop[1:], add_special_tokens=False) for stop in rules.stop]
+    for more in [*completions, data.draw(id_lists(name, max_size=6))]:
+        final, _ = expected(name, skip, ids + list(more), rules, prompt)
+        assert final.startswith(emitted), (more, emitted, final)
+
+
+@pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
+@given(data=st.data())
+@settings(max_examples=5)  # pickling a stream pickles its codec's tables (tens of milliseconds)
+def test_a_saved_stream_resumes_identically(name: str, skip: bool, data: st.DataObject) -> None:
+    prompt, ids, rules = data.draw(scenarios(name, skip))
+    _, _, seen = one_by_one(open_stream(codec(name, skip), rules, prompt), ids)
+    middle = data.draw(st.integers(0, len(seen) - 1))
+    saved, rest = seen[middle], ids[middle:]
+    clone: Any = pickle.loads(pickle.dumps(saved))
+    assert clone == saved and hash(clone) == hash(saved)
+    assert one_by_one(clone, rest)[:2] == one_by_one(saved, rest)[:2]
