@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = ["Replace", "ReplaceStage"]
 
+import re
 from typing import Any
 
 import attrs
@@ -18,10 +19,30 @@ from puredetok.core.decoders.base import Group, Piece, Stage, Unmodelled, push_e
 
 @attrs.frozen
 class ReplaceStage:
-    """Streaming ``str.replace``; the hold is (held text, whether it starts a new element)."""
+    """Streaming ``str.replace`` of one or more literal patterns; the hold is (held text, whether
+    it starts a new element).
 
-    pattern: str
-    content: str
+    Several patterns are replaced in one left-to-right pass, which equals replacing them one after
+    the other when no two can match at the same place and no replacement can make or break a
+    match of another (:mod:`.cleanup` groups its rules that way).
+    """
+
+    rules: tuple[tuple[str, str], ...]
+    """(pattern, replacement) pairs."""
+    _regex: re.Pattern[str] = attrs.field(init=False, eq=False, repr=False)
+    _replacement: dict[str, str] = attrs.field(init=False, eq=False, repr=False)
+    _prefixes: frozenset[str] = attrs.field(init=False, eq=False, repr=False)
+    _longest: int = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        patterns = [pattern for pattern, _ in self.rules]
+        if not patterns or not all(patterns):
+            raise ValueError("ReplaceStage needs non-empty patterns")
+        setter = object.__setattr__
+        setter(self, "_regex", re.compile("|".join(re.escape(p) for p in patterns)))
+        setter(self, "_replacement", dict(self.rules))
+        setter(self, "_prefixes", frozenset(p[:k] for p in patterns for k in range(1, len(p))))
+        setter(self, "_longest", max(map(len, patterns)))
 
     @property
     def initial(self) -> tuple[str, bool]:
@@ -42,21 +63,21 @@ class ReplaceStage:
                 out.append((buf, not fresh))
             buf, fresh = "", True
         text = buf + value if buf else value
-        pattern = self.pattern
-        if pattern in text:
-            parts = text.split(pattern)
-            text = self.content.join(parts[:-1]) + self.content
-            rest = parts[-1]
-        else:
-            text, rest = "", text
+        parts, position = [], 0
+        for match in self._regex.finditer(text):
+            parts.append(text[position : match.start()])
+            parts.append(self._replacement[match.group()])
+            position = match.end()
+        rest = text[position:]
         keep = 0
-        for k in range(min(len(pattern) - 1, len(rest)), 0, -1):
-            if rest.endswith(pattern[:k]):
+        for k in range(min(self._longest - 1, len(rest)), 0, -1):
+            if rest[-k:] in self._prefixes:
                 keep = k
                 break
-        text += rest[: len(rest) - keep]
-        if text:
-            out.append((text, not fresh))
+        parts.append(rest[: len(rest) - keep])
+        done = "".join(parts)
+        if done:
+            out.append((done, not fresh))
             fresh = False
         return (rest[len(rest) - keep :], fresh), out
 
@@ -90,4 +111,4 @@ class Replace:
         """After a join: replace across fragments."""
         if not self.pattern:
             raise Unmodelled("Replace with an empty pattern after a decoder that joins tokens")
-        return ReplaceStage(self.pattern, self.content)
+        return ReplaceStage(((self.pattern, self.content),))
