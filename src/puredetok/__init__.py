@@ -17,6 +17,7 @@ __all__ = [
     "Codec",
     "DecodeState",
     "InvalidTokenError",
+    "TokenizerLike",
     "UnsupportedTokenizerError",
     "codec_for",
     "feed",
@@ -25,5 +26,5 @@ __all__ = [
     "step",
 ]
 
-from puredetok.core import Codec, DecodeState, codec_for, feed, finish, start, step
+from puredetok.core import Codec, DecodeState, TokenizerLike, codec_for, feed, finish, start, step
 from puredetok.errors import InvalidTokenError, UnsupportedTokenizerError
