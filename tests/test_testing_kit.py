@@ -373,3 +373,32 @@ def test_vocabularies_without_byte_tokens_have_no_byte_runs() -> None:
     with pytest.raises(ValueError, match="no byte tokens"):
         vocab.spell(b"a")
     assert set(vocabulary("qwen3").added_ids) <= set(vocabulary("qwen3").edge_ids)
+
+
+class OffsetThatDoesNotAdvance:
+    """sglang issue 31598 in miniature: while the text ends in U+FFFD, send the complete part but
+    leave the sent offset where it was, so the next step sends that part again."""
+
+    def __init__(self) -> None:
+        self.decode = reference("qwen3").decode
+        self.ids: list[int] = []
+        self.sent = 0
+
+    def step(self, token_id: int) -> str:
+        self.ids.append(token_id)
+        text = self.decode(self.ids)
+        complete = len(text.rstrip(R))
+        if complete < len(text):
+            return text[self.sent : complete]  # the bug: self.sent is not moved
+        delta, self.sent = text[self.sent :], len(text)
+        return delta
+
+    def finish(self) -> str:
+        return self.decode(self.ids)[self.sent :]
+
+
+def test_duplicated_text_is_named() -> None:
+    # Qwen3 id 61804 is " " and the first bytes of an emoji: the space is sent twice.
+    found = find_violation(OffsetThatDoesNotAdvance, reference("qwen3"), split("qwen3", "👍 👍"))
+    assert summary(found) == (G2, (61804, 235), 2, False, "  👍", " 👍")
+    assert found is not None and found.detail == "duplicated ' ' at character 1"

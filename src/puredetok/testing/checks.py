@@ -157,15 +157,31 @@ def _first_difference(a: str, b: str) -> int:
     return min(len(a), len(b))
 
 
+def _repeat_at(emitted: str, now: str, at: int) -> str:
+    """The text sent twice at ``at``, if removing one copy makes ``emitted`` a prefix of ``now``."""
+    for size in range(1, at + 1):
+        copy = emitted[at : at + size]
+        if (
+            len(copy) == size
+            and emitted[at - size : at] == copy
+            and now.startswith(emitted[:at] + emitted[at + size :])
+        ):
+            return copy
+    return ""
+
+
 def _prefix_violation(emitted: str, now: str, full: str, position: int, total: int) -> tuple[str, str] | None:
     """Why ``emitted`` breaks G2 after ``position`` ids (and the text it was compared with)."""
     if not now.startswith(emitted):
         at = _first_difference(emitted, now)
-        if at == len(now):
+        repeated = _repeat_at(emitted, now, at)
+        if repeated:
+            why = f"duplicated {repeated!r} at character {at}"
+        elif at == len(now):
             why = f"sent {len(emitted) - len(now)} more characters than decode(ids[:{position}]) has"
         else:
             why = f"character {at} is {emitted[at]!r} but decode(ids[:{position}]) has {now[at]!r} there"
-        return f"{why} (retracted, duplicated or wrong text)", now
+        return why, now
     if not full.startswith(emitted):
         at = _first_difference(emitted, full)
         return (
