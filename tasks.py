@@ -11,6 +11,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 import venv
 from pathlib import Path
 
@@ -47,10 +48,12 @@ def demo() -> None:
 
 
 def test() -> None:
-    """The whole test suite: types, lint, format, tests (HYPOTHESIS_PROFILE=ci for CI)."""
+    """The whole test suite: types, lint, format, the docs build, tests (HYPOTHESIS_PROFILE=ci for CI)."""
     run(BIN / "mypy")
     run(BIN / "ruff", "check", "src", "tests", "tasks.py")
     run(BIN / "ruff", "format", "--check", "src", "tests", "tasks.py")
+    with tempfile.TemporaryDirectory() as site:
+        run(BIN / "mkdocs", "build", "--strict", "--quiet", "--site-dir", site)
     env = {**os.environ, "HYPOTHESIS_PROFILE": os.environ.get("HYPOTHESIS_PROFILE", "dev")}
     run(PYTHON, "-m", "pytest", "-n", os.environ.get("PYTEST_WORKERS", "auto"), env=env)
 
@@ -60,7 +63,12 @@ def bench() -> None:
     run(BIN / "puredetok", "bench")
 
 
-TASKS = {"demo": demo, "test": test, "bench": bench}
+def docs() -> None:
+    """Build the documentation into site/ (warnings are errors)."""
+    run(BIN / "mkdocs", "build", "--strict")
+
+
+TASKS = {"demo": demo, "test": test, "bench": bench, "docs": docs}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in TASKS:

@@ -10,9 +10,11 @@ import pickle
 from typing import cast
 
 import pytest
+import tokenizers
+from tokenizers import Regex, decoders
 
 import puredetok
-from helpers import BYTE_LEVEL, SENTENCEPIECE, TOKENIZERS, byte_ids, codec, tokenizer
+from helpers import BYTE_LEVEL, SENTENCEPIECE, TOKENIZERS, byte_ids, codec, stream, tokenizer
 from puredetok import feed, finish, start, step
 
 
@@ -101,3 +103,16 @@ def test_window_codec_stays_bounded(name: str) -> None:
             state, _ = step(state, token_id)
             context, pending, _, _ = cast(tuple[tuple[int, ...], tuple[int, ...], int, int], state.hold)
             assert len(context) <= 4 and len(pending) <= 16, label
+
+
+def test_window_fallback_for_an_unmodelled_decoder_stays_bounded() -> None:
+    # A decoder puredetok has no exact model of (Replace with a regex pattern) gets the window codec.
+    raw = tokenizers.Tokenizer.from_str(tokenizer("gpt2").backend_tokenizer.to_str())
+    raw.decoder = decoders.Sequence([decoders.ByteLevel(), decoders.Replace(Regex("never matches"), "x")])
+    window = puredetok.codec_for(raw)
+    assert not window.exact and "Replace with a Regex pattern" in window.reason
+    for ids in ([94] * 2_000, [94, 95, 6552] * 700, list(raw.encode("推理 😀 ┌──┐ ok").ids) * 200):
+        state, deltas = stream(start(window), ids)
+        context, pending, _, _ = cast(tuple[tuple[int, ...], tuple[int, ...], int, int], state.hold)
+        assert len(context) <= 4 and len(pending) <= 16
+        assert "".join(deltas) + finish(state) == raw.decode(ids, skip_special_tokens=False)

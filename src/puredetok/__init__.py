@@ -25,6 +25,7 @@ __all__ = [
     "StopRules",
     "Stream",
     "StreamFinishedError",
+    "TokenizerLike",
     "UnsupportedTokenizerError",
     "abort",
     "advance",
@@ -38,7 +39,7 @@ __all__ = [
     "step",
 ]
 
-from puredetok.core import Codec, DecodeState, codec_for, feed, finish, start, step
+from puredetok.core import Codec, DecodeState, TokenizerLike, codec_for, feed, finish, start, step
 from puredetok.errors import InvalidTokenError, StreamFinishedError, UnsupportedTokenizerError
 from puredetok.stops import (
     FinishReason,

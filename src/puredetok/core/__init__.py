@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["Codec", "DecodeState", "codec_for", "start", "step", "feed", "finish"]
+__all__ = ["Codec", "DecodeState", "TokenizerLike", "codec_for", "start", "step", "feed", "finish"]
 
 from puredetok.core.build import codec_for
 from puredetok.core.codec import Codec, DecodeState
+from puredetok.core.protocols import TokenizerLike
 from puredetok.core.stream import feed, finish, start, step

@@ -23,6 +23,7 @@ from puredetok.core.decoders import Unmodelled, from_config
 from puredetok.core.decoders.base import Decoder, Stage
 from puredetok.core.decoders.cleanup import cleanup_stages
 from puredetok.core.decoders.spaces import JoinWithSpaces
+from puredetok.core.protocols import TokenizerLike
 from puredetok.core.window import Window
 from puredetok.errors import UnsupportedTokenizerError
 
@@ -180,7 +181,7 @@ def _window_codec(
 
 
 def codec_for(
-    tokenizer: object,
+    tokenizer: TokenizerLike,
     *,
     skip_special_tokens: bool = False,
     clean_up_tokenization_spaces: bool | None = None,

@@ -68,3 +68,4 @@ class Rope:
 
 
 EMPTY_ROPE = Rope(None, "", 0)
+"""The rope of no text (every rope is built from it)."""

@@ -1,0 +1,348 @@
+"""The checks: run a detokenizer over ids, compare with the tokenizer's own decode, report the first
+guarantee it breaks; and a hypothesis search that shrinks a breaking sequence to a minimal one.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Guarantee",
+    "Violation",
+    "ConformanceError",
+    "Reference",
+    "reference_for",
+    "check_ids",
+    "find_violation",
+    "assert_conforms",
+    "STREAMING_GUARANTEES",
+]
+
+import enum
+from collections.abc import Callable, Collection, Sequence
+
+import attrs
+import hypothesis
+import tokenizers
+from hypothesis import HealthCheck, find
+from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
+
+from puredetok.core import Codec, TokenizerLike, codec_for, start, step
+from puredetok.core.stream import check_token
+from puredetok.testing.detokenizers import Detokenizer, DetokenizerFactory
+
+REPLACEMENT = "\ufffd"
+
+
+class Guarantee(enum.Enum):
+    """A guarantee of SPEC section 2 that the kit checks; the value is its code (``"G1"``...)."""
+
+    EXACT = "G1"
+    """The stream's whole text (deltas and final flush) equals ``decode(ids)``."""
+    PREFIX_SAFE = "G2"
+    """After every id, the text sent so far is a prefix of ``decode(ids so far)`` and of the decode
+    of every longer sequence: nothing is retracted, duplicated or sent before it is certain."""
+    EAGER = "G3"
+    """After every id, at most ``max_lag`` characters of certain text are still unsent (opt-in:
+    measured against puredetok's core, which sends exactly the certain text)."""
+    NO_TRANSIENT_REPLACEMENT = "G4"
+    """A sent U+FFFD is always one the final decode has at the same place."""
+
+    def __str__(self) -> str:
+        return f"{self.value} {self.name.lower().replace('_', ' ')}"
+
+
+STREAMING_GUARANTEES: frozenset[Guarantee] = frozenset(
+    {Guarantee.EXACT, Guarantee.PREFIX_SAFE, Guarantee.NO_TRANSIENT_REPLACEMENT}
+)
+"""What every correct streaming detokenizer keeps (G1, G2, G4); the default of the checks."""
+
+
+@attrs.frozen
+class Violation:
+    """The first guarantee a detokenizer broke on one id sequence, with the evidence."""
+
+    guarantee: Guarantee
+    ids: tuple[int, ...]
+    """The whole sequence (after a search: a minimal one)."""
+    position: int
+    """How many ids the stream had taken when it broke (``len(ids)`` for a broken final flush)."""
+    at_finish: bool
+    """Whether the break shows only in the final flush."""
+    emitted: str
+    """The text the stream had sent at that point (with the flush, when ``at_finish``)."""
+    expected: str
+    """The reference text it was compared with."""
+    detail: str
+    """One line saying what went wrong."""
+
+    def __str__(self) -> str:
+        where = "at the final flush" if self.at_finish else f"after {self.position} of {len(self.ids)} ids"
+        return (
+            f"{self.guarantee} broken {where}: {self.detail}\n"
+            f"  ids:      {list(self.ids)}\n"
+            f"  emitted:  {self.emitted!r}\n"
+            f"  expected: {self.expected!r}"
+        )
+
+
+class ConformanceError(AssertionError):
+    """A detokenizer broke a guarantee; ``violation`` holds the (minimal) counterexample."""
+
+    def __init__(self, violation: Violation) -> None:
+        self.violation = violation
+        super().__init__(str(violation))
+
+
+@attrs.frozen
+class Reference:
+    """The oracle: the tokenizer's own decode with fixed options, and puredetok's codec for it."""
+
+    decode: Callable[[list[int]], str] = attrs.field(repr=False)
+    """``ids -> text``, exactly as the detokenizer under test should end up."""
+    codec: Codec
+    """puredetok's codec with the same options: the vocabulary size, and the certain text for G3."""
+
+    @property
+    def vocab_size(self) -> int:
+        """Valid ids are ``0 <= id < vocab_size``."""
+        return self.codec.vocab_size
+
+
+def reference_for(
+    tokenizer: TokenizerLike,
+    *,
+    skip_special_tokens: bool = False,
+    clean_up_tokenization_spaces: bool | None = None,
+    codec: Codec | None = None,
+) -> Reference:
+    """The oracle for a ``transformers`` tokenizer or a ``tokenizers.Tokenizer`` and decode options.
+
+    ``codec`` reuses a codec built with the same options (building one takes up to a second).
+    """
+    if isinstance(tokenizer, tokenizers.Tokenizer):
+        if clean_up_tokenization_spaces:
+            raise ValueError("a tokenizers.Tokenizer has no clean_up_tokenization_spaces option")
+        raw = tokenizer
+
+        def decode(ids: list[int]) -> str:
+            return raw.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    else:
+        options = {"skip_special_tokens": skip_special_tokens}
+        if clean_up_tokenization_spaces is not None:
+            options["clean_up_tokenization_spaces"] = clean_up_tokenization_spaces
+        hf = tokenizer
+
+        def decode(ids: list[int]) -> str:
+            return str(hf.decode(ids, **options))
+
+    if codec is None:
+        codec = codec_for(
+            tokenizer,
+            skip_special_tokens=skip_special_tokens,
+            clean_up_tokenization_spaces=clean_up_tokenization_spaces,
+        )
+    elif codec.skip_special_tokens != skip_special_tokens:
+        raise ValueError(
+            f"the codec was built with skip_special_tokens={codec.skip_special_tokens}, "
+            f"not {skip_special_tokens}"
+        )
+    return Reference(decode, codec)
+
+
+def _first_difference(a: str, b: str) -> int:
+    for index, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return index
+    return min(len(a), len(b))
+
+
+def _repeat_at(emitted: str, now: str, at: int) -> str:
+    """The text sent twice at ``at``, if removing one copy makes ``emitted`` a prefix of ``now``."""
+    for size in range(1, at + 1):
+        copy = emitted[at : at + size]
+        if (
+            len(copy) == size
+            and emitted[at - size : at] == copy
+            and now.startswith(emitted[:at] + emitted[at + size :])
+        ):
+            return copy
+    return ""
+
+
+def _prefix_violation(emitted: str, now: str, full: str, position: int, total: int) -> tuple[str, str] | None:
+    """Why ``emitted`` breaks G2 after ``position`` ids (and the text it was compared with)."""
+    if not now.startswith(emitted):
+        at = _first_difference(emitted, now)
+        repeated = _repeat_at(emitted, now, at)
+        if repeated:
+            why = f"duplicated {repeated!r} at character {at}"
+        elif at == len(now):
+            why = f"sent {len(emitted) - len(now)} more characters than decode(ids[:{position}]) has"
+        else:
+            why = f"character {at} is {emitted[at]!r} but decode(ids[:{position}]) has {now[at]!r} there"
+        return why, now
+    if not full.startswith(emitted):
+        at = _first_difference(emitted, full)
+        return (
+            f"character {at} was sent as {emitted[at]!r} before it was certain: "
+            f"the decode of all {total} ids has {full[at : at + 1]!r} there",
+            full,
+        )
+    return None
+
+
+def _stream_error(error: Exception, what: str) -> str:
+    return f"{what} raised {type(error).__name__}: {error}"
+
+
+def check_ids(
+    detokenizer: DetokenizerFactory,
+    reference: Reference,
+    ids: Sequence[int],
+    *,
+    guarantees: Collection[Guarantee] = STREAMING_GUARANTEES,
+    max_lag: int = 0,
+) -> Violation | None:
+    """Stream ``ids`` through a fresh stream of ``detokenizer``; the first guarantee broken, or None.
+
+    Checks after every id, in this order: G4 (a new U+FFFD the final decode does not have there),
+    G2 (the text sent is a prefix of ``decode(ids so far)`` and of ``decode(ids)``), G3 if asked
+    (at most ``max_lag`` certain characters unsent); then G1 on the final flush. An exception from
+    the stream counts as breaking G1. Raises ``ValueError`` for an id outside the vocabulary.
+    """
+    wanted = frozenset(guarantees)
+    ids = tuple(check_token(token_id, reference.vocab_size, index) for index, token_id in enumerate(ids))
+    if Guarantee.EAGER in wanted and not reference.codec.exact:
+        raise ValueError(f"G3 needs an exact codec; this one is not: {reference.codec.reason}")
+    full = reference.decode(list(ids))
+    certain_state, certain = start(reference.codec), ""
+    stream: Detokenizer = detokenizer()
+    emitted = ""
+
+    def broken(guarantee: Guarantee, position: int, expected: str, detail: str) -> Violation:
+        return Violation(guarantee, ids, position, False, emitted, expected, detail)
+
+    for position, token_id in enumerate(ids, 1):
+        try:
+            delta: object = stream.step(token_id)
+        except Exception as error:
+            return broken(Guarantee.EXACT, position, full, _stream_error(error, f"step({token_id})"))
+        if not isinstance(delta, str):
+            return broken(Guarantee.EXACT, position, full, f"step returned a {type(delta).__name__}")
+        before, emitted = len(emitted), emitted + delta
+        if Guarantee.NO_TRANSIENT_REPLACEMENT in wanted:
+            for at in range(before, len(emitted)):
+                if emitted[at] == REPLACEMENT and full[at : at + 1] != REPLACEMENT:
+                    there = f"has {full[at]!r}" if at < len(full) else f"ends after {len(full)} characters"
+                    detail = f"sent U+FFFD as character {at}, where the final decode {there}"
+                    return broken(Guarantee.NO_TRANSIENT_REPLACEMENT, position, full, detail)
+        if Guarantee.PREFIX_SAFE in wanted:
+            now = reference.decode(list(ids[:position]))
+            problem = _prefix_violation(emitted, now, full, position, len(ids))
+            if problem is not None:
+                return broken(Guarantee.PREFIX_SAFE, position, problem[1], problem[0])
+        if Guarantee.EAGER in wanted:
+            certain_state, more = step(certain_state, token_id)
+            certain += more
+            lag = len(certain) - len(emitted)
+            # Only text that is right so far has a lag; wrong text is G2's business.
+            if lag > max_lag and certain.startswith(emitted):
+                detail = (
+                    f"{lag} characters that no later id can change are still unsent "
+                    f"({certain[len(emitted) :]!r}; at most {max_lag} allowed)"
+                )
+                return broken(Guarantee.EAGER, position, certain, detail)
+    try:
+        tail: object = stream.finish()
+    except Exception as error:
+        return broken(Guarantee.EXACT, len(ids), full, _stream_error(error, "finish()"))
+    text = emitted + str(tail)
+    if Guarantee.EXACT in wanted and text != full:
+        if full.startswith(text):
+            detail = f"the stream lost its last {len(full) - len(text)} characters {full[len(text) :]!r}"
+        elif text.startswith(full):
+            detail = f"the stream sent {len(text) - len(full)} characters too many {text[len(full) :]!r}"
+        else:
+            at = _first_difference(text, full)
+            detail = f"the texts differ from character {at}: {text[at : at + 8]!r} vs {full[at : at + 8]!r}"
+        return Violation(Guarantee.EXACT, ids, len(ids), True, text, full, detail)
+    return None
+
+
+def _search_settings(given: hypothesis.settings | None) -> hypothesis.settings:
+    if given is not None:
+        return given
+    # Derandomized and without a database: the same tokenizer and detokenizer always give the
+    # same minimal counterexample, on any machine.
+    return hypothesis.settings(
+        hypothesis.settings(),
+        database=None,
+        derandomize=True,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+def find_violation(
+    detokenizer: DetokenizerFactory,
+    reference: Reference,
+    ids: st.SearchStrategy[list[int]],
+    *,
+    guarantees: Collection[Guarantee] = STREAMING_GUARANTEES,
+    max_lag: int = 0,
+    settings: hypothesis.settings | None = None,
+) -> Violation | None:
+    """Search id sequences drawn from ``ids`` for one that breaks a guarantee; the minimal one found.
+
+    Hypothesis shrinks the first breaking sequence (fewest ids, then the simplest draws); then single
+    ids are dropped while the same guarantee still breaks, so that no id of the result can be
+    removed. The result is that sequence's first broken guarantee, as :func:`check_ids` reports it.
+    ``settings`` defaults to the current hypothesis profile's ``max_examples``, derandomized and
+    without a database, so a run is reproducible. Returns None when no example breaks one.
+    Call it from a plain test, not from inside a ``@given`` test (use :func:`check_ids` there).
+    """
+
+    def check(drawn: Sequence[int]) -> Violation | None:
+        return check_ids(detokenizer, reference, drawn, guarantees=guarantees, max_lag=max_lag)
+
+    try:
+        shrunk = find(ids, lambda drawn: check(drawn) is not None, settings=_search_settings(settings))
+    except NoSuchExample:
+        return None
+    violation = check(shrunk)
+    if violation is None:
+        raise RuntimeError(f"the detokenizer is not deterministic: {shrunk} broke a guarantee only once")
+    return _without_needless_ids(violation, check)
+
+
+def _without_needless_ids(
+    violation: Violation, check: Callable[[Sequence[int]], Violation | None]
+) -> Violation:
+    """Drop single ids (last first) while the same guarantee still breaks: no id can then be removed."""
+    ids, changed = list(violation.ids), True
+    while changed:
+        changed = False
+        for index in reversed(range(len(ids))):
+            candidate = ids[:index] + ids[index + 1 :]
+            found = check(candidate)
+            if found is not None and found.guarantee is violation.guarantee:
+                ids, violation, changed = candidate, found, True
+    return violation
+
+
+def assert_conforms(
+    detokenizer: DetokenizerFactory,
+    reference: Reference,
+    ids: st.SearchStrategy[list[int]],
+    *,
+    guarantees: Collection[Guarantee] = STREAMING_GUARANTEES,
+    max_lag: int = 0,
+    settings: hypothesis.settings | None = None,
+) -> None:
+    """:func:`find_violation`, raising :class:`ConformanceError` (an ``AssertionError``) on a break."""
+    violation = find_violation(
+        detokenizer, reference, ids, guarantees=guarantees, max_lag=max_lag, settings=settings
+    )
+    if violation is not None:
+        raise ConformanceError(violation)

@@ -1,0 +1,259 @@
+"""Hypothesis strategies of token-id sequences for one tokenizer, aimed at where detokenizers break.
+
+Each strategy takes a tokenizer (anything :func:`puredetok.codec_for` takes, with a ``tokenizers``
+backend) or, cheaper when you build several, its :class:`Vocabulary` (``Vocabulary.of(tokenizer)``
+reads the whole vocabulary once, which takes up to a second).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ADVERSARIAL_TEXTS",
+    "MULTILINGUAL",
+    "Vocabulary",
+    "whole_vocabulary",
+    "text_ids",
+    "byte_runs",
+    "special_ids",
+    "split_characters",
+    "token_ids",
+]
+
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+import tokenizers
+from hypothesis import strategies as st
+
+from puredetok.core.decoders.byte_level import byte_alphabet
+from puredetok.core.protocols import TokenizerLike
+from puredetok.errors import UnsupportedTokenizerError
+
+ADVERSARIAL_TEXTS: tuple[str, ...] = (
+    "鱻",
+    "🦩",
+    "日本語のテキストです",
+    "┌──┐\n│ok│\n└──┘",
+    "🏳️‍🌈 👍🏽 ❤️ 👨‍👩‍👧",
+    "nai\u0308ve cafe\u0301 naïve",
+    "한국어 텍스트",
+    "ภาษาไทยก็ได้ครับ",
+    "a \ufffd b",
+    "Hello world. It's  .  don't \n\n x",
+    "推理引擎 😀 streams text: 1+1=2.\n第二行结束。",
+)
+"""Texts whose characters detokenizers are known to break, simplest first: a rare ideograph and an
+emoji split over several tokens, kanji followed by kana, box-drawing corners, emoji with ZWJ,
+U+FE0F and skin-tone modifiers, combining accents, Hangul, Thai, a literal U+FFFD, runs of spaces
+and punctuation that space cleanup rewrites, mixed scripts."""
+
+MULTILINGUAL = (
+    "推理引擎 😀 streams text: naïve café, 1+1=2.\n第二行结束。 日本語のテキストを、ひらがなとカタカナで。"
+    " 한국어 텍스트도 스트리밍됩니다. ภาษาไทยก็ได้ครับ Ελληνικά Русский текст 🏳️‍🌈👍🏽 ┌──┐ it's don't ."
+)
+"""The default alphabet of :func:`text_ids`."""
+
+_PUNCTUATION = (".", ",", "?", "!", "'", "'s", "n't", " .", " ,", " '", " 's", " n't", "  ", "\n", " ")
+
+
+def _backend(tokenizer: TokenizerLike) -> tokenizers.Tokenizer:
+    if isinstance(tokenizer, tokenizers.Tokenizer):
+        return tokenizer
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if not isinstance(backend, tokenizers.Tokenizer):
+        raise UnsupportedTokenizerError(
+            f"the strategies need a tokenizers backend; a {type(tokenizer).__name__} has none"
+        )
+    return backend
+
+
+def _decoder_types(config: Any) -> Iterator[str]:
+    if isinstance(config, dict):
+        yield str(config.get("type"))
+        for inner in config.get("decoders") or ():
+            yield from _decoder_types(inner)
+
+
+def _pieces(backend: tokenizers.Tokenizer, added: set[int]) -> dict[bytes, int]:
+    """Token ids by the bytes they stand for, for byte-level and byte-fallback vocabularies."""
+    types = set(_decoder_types(json.loads(backend.decoder.__getstate__()))) if backend.decoder else set()
+    vocab = backend.get_vocab(with_added_tokens=False)
+    pieces: dict[bytes, int] = {}
+    if "ByteLevel" in types:
+        to_byte = {char: byte for byte, char in byte_alphabet().items()}
+        for token, token_id in vocab.items():
+            if token_id not in added and all(char in to_byte for char in token):
+                value = bytes(to_byte[char] for char in token)
+                pieces[value] = min(token_id, pieces.get(value, token_id))
+    elif "ByteFallback" in types:
+        for token, token_id in vocab.items():
+            if token_id in added:
+                continue
+            if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+                value = bytes([int(token[3:5], 16)])
+            else:
+                value = token.replace("\u2581", " ").encode()
+            pieces[value] = min(token_id, pieces.get(value, token_id))
+    if not all(bytes([byte]) in pieces for byte in range(256)):
+        return {}
+    return pieces
+
+
+@attrs.frozen(eq=False)
+class Vocabulary:
+    """What the strategies know about one tokenizer's ids. Build it once with :meth:`of`."""
+
+    size: int
+    """Valid ids are ``0 <= id < size``."""
+    added_ids: tuple[int, ...]
+    """Added tokens (special ones and others)."""
+    edge_ids: tuple[int, ...]
+    """Ids where detokenizers go wrong: added tokens, tokens that decode alone to "" or to text with
+    U+FFFD or only whitespace, single-byte tokens, punctuation that space cleanup rewrites."""
+    pieces: Mapping[bytes, int] = attrs.field(repr=False)
+    """Token ids by the bytes they stand for (byte-level and byte-fallback vocabularies, where every
+    byte has a token); empty for other vocabularies."""
+    encode: Callable[[str], list[int]] = attrs.field(repr=False)
+    """The tokenizer's encoding of a text, without special tokens."""
+
+    @classmethod
+    def of(cls, tokenizer: TokenizerLike) -> Vocabulary:
+        """Read a tokenizer (with a ``tokenizers`` backend) once."""
+        backend = _backend(tokenizer)
+        by_token = backend.get_vocab(with_added_tokens=True)
+        size = max(by_token.values(), default=-1) + 1
+        added = set(backend.get_added_tokens_decoder())
+
+        def encode(text: str) -> list[int]:
+            return list(backend.encode(text, add_special_tokens=False).ids)
+
+        alone = backend.decode_batch([[i] for i in range(size)], skip_special_tokens=False)
+        edges = set(added)
+        edges.update(i for i, text in enumerate(alone) if text.strip() == "" or "\ufffd" in text)
+        pieces = _pieces(backend, added)
+        edges.update(pieces[bytes([byte])] for byte in range(256) if bytes([byte]) in pieces)
+        for text in _PUNCTUATION:
+            edges.update(encode(text))
+        edges.update(token_id for token, token_id in by_token.items() if token in {"\u2581", "Ġ", "Ċ", "##s"})
+        return cls(size, tuple(sorted(added)), tuple(sorted(edges)), MappingProxyType(pieces), encode)
+
+    def spell(self, data: bytes) -> list[int]:
+        """Ids that stand for ``data``: one token if the vocabulary has it, else one per byte.
+
+        Needs :attr:`pieces` (raises ``ValueError`` for a vocabulary without byte tokens).
+        """
+        if not self.pieces:
+            raise ValueError("this vocabulary has no byte tokens")
+        whole = self.pieces.get(data)
+        return [whole] if whole is not None else [self.pieces[bytes([byte])] for byte in data]
+
+
+def _vocabulary(tokenizer: TokenizerLike | Vocabulary) -> Vocabulary:
+    return tokenizer if isinstance(tokenizer, Vocabulary) else Vocabulary.of(tokenizer)
+
+
+def whole_vocabulary(
+    tokenizer: TokenizerLike | Vocabulary, max_size: int = 40
+) -> st.SearchStrategy[list[int]]:
+    """Ids from the whole vocabulary, half of them from :attr:`Vocabulary.edge_ids`."""
+    vocabulary = _vocabulary(tokenizer)
+    one = st.one_of(st.integers(0, vocabulary.size - 1), st.sampled_from(vocabulary.edge_ids))
+    return st.lists(one, max_size=max_size)
+
+
+def text_ids(
+    tokenizer: TokenizerLike | Vocabulary, alphabet: str = MULTILINGUAL, max_size: int = 40
+) -> st.SearchStrategy[list[int]]:
+    """The tokenizer's own ids for random texts over ``alphabet`` (what a model generates)."""
+    vocabulary = _vocabulary(tokenizer)
+    return st.text(st.sampled_from(sorted(set(alphabet))), max_size=max_size).map(vocabulary.encode)
+
+
+def _fragments() -> st.SearchStrategy[bytes]:
+    """UTF-8 pieces: whole multi-byte characters, their beginnings, and any single byte."""
+    char = st.characters(min_codepoint=0x80).map(lambda c: c.encode())
+    return st.one_of(
+        char,
+        char.flatmap(lambda data: st.integers(1, len(data) - 1).map(lambda n: data[:n])),
+        st.integers(0, 255).map(lambda b: bytes([b])),
+    )
+
+
+def byte_runs(tokenizer: TokenizerLike | Vocabulary, max_size: int = 12) -> st.SearchStrategy[list[int]]:
+    """Runs of single-byte tokens: valid characters, truncated ones, lone continuation and invalid
+    bytes (byte-level and byte-fallback vocabularies; nothing for others).
+    """
+    vocabulary = _vocabulary(tokenizer)
+    if not vocabulary.pieces:
+        return st.nothing()
+    byte_id = {byte: vocabulary.pieces[bytes([byte])] for byte in range(256)}
+    return st.lists(_fragments(), max_size=max_size).map(
+        lambda parts: [byte_id[byte] for part in parts for byte in part]
+    )
+
+
+def special_ids(tokenizer: TokenizerLike | Vocabulary, max_size: int = 20) -> st.SearchStrategy[list[int]]:
+    """Added and special tokens mixed with ordinary text ids (nothing if there are no added tokens)."""
+    vocabulary = _vocabulary(tokenizer)
+    if not vocabulary.added_ids:
+        return st.nothing()
+    ordinary = sorted(set(vocabulary.encode(MULTILINGUAL)))
+    one = st.one_of(st.sampled_from(vocabulary.added_ids), st.sampled_from(ordinary))
+    return st.lists(one, max_size=max_size)
+
+
+def _cut(data: bytes, cuts: Sequence[bool]) -> list[bytes]:
+    parts, start = [], 0
+    for index, cut in enumerate(cuts, 1):
+        if cut:
+            parts.append(data[start:index])
+            start = index
+    parts.append(data[start:])
+    return parts
+
+
+def split_characters(
+    tokenizer: TokenizerLike | Vocabulary, texts: Sequence[str] = ADVERSARIAL_TEXTS
+) -> st.SearchStrategy[list[int]]:
+    """One of ``texts``, as the tokenizer encodes it or (with byte tokens) spelled with every
+    character's bytes cut over several tokens; sometimes without its last ids (a stream that ends
+    inside a character). Shrinks towards the first text, its own encoding, and fewer cuts.
+    """
+    vocabulary = _vocabulary(tokenizer)
+    if not texts:
+        raise ValueError("split_characters needs at least one text")
+
+    @st.composite
+    def split(draw: st.DrawFn) -> list[int]:
+        text = draw(st.sampled_from(texts))
+        if bool(vocabulary.pieces) and draw(st.booleans()):
+            ids: list[int] = []
+            for char in text:
+                data = char.encode()
+                cuts = [draw(st.booleans()) for _ in range(len(data) - 1)]
+                for part in _cut(data, cuts):
+                    ids.extend(vocabulary.spell(part))
+        else:
+            ids = vocabulary.encode(text)
+        dropped = draw(st.integers(0, min(3, len(ids))))
+        return ids[: len(ids) - dropped]
+
+    return split()
+
+
+def token_ids(tokenizer: TokenizerLike | Vocabulary, max_size: int = 40) -> st.SearchStrategy[list[int]]:
+    """All of the above: split characters, text, byte runs, specials, the whole vocabulary.
+
+    The default input of a conformance search; counterexamples shrink towards the earlier kinds.
+    """
+    vocabulary = _vocabulary(tokenizer)
+    return st.one_of(
+        split_characters(vocabulary),
+        text_ids(vocabulary, max_size=max_size),
+        byte_runs(vocabulary),
+        special_ids(vocabulary),
+        whole_vocabulary(vocabulary, max_size=max_size),
+    )

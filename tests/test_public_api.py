@@ -1,0 +1,131 @@
+"""The public face: every public name documented, the typed example consumer runs, and the
+``TokenizerLike`` protocol rejects what is not a tokenizer under ``mypy --strict``."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import queue
+import textwrap
+import threading
+from pathlib import Path
+
+import mypy.api
+import pytest
+import tokenizers
+
+import puredetok
+import typing_consumer
+from helpers import codec, tokenizer
+from puredetok.streamer import TextIteratorStreamer
+from puredetok.testing import Guarantee
+
+SOURCE = Path(puredetok.__file__).parent
+TESTS = Path(__file__).parent
+
+
+def _documented(tree: ast.Module, name: str) -> bool | None:
+    """Whether the top-level definition of ``name`` has a docstring (None: not defined here)."""
+    body = tree.body
+    for index, node in enumerate(body):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
+            return ast.get_docstring(node) is not None
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            targets = [node.target.id]
+        if name in targets:
+            following = body[index + 1] if index + 1 < len(body) else None
+            return (
+                isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)
+            )
+    return None
+
+
+MODULES = sorted(
+    m.name for m in pkgutil.walk_packages([str(SOURCE)], "puredetok.") if not m.name.endswith("__main__")
+)
+
+
+@pytest.mark.parametrize("module_name", ["puredetok", *MODULES])
+def test_every_public_name_is_documented(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    assert module.__doc__, f"{module_name} has no docstring"
+    tree = ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8"))
+    undocumented = [name for name in getattr(module, "__all__", ()) if _documented(tree, name) is False]
+    assert not undocumented, f"{module_name}: {undocumented}"
+
+
+def test_the_public_packages_export_what_the_docs_name() -> None:
+    assert {"codec_for", "start", "step", "feed", "finish", "TokenizerLike"} <= set(puredetok.__all__)
+    for module_name in ("puredetok.testing", "puredetok.testing.strategies", "puredetok.streamer"):
+        module = importlib.import_module(module_name)
+        missing = [name for name in module.__all__ if not hasattr(module, name)]
+        assert not missing, (module_name, missing)
+
+
+def test_the_typed_consumer_runs() -> None:
+    words = typing_consumer.Words(["hello", "world"])
+    assert puredetok.codec_for(typing_consumer.as_tokenizer(words)).exact is False
+    qwen = codec("qwen3")
+    assert typing_consumer.stream(qwen, [100024, 119]) == ["", "鱻", ""]
+    assert typing_consumer.stream_or_report(qwen, [100024, -1]) == (
+        "\ufffd",
+        "invalid token id -1: outside the vocabulary [0, 151669)",
+    )
+    raw = tokenizer("gpt2").backend_tokenizer
+    assert isinstance(raw, tokenizers.Tokenizer)
+    results = typing_consumer.conformance(raw, [6552, 234])
+    assert results[0] is None
+    assert results[1] is not None and results[1].guarantee is Guarantee.EAGER
+    assert results[2] is not None and results[2].guarantee is Guarantee.NO_TRANSIENT_REPLACEMENT
+    assert typing_consumer.id_strategy(raw).example is not None
+    streamer = typing_consumer.printing_streamer(tokenizer("qwen3"), qwen)
+    assert streamer.skip_prompt and streamer.codec is qwen
+    iterating = TextIteratorStreamer(tokenizer("qwen3"), timeout=10, codec=qwen)
+
+    def generate() -> None:
+        iterating.put([[100024]])
+        iterating.put([119])
+        iterating.end()
+
+    feeder = threading.Thread(target=generate)
+    feeder.start()
+    assert list(typing_consumer.iterate(iterating)) == ["", "鱻", ""]
+    feeder.join()
+    with pytest.raises(queue.Empty):
+        iterating.text_queue.get_nowait()
+
+
+def test_mypy_strict_accepts_the_consumer_and_rejects_non_tokenizers(tmp_path: Path) -> None:
+    misuse = tmp_path / "misuse.py"
+    misuse.write_text(
+        textwrap.dedent(
+            """
+            import puredetok
+            from puredetok.streamer import TextStreamer
+
+            puredetok.codec_for(42)
+            puredetok.codec_for("qwen3")
+            TextStreamer(object())
+            """
+        )
+    )
+    out, _, status = mypy.api.run(
+        [
+            "--strict",
+            "--config-file",
+            str(TESTS.parent / "mypy.ini"),
+            str(TESTS / "typing_consumer.py"),
+            str(misuse),
+        ]
+    )
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    assert status == 1
+    assert all(line.split(":")[0].endswith("misuse.py") for line in errors), errors
+    assert [line.split(":")[1] for line in errors] == ["5", "6", "7"], errors
+    assert all('expected "TokenizerLike"' in line for line in errors), "\n".join(errors)
