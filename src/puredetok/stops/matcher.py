@@ -24,8 +24,10 @@ class Matcher:
     prefixes: frozenset[str]
     """Every non-empty proper prefix of a stop string: the text worth holding back."""
     opener: re.Pattern[str]
-    """Finds the first character of any stop string: text without one cannot start a match (the
-    per-token fast check; it never matches when there are no stop strings)."""
+    """Finds the first character of any stop string: text without one cannot start a match (it
+    never matches when there are no stop strings)."""
+    openers: frozenset[str]
+    """The first characters of the stop strings (the per-token fast check: ``isdisjoint``)."""
     longest: int
     """The length of the longest stop string (0 when there is none)."""
     shortest: int
@@ -48,7 +50,7 @@ def compile_stops(stops: Iterable[str]) -> Matcher:
     first = sorted({stop[0] for stop in distinct})
     opener = re.compile("[" + "".join(map(re.escape, first)) + "]" if first else "(?!)")
     longest, shortest = (len(distinct[0]), len(distinct[-1])) if distinct else (0, 0)
-    return Matcher(tuple(distinct), prefixes, opener, longest, shortest)
+    return Matcher(tuple(distinct), prefixes, opener, frozenset(first), longest, shortest)
 
 
 def find_stop(matcher: Matcher, text: str, after: int) -> Match | None:
