@@ -127,11 +127,12 @@ def test_detokenize_with_stops_and_aborts(harness: Harness, worker: WorkerPool) 
         [DetokenizeMsg("s1", tuple(line[:5]), False, stop_opening), DetokenizeMsg("s2", tuple(line[:3]))]
     )
     worker.send([DetokenizeMsg("s1", tuple(line[5:])), DetokenizeMsg("s2", tuple(line[3:6]))])
+    worker.send([DetokenizeMsg("s3", (32, -7, 33, 10**12), True)])  # vLLM 21951: invalid ids
     worker.send([AbortMsg("s2"), AbortMsg("s-unknown")])
     worker.send([DetokenizeMsg("s2", (32,))])  # a late token from the scheduler, after the abort
     got = harness.receive(
         harness.frontend,
-        lambda got: sum(isinstance(m, UserReply) and m.finished for m in got) >= 4,
+        lambda got: sum(isinstance(m, UserReply) and m.finished for m in got) >= 5,
     )
     replies: dict[object, list[UserReply]] = {}
     for message in got:
@@ -144,6 +145,11 @@ def test_detokenize_with_stops_and_aborts(harness: Harness, worker: WorkerPool) 
     assert late.error is not None and "already ended" in late.error
     assert core_text(line[:6]).startswith(texts({"s2": replies["s2"][:-1]})["s2"])
     assert replies["s-unknown"][-1].error is not None
+    [bad_ids] = replies["s3"]
+    assert bad_ids.incremental_output == "AB" and bad_ids.finished and bad_ids.finish_reason == "length"
+    assert (
+        bad_ids.error is not None and "-7 at position 1" in bad_ids.error and "1000000000000" in bad_ids.error
+    )
     # The scheduler hears of the stop found here, and of both aborts.
     aborts = harness.receive(harness.backend, lambda got: len(got) >= 3)
     assert {m.uid for m in aborts if isinstance(m, AbortBackendMsg)} == {"s1", "s2", "s-unknown"}
@@ -290,9 +296,12 @@ def test_a_pool_routes_by_uid_spreads_tokenizing_and_answers_everything(tmp_path
         h.close()
 
 
-@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
-def test_shutdown_while_busy_answers_everything_received(tmp_path: Path, signal_number: int) -> None:
-    h = Harness(tmp_path)
+@pytest.mark.parametrize(("signal_number", "tcp"), [(signal.SIGTERM, False), (signal.SIGINT, True)])
+def test_shutdown_while_busy_answers_everything_received(
+    tmp_path: Path, signal_number: int, tcp: bool
+) -> None:
+    """Over ipc:// and over loopback tcp:// (the transport of a pool that spans hosts)."""
+    h = Harness(tmp_path, tcp=tcp)
     try:
         process = h.start(1, "--local-bs", "256")
         h.wait_ready(1)

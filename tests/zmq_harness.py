@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,24 +26,39 @@ TIMEOUT = 60.0
 """Seconds to wait for anything a worker should send (workers start in a few seconds)."""
 
 
+def free_port() -> int:
+    """A loopback TCP port that is free now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 class Harness:
     """Frontend and backend sockets in this process, worker processes outside it."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, tcp: bool = False) -> None:
         self.folder = folder
+        self.tcp = tcp
         self.context: zmq.Context[Any] = zmq.Context()
-        self.frontend_address = f"ipc://{folder}/frontend"
-        self.backend_address = f"ipc://{folder}/backend"
         self.frontend: zmq.Socket[bytes] = self.context.socket(zmq.PULL)
-        self.frontend.bind(self.frontend_address)
         self.backend: zmq.Socket[bytes] = self.context.socket(zmq.PULL)
-        self.backend.bind(self.backend_address)
+        if tcp:  # loopback TCP, on ports the system picks (workers get theirs from free_port)
+            self.frontend_address = f"tcp://127.0.0.1:{self.frontend.bind_to_random_port('tcp://127.0.0.1')}"
+            self.backend_address = f"tcp://127.0.0.1:{self.backend.bind_to_random_port('tcp://127.0.0.1')}"
+            self.worker_ports = [free_port() for _ in range(4)]
+        else:
+            self.frontend_address = f"ipc://{folder}/frontend"
+            self.backend_address = f"ipc://{folder}/backend"
+            self.frontend.bind(self.frontend_address)
+            self.backend.bind(self.backend_address)
         self.from_frontend = FrameDecoder(TO_FRONTEND)
         self.from_backend = FrameDecoder(TO_BACKEND)
         self.processes: list[subprocess.Popen[bytes]] = []
         self.pools: list[WorkerPool] = []
 
     def worker_address(self, index: int) -> str:
+        if self.tcp:
+            return f"tcp://127.0.0.1:{self.worker_ports[index]}"
         return f"ipc://{self.folder}/worker-{index}"
 
     def start(self, workers: int = 1, *options: str) -> subprocess.Popen[bytes]:
@@ -55,7 +71,7 @@ class Harness:
             "--workers",
             str(workers),
             "--listen",
-            f"ipc://{self.folder}/worker-{{index}}",
+            self.worker_address(0) if self.tcp else f"ipc://{self.folder}/worker-{{index}}",
             "--backend",
             self.backend_address,
             "--frontend",
@@ -84,17 +100,17 @@ class Harness:
         return pool
 
     def receive(
-        self, socket: zmq.Socket[bytes], done: Callable[[list[Message]], bool], timeout: float = TIMEOUT
+        self, pull: zmq.Socket[bytes], done: Callable[[list[Message]], bool], timeout: float = TIMEOUT
     ) -> list[Message]:
-        """Messages from ``socket`` until ``done(all so far)``; fails after ``timeout`` seconds."""
-        decoder = self.from_frontend if socket is self.frontend else self.from_backend
+        """Messages from ``pull`` until ``done(all so far)``; fails after ``timeout`` seconds."""
+        decoder = self.from_frontend if pull is self.frontend else self.from_backend
         got: list[Message] = []
         deadline = time.monotonic() + timeout
         while not done(got):
             left = deadline - time.monotonic()
-            if left <= 0 or not socket.poll(int(left * 1000)):
+            if left <= 0 or not pull.poll(int(left * 1000)):
                 raise AssertionError(f"timed out after {timeout} s with {len(got)} messages: {got[-3:]}")
-            decoded = decoder.decode(socket.recv())
+            decoded = decoder.decode(pull.recv())
             assert not decoded.rejected
             got.extend(decoded.batch.items)
         return got
@@ -120,9 +136,9 @@ class Harness:
 
     def drain(self) -> None:
         """Drop whatever is waiting on both sockets."""
-        for socket in (self.frontend, self.backend):
-            while socket.poll(50):
-                socket.recv()
+        for pull in (self.frontend, self.backend):
+            while pull.poll(50):
+                pull.recv()
 
     def close(self) -> None:
         for process in self.processes:

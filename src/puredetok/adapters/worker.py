@@ -114,6 +114,12 @@ class Worker:
         self._stop = threading.Event()
         self._context = context or zmq.Context.instance()
         self._pull = self._socket(zmq.PULL, self.address, bind=True)
+        if not _private(self.address):
+            logger.warning(
+                "%s listens on %s, beyond this machine: the protocol has no authentication",
+                self.name,
+                self.address,
+            )
         self._backend = self._socket(zmq.PUSH, backend or default_address("backend"), bind=False)
         self._frontend = self._socket(zmq.PUSH, frontend or default_address("frontend"), bind=False)
         for push in (self._backend, self._frontend):
@@ -289,6 +295,14 @@ class Worker:
             self.drops.drop(
                 f"send_timeout_{type(batch[0]).KIND}", f"{len(batch)} messages: no reader in time"
             )
+
+
+def _private(address: str) -> bool:
+    """Whether an address is reachable from this machine only (ipc://, inproc://, loopback tcp://)."""
+    if not address.startswith("tcp://"):
+        return True
+    host = address[len("tcp://") :].rsplit(":", 1)[0].strip("[]")
+    return host == "localhost" or host == "::1" or host.startswith("127.")
 
 
 def _runs(frames: Sequence[Decoded]) -> Iterator[tuple[str, list[Message]]]:
