@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import zmq
@@ -253,7 +253,7 @@ class Worker:
         to_backend: dict[str, list[Message]],
         to_frontend: dict[str, list[Message]],
     ) -> None:
-        msgs = [message for message in messages if isinstance(message, DetokenizeMsg)]
+        msgs = cast(list[DetokenizeMsg], messages)  # a detokenize run holds nothing else
         replies = self.detokenize_manager.handle(msgs)
         to_frontend.setdefault(UserReply.KIND, []).extend(replies)
         for msg, reply in zip(msgs, replies):
@@ -267,7 +267,7 @@ class Worker:
         to_backend: dict[str, list[Message]],
         to_frontend: dict[str, list[Message]],
     ) -> None:
-        msgs = [message for message in messages if isinstance(message, TokenizeMsg)]
+        msgs = cast(list[TokenizeMsg], messages)  # a tokenize run holds nothing else
         for msg, result in zip(msgs, self.tokenize_manager.tokenize(msgs)):
             if result.input_ids is None:
                 to_frontend.setdefault(UserReply.KIND, []).append(

@@ -93,7 +93,7 @@ def manager_section(tokenizer: Any, requests: int = 256, steps: int = 64) -> lis
             ("two-window", run_two_window),
         ],
         tokens,
-        rounds=5,
+        rounds=7,
     )
     ratio = best["manager"] / best["two-window"]
     return [
