@@ -60,3 +60,20 @@ def test_every_cited_test_exists() -> None:
         if not (tests / file).exists() or f"def {name}(" not in (tests / file).read_text(encoding="utf-8")
     )
     assert not missing
+
+
+def test_the_documented_replay_command_runs() -> None:
+    """docs/trace.md shows a replay of docs/sample-trace.jsonl: the command and its table are real."""
+    import subprocess
+
+    root = DOCS.parent
+    page = (DOCS / "trace.md").read_text(encoding="utf-8")
+    command = re.search(r"^\$ (puredetok replay .*)$", page, flags=re.M)
+    assert command
+    _, *args = command.group(1).split()
+    done = subprocess.run(
+        [sys.executable, "-m", "puredetok.cli", *args], cwd=root, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    table = page[page.index("uid  tokens") : page.index("6 requests")]
+    assert table in done.stdout

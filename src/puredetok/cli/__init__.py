@@ -1,4 +1,4 @@
-"""The ``puredetok`` command line: ``explain``, ``bench`` (and the adapters' commands).
+"""The ``puredetok`` command line: ``explain``, ``bench``, ``replay`` and ``serve``.
 
 Exit codes: 0 success, 1 the command ran and found a failure (a mismatch), 2 bad usage or input
 (unknown option, missing tokenizer, unreadable file). Errors are one line on stderr, never a
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from puredetok.adapters.loading import TokenizerLoadError
-from puredetok.cli import bench, explain
+from puredetok.cli import bench, explain, replay, serve
 
 
 class UsageError(Exception):
@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="puredetok", description="Exact streaming detokenization for LLM serving.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
-    for module in (explain, bench):
+    for module in (explain, bench, replay, serve):
         sub = commands.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         module.configure(sub)
         sub.set_defaults(run=module.run)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import platform
 
 from puredetok.adapters.loading import DEFAULT_TOKENIZER, load_tokenizer
 from puredetok.bench.core import byte_run_section, core_section
+from puredetok.bench.manager import manager_section, memory_section
 from puredetok.bench.stops import stops_section
 from puredetok.bench.timing import format_table
+from puredetok.bench.worker import worker_section
 
 NAME = "bench"
 HELP = "measure per-token cost side by side with DecodeStream and the two-window algorithm"
@@ -25,12 +28,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--tokens", type=int, default=20_000, help="trace length for the side-by-side section"
     )
     parser.add_argument("--long", type=int, default=1_000_000, help="longest stream of the flatness section")
+    parser.add_argument(
+        "--requests", type=int, default=256, help="concurrent requests of the manager section (default: 256)"
+    )
+    parser.add_argument(
+        "--no-worker", action="store_true", help="skip the worker section (it starts a process)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Print every section."""
-    if args.tokens < 100 or args.long < 1_000:
-        raise ValueError("--tokens must be >= 100 and --long >= 1000")
+    if args.tokens < 100 or args.long < 1_000 or args.requests < 1:
+        raise ValueError("--tokens must be >= 100, --long >= 1000 and --requests >= 1")
     tokenizer = load_tokenizer(args.tokenizer)
     print(f"puredetok bench: {args.tokenizer}, Python {platform.python_version()}, {platform.machine()}")
     print(
@@ -46,4 +55,19 @@ def run(args: argparse.Namespace) -> int:
     vocab = getattr(tokenizer, "backend_tokenizer", tokenizer).get_vocab(with_added_tokens=True)
     if "<0xE4>" in vocab:
         print(format_table("byte fallback (an endless valid run)", byte_run_section(tokenizer, args.long)))
+    # A serving process freezes its start-up objects (see the worker); measure under the same rule.
+    gc.freeze()
+    print(
+        format_table(
+            f"manager ({args.requests} concurrent requests, one batch per step)",
+            manager_section(tokenizer, args.requests),
+        )
+    )
+    print(format_table("memory (tracemalloc)", memory_section(tokenizer)))
+    if not args.no_worker:
+        print(
+            format_table(
+                "worker (a separate process, over ZeroMQ ipc://)", worker_section(tokenizer, args.tokenizer)
+            )
+        )
     return 0

@@ -1,0 +1,278 @@
+"""``DetokenizeManager``: many concurrent requests' streams, one batch of messages at a time.
+
+The manager holds the only mutable state of detokenization, a map from request id to its
+immutable :class:`~puredetok.stops.Stream` record, and applies the pure core and stop layer to
+it. A request's record is created by an explicit opening (prompt ids, stop rules, decode options)
+or on first sight of its uid (default options), and removed when the request finishes or is
+aborted. Errors are reported per request, in that request's reply; the rest of the batch is
+unaffected.
+
+Capacity: there is none, on purpose. A live record is a few hundred bytes (10,000 live requests
+hold about 2 MB), so the manager never evicts a live request, which is how engines that did lost
+text or crashed (SGLang issue 2812). What is bounded is the memory of *ended* uids
+(``remember_ended``), kept only to recognise a late message for a request that has already ended;
+forgetting one never loses text.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DetokenizeManager", "DEFAULT_REMEMBER_ENDED"]
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from puredetok.adapters.eos import eos_token_ids
+from puredetok.adapters.messages import DEFAULT_PARAMS, DetokenizeMsg, Opening, SamplingParams, Uid, UserReply
+from puredetok.core import Codec, codec_for
+from puredetok.errors import InvalidTokenError
+from puredetok.stops import StopRules, Stream, abort, advance, advance_many, close, open_stream
+
+DEFAULT_REMEMBER_ENDED = 65_536
+"""How many ended uids the manager remembers (to report late messages for them)."""
+
+RULES_CACHE = 4_096
+"""Distinct stop rules kept for sharing between requests (the cache starts over when full)."""
+
+
+class DetokenizeManager:
+    """Streams text for many requests of one tokenizer.
+
+    ``defaults`` are the options of a request that starts without an :class:`Opening`.
+    Codecs are built once per ``(skip_special_tokens, clean_up_tokenization_spaces)`` and shared
+    by every request with those options; pass the same ``codecs`` dict to several managers of
+    one tokenizer to share them between managers too.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        defaults: SamplingParams = DEFAULT_PARAMS,
+        remember_ended: int = DEFAULT_REMEMBER_ENDED,
+        codecs: dict[tuple[bool, bool | None], Codec] | None = None,
+    ) -> None:
+        if remember_ended < 0:
+            raise ValueError(f"remember_ended must be >= 0, got {remember_ended}")
+        self.tokenizer = tokenizer
+        self.remember_ended = remember_ended
+        self.eos_token_ids = eos_token_ids(tokenizer)
+        self._codecs = {} if codecs is None else codecs
+        self._rules: dict[tuple[object, ...], StopRules] = {}
+        self._live: dict[Uid, Stream] = {}
+        self._ended: OrderedDict[Uid, str] = OrderedDict()
+        self._default_codec = self.codec(defaults.skip_special_tokens, defaults.clean_up_tokenization_spaces)
+        self._default_rules = self.rules(defaults)
+
+    def __len__(self) -> int:
+        """The number of live requests."""
+        return len(self._live)
+
+    def __contains__(self, uid: object) -> bool:
+        """Whether ``uid`` is a live request."""
+        return uid in self._live
+
+    def codec(
+        self, skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool | None = None
+    ) -> Codec:
+        """The shared codec for these decode options (built on first use)."""
+        key = (skip_special_tokens, clean_up_tokenization_spaces)
+        codec = self._codecs.get(key)
+        if codec is None:
+            codec = codec_for(
+                self.tokenizer,
+                skip_special_tokens=skip_special_tokens,
+                clean_up_tokenization_spaces=clean_up_tokenization_spaces,
+            )
+            self._codecs[key] = codec
+        return codec
+
+    def rules(self, params: SamplingParams) -> StopRules:
+        """The stop rules of ``params``, with this tokenizer's EOS ids (raises ValueError if invalid).
+
+        Equal rules are one shared object (a request's record then costs a few hundred bytes).
+        """
+        key = (
+            params.stop,
+            params.stop_token_ids,
+            params.ignore_eos,
+            params.max_new_tokens,
+            params.min_tokens,
+            params.include_stop_str_in_output,
+        )
+        rules = self._rules.get(key)
+        if rules is None:
+            rules = StopRules(
+                stop=params.stop,
+                stop_token_ids=params.stop_token_ids,
+                eos_token_ids=self.eos_token_ids,
+                ignore_eos=params.ignore_eos,
+                max_new_tokens=params.max_new_tokens,
+                min_tokens=params.min_tokens,
+                include_stop_str_in_output=params.include_stop_str_in_output,
+            )
+            if len(self._rules) >= RULES_CACHE:
+                self._rules.clear()
+            self._rules[key] = rules
+        return rules
+
+    def open(self, uid: Uid, opening: Opening | None = None) -> Stream:
+        """Start request ``uid`` explicitly; raises ValueError if it is live or has ended, or if
+        the opening is invalid (a bad prompt id or stop option).
+        """
+        stream = self._opened(uid, opening or Opening())
+        self._live[uid] = stream
+        return stream
+
+    def handle(self, messages: Sequence[DetokenizeMsg]) -> list[UserReply]:
+        """One reply per message, in order: the new text, and whether and why the request ended.
+
+        A message with an invalid token id still applies its valid ids; the invalid ones add no
+        text and are named in the reply's ``error`` (the request goes on). A message for a request
+        that has ended, or an opening for one that is live, gets an error reply and changes nothing.
+        """
+        live = self._live
+        get = live.get
+        replies: list[UserReply] = []
+        append = replies.append
+        step_one, reply = advance, UserReply  # locals: this loop runs once per message
+        for msg in messages:
+            uid = msg.uid
+            stream = old = get(uid)
+            if stream is None or msg.open is not None:
+                opened = self._first(msg, stream)
+                if isinstance(opened, UserReply):
+                    append(opened)
+                    continue
+                stream = opened
+            ids = msg.token_ids
+            error_text = None
+            try:
+                if len(ids) == 1:
+                    stream, text = step_one(stream, ids[0])
+                else:
+                    stream, text = _advance_ids(stream, ids)
+            except InvalidTokenError:
+                stream, text, error_text = _skipping_invalid(stream, ids)
+            if msg.finished and stream.finish_reason is None:
+                stream, tail = close(stream)
+                text += tail
+            reason = stream.finish_reason
+            if reason is None:
+                if stream is not old:
+                    live[uid] = stream
+                append(reply(uid, text) if error_text is None else reply(uid, text, error=error_text))
+            else:
+                live.pop(uid, None)
+                self._remember(uid, reason.kind)
+                append(reply(uid, text, True, reason.kind, reason.matched, error_text))
+        return replies
+
+    def detokenize(self, messages: Sequence[DetokenizeMsg]) -> list[str]:
+        """One incremental text per message, in order (see :meth:`handle` for errors and endings)."""
+        return [reply.incremental_output for reply in self.handle(messages)]
+
+    def abort(self, uids: Iterable[Uid]) -> list[UserReply]:
+        """Drop these requests: one reply each, ``finish_reason="abort"``; nothing held is emitted.
+
+        A uid that is not live gets an error in its reply (it is remembered as ended all the same,
+        so that its late messages are refused).
+        """
+        replies = []
+        for uid in uids:
+            stream = self._live.pop(uid, None)
+            if stream is not None:
+                abort(stream)
+                replies.append(UserReply(uid, "", True, "abort"))
+            elif uid in self._ended:
+                replies.append(UserReply(uid, "", True, "abort", error=self._late(uid)))
+            else:
+                replies.append(UserReply(uid, "", True, "abort", error=f"no live request {uid!r}"))
+            self._remember(uid, "abort")
+        return replies
+
+    def detach(self, uid: Uid) -> Stream:
+        """Take request ``uid`` out of this manager (to move or park it); raises KeyError if not live.
+
+        The record is immutable and picklable: :meth:`attach` it here or to another manager and
+        the request goes on exactly where it stopped.
+        """
+        return self._live.pop(uid)
+
+    def attach(self, uid: Uid, stream: Stream) -> None:
+        """Put a detached request back (here or in another manager); raises ValueError if live."""
+        if uid in self._live:
+            raise ValueError(f"request {uid!r} is already open")
+        if stream.finish_reason is not None:
+            raise ValueError(f"request {uid!r} has already ended ({stream.finish_reason.kind})")
+        self._ended.pop(uid, None)
+        self._live[uid] = stream
+
+    def _first(self, msg: DetokenizeMsg, stream: Stream | None) -> Stream | UserReply:
+        """The record for a message that opens a request or meets an unknown uid (not yet stored),
+        or the error reply.
+        """
+        uid = msg.uid
+        ended = stream is None and uid in self._ended
+        if msg.open is None:
+            if ended:
+                return UserReply(uid, "", True, error=self._late(uid))
+            return open_stream(self._default_codec, self._default_rules)
+        try:
+            return self._opened(uid, msg.open)
+        except ValueError as error:
+            return UserReply(uid, "", ended, error=str(error))
+
+    def _opened(self, uid: Uid, opening: Opening) -> Stream:
+        """A new record for ``uid`` (checked, not stored)."""
+        if uid in self._live:
+            raise ValueError(f"request {uid!r} is already open")
+        if uid in self._ended:
+            raise ValueError(f"request {uid!r} has already ended ({self._ended[uid]})")
+        params = opening.params
+        codec = self.codec(params.skip_special_tokens, params.clean_up_tokenization_spaces)
+        return open_stream(codec, self.rules(params), opening.prompt_ids)
+
+    def _late(self, uid: Uid) -> str:
+        return f"request {uid!r} has already ended ({self._ended[uid]}): message ignored"
+
+    def _remember(self, uid: Uid, why: str) -> None:
+        ended = self._ended
+        ended[uid] = why
+        ended.move_to_end(uid)
+        while len(ended) > self.remember_ended:
+            ended.popitem(last=False)
+
+
+SHORT_RUN = 8
+"""Up to this many ids, advancing one by one is cheaper than ``advance_many`` (same result)."""
+
+
+def _advance_ids(stream: Stream, ids: Sequence[int]) -> tuple[Stream, str]:
+    """``advance_many``, by the cheaper path for the length of ``ids``."""
+    if len(ids) > SHORT_RUN:
+        return advance_many(stream, ids)
+    texts = []
+    for token_id in ids:
+        if stream.finish_reason is not None:
+            break
+        stream, text = advance(stream, token_id)
+        texts.append(text)
+    return stream, "".join(texts)
+
+
+def _skipping_invalid(stream: Stream, ids: Sequence[int]) -> tuple[Stream, str, str]:
+    """Apply the valid ids of ``ids`` one by one, skipping the invalid ones; name them in the error."""
+    texts, bad, vocab_size = [], [], 0
+    for position, token_id in enumerate(ids):
+        if stream.finish_reason is not None:
+            break
+        try:
+            stream, text = advance(stream, token_id)
+        except InvalidTokenError as invalid:
+            bad.append(f"{token_id!r} at position {position}")
+            vocab_size = invalid.vocab_size
+            continue
+        texts.append(text)
+    names = ", ".join(bad)
+    return stream, "".join(texts), f"invalid token id(s) {names} skipped: ids are ints in [0, {vocab_size})"

@@ -1,0 +1,98 @@
+r"""The token trace format (JSON lines) that ``puredetok replay`` reads.
+
+One event per line::
+
+    {"tokenizer": "qwen3", "options": {"skip_special_tokens": true}}  <- optional first line
+    {"uid": 1, "prompt": [9707, 11], "tokens": [100024, 119]}  <- "prompt": a uid's first event only
+    {"uid": 2, "tokens": [374], "options": {"stop": ["\n"]}}  <- "options": a uid's first event only
+    {"uid": 1, "tokens": [586], "finished": true}
+    {"uid": 2, "abort": true}
+
+``options`` are the fields of :class:`~puredetok.adapters.messages.SamplingParams` (stop rules
+and decode options); a request's own options replace the header's. Blank lines are ignored.
+"""
+
+from __future__ import annotations
+
+__all__ = ["TraceHeader", "TraceEvent", "TraceOptions", "TraceError", "read_trace"]
+
+from collections.abc import Iterable, Iterator
+
+import msgspec
+
+from puredetok.adapters.messages import SamplingParams, Uid
+
+
+class TraceError(ValueError):
+    """A trace line that is not a valid event (the message names the line)."""
+
+
+class TraceOptions(SamplingParams, frozen=True, forbid_unknown_fields=True):
+    """:class:`SamplingParams` as a trace gives them: an unknown option name is an error."""
+
+
+class TraceHeader(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The optional first line: which tokenizer, and the default options of every request."""
+
+    tokenizer: str | None = None
+    options: TraceOptions = TraceOptions()
+
+
+class _Event(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    uid: Uid
+    tokens: tuple[int, ...] = ()
+    prompt: tuple[int, ...] | None = None
+    options: TraceOptions | None = None
+    finished: bool = False
+    abort: bool = False
+
+
+class TraceEvent(msgspec.Struct, frozen=True):
+    """One line: new tokens of a request, and whether it finished or was aborted."""
+
+    line: int
+    """Its line number in the trace."""
+    uid: Uid
+    tokens: tuple[int, ...] = ()
+    prompt: tuple[int, ...] | None = None
+    """The prompt ids (a request's first event only)."""
+    options: TraceOptions | None = None
+    """The request's own options (its first event only), replacing the header's."""
+    finished: bool = False
+    abort: bool = False
+
+
+_header = msgspec.json.Decoder(TraceHeader)
+_event = msgspec.json.Decoder(_Event)
+
+
+def read_trace(lines: Iterable[str | bytes]) -> Iterator[TraceHeader | TraceEvent]:
+    """The header (if the first line is one) and the events, in order.
+
+    Raises :class:`TraceError` naming the line for anything that is not a valid event: bad JSON,
+    a missing or mistyped field, an unknown field or option, a header anywhere but first, an
+    event that both finishes and aborts.
+    """
+    first = True
+    seen: set[Uid] = set()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            text = line if isinstance(line, bytes) else line.encode()
+            if first and b'"uid"' not in text and (b'"tokenizer"' in text or b'"options"' in text):
+                yield _header.decode(line)
+                first = False
+                continue
+            raw = _event.decode(line)
+        except (msgspec.ValidationError, msgspec.DecodeError) as error:
+            raise TraceError(f"line {number}: {error}") from None
+        first = False
+        if raw.finished and raw.abort:
+            raise TraceError(f"line {number}: an event cannot both finish and abort")
+        if (raw.prompt is not None or raw.options is not None) and raw.uid in seen:
+            raise TraceError(
+                f"line {number}: 'prompt' and 'options' belong on request {raw.uid!r}'s first event"
+            )
+        seen.add(raw.uid)
+        yield TraceEvent(number, raw.uid, raw.tokens, raw.prompt, raw.options, raw.finished, raw.abort)

@@ -1,0 +1,152 @@
+"""The wire format: typed msgpack frames, checked against the message schema. Never pickle.
+
+A frame is the msgpack array ``[kind, [message, ...]]``: one batch of messages of one kind, each
+message a map of its fields (fields at their default value are left out). Decoding checks every
+field's type. A frame that cannot be read at all (too large, not msgpack, not ``[str, array]``,
+an unknown kind) raises :class:`FrameError`; a frame in which only some messages are malformed
+gives the good ones and a :class:`Rejected` note for each bad one, with its uid when that much
+could be read, so that the sender of that one request can be told.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "FrameError",
+    "Rejected",
+    "Decoded",
+    "FrameDecoder",
+    "encode_batch",
+    "DropCounter",
+]
+
+import logging
+import types
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+import msgspec
+
+from puredetok.adapters.messages import INBOUND, Batch, Message, Uid
+
+DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
+"""Frames larger than this are dropped unread (64 MiB; configurable per decoder)."""
+
+_encoder = msgspec.msgpack.Encoder()
+
+
+class FrameError(ValueError):
+    """A frame that cannot be read at all; ``reason`` is a short tag for counting."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason}: {detail}")
+
+
+@attrs.frozen
+class Rejected:
+    """One message of a frame that did not match its schema."""
+
+    kind: str
+    index: int
+    """Its position in the frame."""
+    uid: Uid | None
+    """Its uid, when at least that field could be read."""
+    reason: str
+
+
+@attrs.frozen
+class Decoded:
+    """A decoded frame: the valid messages as a batch, and the rejected ones."""
+
+    batch: Batch
+    rejected: tuple[Rejected, ...] = ()
+
+
+class _UidProbe(msgspec.Struct):
+    uid: Uid | None = None
+
+
+def encode_batch(messages: Sequence[Message]) -> bytes:
+    """One frame holding ``messages``, which must all be of one kind (and at least one)."""
+    if not messages:
+        raise ValueError("a frame holds at least one message")
+    kind = type(messages[0]).KIND
+    if any(type(message).KIND != kind for message in messages):
+        raise ValueError("a frame holds messages of one kind")
+    return _encoder.encode((kind, messages))
+
+
+class FrameDecoder:
+    """Reads frames of the given message kinds (by default, what a worker accepts)."""
+
+    def __init__(
+        self, kinds: Iterable[type[Message]] = INBOUND, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    ) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._frame = msgspec.msgpack.Decoder(tuple[str, msgspec.Raw])
+        self._items = msgspec.msgpack.Decoder(list[msgspec.Raw])
+        self._probe = msgspec.msgpack.Decoder(_UidProbe)
+        self._batch: dict[str, msgspec.msgpack.Decoder[Any]] = {}
+        self._one: dict[str, msgspec.msgpack.Decoder[Any]] = {}
+        for cls in kinds:
+            self._batch[cls.KIND] = msgspec.msgpack.Decoder(types.GenericAlias(list, (cls,)))
+            self._one[cls.KIND] = msgspec.msgpack.Decoder(cls)
+
+    def decode(self, frame: bytes | memoryview) -> Decoded:
+        """The batch in ``frame``; raises :class:`FrameError` when nothing in it can be read."""
+        if len(frame) > self.max_frame_bytes:
+            raise FrameError("oversize", f"{len(frame):,} bytes > limit {self.max_frame_bytes:,}")
+        try:
+            kind, payload = self._frame.decode(frame)
+        except msgspec.ValidationError as error:
+            raise FrameError("bad_frame", f"not a [kind, messages] frame: {error}") from None
+        except msgspec.DecodeError as error:
+            raise FrameError("not_msgpack", str(error)) from None
+        batch_decoder = self._batch.get(kind)
+        if batch_decoder is None:
+            known = ", ".join(sorted(self._batch))
+            raise FrameError("unknown_kind", f"kind {kind[:40]!r} (expected one of {known})")
+        try:
+            return Decoded(Batch(kind, tuple(batch_decoder.decode(payload))))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return self._one_by_one(kind, payload)
+
+    def _one_by_one(self, kind: str, payload: msgspec.Raw) -> Decoded:
+        """Salvage the valid messages of a frame in which some are malformed."""
+        try:
+            raws = self._items.decode(payload)
+        except (msgspec.ValidationError, msgspec.DecodeError) as error:
+            raise FrameError("bad_frame", f"{kind} frame without a message list: {error}") from None
+        good: list[Message] = []
+        rejected: list[Rejected] = []
+        one = self._one[kind]
+        for index, raw in enumerate(raws):
+            try:
+                good.append(one.decode(raw))
+            except (msgspec.ValidationError, msgspec.DecodeError) as error:
+                rejected.append(Rejected(kind, index, self._uid(raw), f"malformed {kind} message: {error}"))
+        return Decoded(Batch(kind, tuple(good)), tuple(rejected))
+
+    def _uid(self, raw: msgspec.Raw) -> Uid | None:
+        try:
+            return self._probe.decode(raw).uid
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None
+
+
+@attrs.define
+class DropCounter:
+    """Counts dropped frames and messages by reason, logging only the first of each reason."""
+
+    logger: logging.Logger
+    counts: dict[str, int] = attrs.field(factory=dict)
+
+    def drop(self, reason: str, detail: str) -> None:
+        """Count one drop; log it if it is the first for ``reason``."""
+        seen = self.counts.get(reason, 0)
+        self.counts[reason] = seen + 1
+        if not seen:
+            self.logger.warning("dropped (%s): %s; later drops of this kind are only counted", reason, detail)

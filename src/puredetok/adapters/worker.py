@@ -1,0 +1,381 @@
+"""The tokenizer/detokenizer worker process: ZeroMQ in, ZeroMQ out, the managers in between.
+
+A worker PULLs frames on its own address (it binds), and PUSHes token ids and aborts to the
+scheduler (``backend``) and text to the API server (``frontend``); it connects to both, so any
+number of workers can share them. Each loop drains up to ``local_bs`` waiting messages, handles
+them kind by kind (keeping the order of each request's messages), and sends one frame per kind.
+
+Shutdown: SIGINT or SIGTERM (or ``stop_event``) ends the loop after the current batch; every
+frame already waiting is still handled, and the replies are flushed before the sockets close.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Worker", "WorkerStats", "tokenize_worker", "default_address", "DEFAULT_LOCAL_BS"]
+
+import gc
+import logging
+import os
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any, cast
+
+import attrs
+import zmq
+
+from puredetok.adapters.detokenize_manager import DetokenizeManager
+from puredetok.adapters.loading import load_tokenizer
+from puredetok.adapters.messages import (
+    DEFAULT_PARAMS,
+    AbortBackendMsg,
+    AbortMsg,
+    DetokenizeMsg,
+    HealthCheckMsg,
+    HealthReply,
+    Message,
+    ReadyMsg,
+    SamplingParams,
+    TokenizeMsg,
+    UserMsg,
+    UserReply,
+)
+from puredetok.adapters.tokenize_manager import TokenizeManager
+from puredetok.adapters.wire import (
+    DEFAULT_MAX_FRAME_BYTES,
+    Decoded,
+    DropCounter,
+    FrameDecoder,
+    FrameError,
+    encode_batch,
+)
+
+DEFAULT_LOCAL_BS = 4096
+"""Messages drained per loop at most."""
+
+logger = logging.getLogger("puredetok.worker")
+
+
+def default_address(role: str) -> str:
+    """The default ``ipc://`` address of ``role`` (``"worker-0"``, ``"backend"``, ``"frontend"``)."""
+    return f"ipc://{Path(tempfile.gettempdir()) / f'puredetok-{role}.ipc'}"
+
+
+@attrs.frozen
+class WorkerStats:
+    """What a worker did, returned when it stops."""
+
+    name: str
+    messages_handled: dict[str, int]
+    frames_received: int
+    frames_dropped: dict[str, int]
+    live_requests: int
+
+
+class Worker:
+    """One worker: its sockets and its two managers. :meth:`serve` runs the loop.
+
+    ``tokenizer`` is a loaded tokenizer, or a name or path for :func:`load_tokenizer`.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any = None,
+        *,
+        listen: str | None = None,
+        backend: str | None = None,
+        frontend: str | None = None,
+        local_bs: int = DEFAULT_LOCAL_BS,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        defaults: SamplingParams = DEFAULT_PARAMS,
+        name: str | None = None,
+        context: zmq.Context[Any] | None = None,
+        poll_ms: int = 100,
+        send_timeout_ms: int = 30_000,
+    ) -> None:
+        if local_bs < 1:
+            raise ValueError(f"local_bs must be >= 1, got {local_bs}")
+        if isinstance(tokenizer, str | os.PathLike) or tokenizer is None:
+            tokenizer = load_tokenizer(tokenizer)
+        self.name = name or f"worker-{os.getpid()}"
+        self.address = listen or default_address("worker-0")
+        self.local_bs = local_bs
+        self.poll_ms = poll_ms
+        self.tokenize_manager = TokenizeManager(tokenizer)
+        self.detokenize_manager = DetokenizeManager(tokenizer, defaults=defaults)
+        self.decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
+        self.drops = DropCounter(logger)
+        self.handled: dict[str, int] = {}
+        self.frames_received = 0
+        self._stop = threading.Event()
+        self._context = context or zmq.Context.instance()
+        self._pull = self._socket(zmq.PULL, self.address, bind=True)
+        if not _private(self.address):
+            logger.warning(
+                "%s listens on %s, beyond this machine: the protocol has no authentication",
+                self.name,
+                self.address,
+            )
+        self._backend = self._socket(zmq.PUSH, backend or default_address("backend"), bind=False)
+        self._frontend = self._socket(zmq.PUSH, frontend or default_address("frontend"), bind=False)
+        for push in (self._backend, self._frontend):
+            push.setsockopt(zmq.SNDTIMEO, send_timeout_ms)
+            push.setsockopt(zmq.SNDHWM, 100_000)
+
+    def _socket(self, kind: int, address: str, *, bind: bool) -> zmq.Socket[bytes]:
+        socket: zmq.Socket[bytes] = self._context.socket(kind)
+        socket.setsockopt(zmq.LINGER, 10_000)
+        try:
+            if bind:
+                socket.setsockopt(zmq.RCVHWM, 100_000)
+                socket.bind(address)
+            else:
+                socket.connect(address)
+        except zmq.ZMQError as error:
+            socket.close(linger=0)
+            raise OSError(f"cannot {'bind' if bind else 'connect'} {address}: {error}") from None
+        return socket
+
+    def stop(self) -> None:
+        """Ask the loop to finish (what has arrived is still answered); safe from any thread."""
+        self._stop.set()
+
+    def serve(self, on_ready: Callable[[ReadyMsg], None] | None = None) -> WorkerStats:
+        """Run until :meth:`stop` (or a signal, through :func:`tokenize_worker`), then close."""
+        ready = ReadyMsg(self.name, os.getpid(), self.address)
+        self._send(self._frontend, [ready])
+        logger.info("%s ready on %s", self.name, self.address)
+        if on_ready is not None:
+            on_ready(ready)
+        poller = zmq.Poller()
+        poller.register(self._pull, zmq.POLLIN)
+        # The tokenizer and codecs are a million long-lived objects: keep the collector off them.
+        gc.freeze()
+        try:
+            while not self._stop.is_set():
+                if poller.poll(self.poll_ms):
+                    self.handle(list(self._drain()))
+            # Shutting down: answer everything that has already arrived, including frames the I/O
+            # thread is still delivering (a short quiet period ends it).
+            while poller.poll(50):
+                self.handle(list(self._drain()))
+        finally:
+            self.close()
+        return self.stats()
+
+    def stats(self) -> WorkerStats:
+        """The counters so far."""
+        return WorkerStats(
+            self.name,
+            dict(self.handled),
+            self.frames_received,
+            dict(self.drops.counts),
+            len(self.detokenize_manager),
+        )
+
+    def close(self) -> None:
+        """Close the sockets, flushing replies still queued (up to their linger time)."""
+        self._pull.close(linger=0)
+        self._backend.close()
+        self._frontend.close()
+
+    def _drain(self) -> Iterator[Decoded]:
+        """Frames waiting now, decoded, until ``local_bs`` messages are in hand."""
+        count = 0
+        while count < self.local_bs:
+            try:
+                frame = self._pull.recv(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self.frames_received += 1
+            try:
+                decoded = self.decoder.decode(frame.buffer)
+            except FrameError as error:
+                self.drops.drop(error.reason, error.detail)
+                continue
+            count += len(decoded.batch.items)
+            yield decoded
+
+    def handle(self, frames: Sequence[Decoded]) -> None:
+        """Handle decoded frames, kind by kind in arrival order, and send one frame per kind."""
+        to_backend: dict[str, list[Message]] = {}
+        to_frontend: dict[str, list[Message]] = {}
+        for kind, messages in _runs(frames):
+            self.handled[kind] = self.handled.get(kind, 0) + len(messages)
+            try:
+                self._handle_run(kind, messages, to_backend, to_frontend)
+            except Exception as error:  # a bug must cost these requests, never the worker
+                logger.exception("internal error on %d %s messages", len(messages), kind)
+                self.drops.drop("internal_error", f"{type(error).__name__}: {error}")
+                replies = to_frontend.setdefault(UserReply.KIND, [])
+                for message in messages:
+                    if isinstance(message, TokenizeMsg | DetokenizeMsg | AbortMsg):
+                        replies.append(UserReply(message.uid, "", True, error=f"internal error: {error}"))
+        for decoded in frames:
+            for rejected in decoded.rejected:
+                self.drops.drop("bad_message", rejected.reason)
+                if rejected.uid is not None:
+                    finished = rejected.kind != DetokenizeMsg.KIND
+                    reply = UserReply(rejected.uid, "", finished, error=rejected.reason)
+                    to_frontend.setdefault(UserReply.KIND, []).append(reply)
+        for batch in to_backend.values():
+            self._send(self._backend, batch)
+        for batch in to_frontend.values():
+            self._send(self._frontend, batch)
+
+    def _handle_run(
+        self,
+        kind: str,
+        messages: list[Message],
+        to_backend: dict[str, list[Message]],
+        to_frontend: dict[str, list[Message]],
+    ) -> None:
+        if kind == DetokenizeMsg.KIND:
+            self._detokenize(messages, to_backend, to_frontend)
+        elif kind == TokenizeMsg.KIND:
+            self._tokenize(messages, to_backend, to_frontend)
+        elif kind == AbortMsg.KIND:
+            uids = [message.uid for message in messages if isinstance(message, AbortMsg)]
+            to_frontend.setdefault(UserReply.KIND, []).extend(self.detokenize_manager.abort(uids))
+            to_backend.setdefault(AbortBackendMsg.KIND, []).extend(AbortBackendMsg(uid) for uid in uids)
+        elif kind == HealthCheckMsg.KIND:
+            to_frontend.setdefault(HealthReply.KIND, []).extend(
+                self._health(message.probe) for message in messages if isinstance(message, HealthCheckMsg)
+            )
+
+    def _detokenize(
+        self,
+        messages: list[Message],
+        to_backend: dict[str, list[Message]],
+        to_frontend: dict[str, list[Message]],
+    ) -> None:
+        msgs = cast(list[DetokenizeMsg], messages)  # a detokenize run holds nothing else
+        replies = self.detokenize_manager.handle(msgs)
+        to_frontend.setdefault(UserReply.KIND, []).extend(replies)
+        for msg, reply in zip(msgs, replies):
+            # A stop rule ended the request here while the scheduler is still generating it.
+            if reply.finished and not msg.finished and reply.error is None and reply.finish_reason != "abort":
+                to_backend.setdefault(AbortBackendMsg.KIND, []).append(AbortBackendMsg(msg.uid))
+
+    def _tokenize(
+        self,
+        messages: list[Message],
+        to_backend: dict[str, list[Message]],
+        to_frontend: dict[str, list[Message]],
+    ) -> None:
+        msgs = cast(list[TokenizeMsg], messages)  # a tokenize run holds nothing else
+        for msg, result in zip(msgs, self.tokenize_manager.tokenize(msgs)):
+            if result.input_ids is None:
+                to_frontend.setdefault(UserReply.KIND, []).append(
+                    UserReply(msg.uid, "", True, error=result.error)
+                )
+            else:
+                to_backend.setdefault(UserMsg.KIND, []).append(
+                    UserMsg(msg.uid, tuple(result.input_ids), msg.params)
+                )
+
+    def _health(self, probe: int) -> HealthReply:
+        return HealthReply(
+            probe,
+            self.name,
+            os.getpid(),
+            len(self.detokenize_manager),
+            dict(self.handled),
+            dict(self.drops.counts),
+        )
+
+    def _send(self, socket: zmq.Socket[bytes], batch: Sequence[Message]) -> None:
+        try:
+            socket.send(encode_batch(batch), copy=False)
+        except zmq.Again:
+            self.drops.drop(
+                f"send_timeout_{type(batch[0]).KIND}", f"{len(batch)} messages: no reader in time"
+            )
+
+
+def _private(address: str) -> bool:
+    """Whether an address is reachable from this machine only (ipc://, inproc://, loopback tcp://)."""
+    if not address.startswith("tcp://"):
+        return True
+    host = address[len("tcp://") :].rsplit(":", 1)[0].strip("[]")
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def _runs(frames: Sequence[Decoded]) -> Iterator[tuple[str, list[Message]]]:
+    """Consecutive messages of one kind, across frames: handled together, in arrival order."""
+    kind, run = "", list[Message]()
+    for decoded in frames:
+        if decoded.batch.kind != kind and run:
+            yield kind, run
+            run = []
+        kind = decoded.batch.kind
+        run.extend(decoded.batch.items)
+    if run:
+        yield kind, run
+
+
+def tokenize_worker(
+    tokenizer: Any = None,
+    *,
+    listen: str | None = None,
+    backend: str | None = None,
+    frontend: str | None = None,
+    local_bs: int = DEFAULT_LOCAL_BS,
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    defaults: SamplingParams = DEFAULT_PARAMS,
+    name: str | None = None,
+    on_ready: Callable[[ReadyMsg], None] | None = None,
+    stop_event: threading.Event | None = None,
+) -> WorkerStats:
+    """Run a worker until SIGINT/SIGTERM (in the main thread) or ``stop_event``; its stats at the end.
+
+    See :class:`Worker` for the arguments; addresses default to ``ipc://`` files in the temporary
+    folder (:func:`default_address`).
+    """
+    worker = Worker(
+        tokenizer,
+        listen=listen,
+        backend=backend,
+        frontend=frontend,
+        local_bs=local_bs,
+        max_frame_bytes=max_frame_bytes,
+        defaults=defaults,
+        name=name,
+    )
+    previous: dict[signal.Signals, Any] = {}
+
+    def on_signal(number: int, frame: FrameType | None) -> None:
+        logger.info("%s: %s, finishing", worker.name, signal.Signals(number).name)
+        worker.stop()
+
+    if threading.current_thread() is threading.main_thread():
+        for number in (signal.SIGINT, signal.SIGTERM):
+            previous[number] = signal.signal(number, on_signal)
+    if stop_event is not None:
+        event = stop_event
+
+        def watch() -> None:
+            event.wait()
+            worker.stop()
+
+        threading.Thread(target=watch, daemon=True).start()
+    began = time.monotonic()
+    try:
+        stats = worker.serve(on_ready)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    logger.info(
+        "%s stopped after %.1f s: %d frames, handled %s, dropped %s, %d live requests",
+        stats.name,
+        time.monotonic() - began,
+        stats.frames_received,
+        stats.messages_handled,
+        stats.frames_dropped,
+        stats.live_requests,
+    )
+    return stats

@@ -1,0 +1,156 @@
+"""The manager's benchmark: many concurrent requests, against the two-window algorithm batched as
+engines batch it (two ``batch_decode`` calls per step over all requests), and its memory.
+"""
+
+from __future__ import annotations
+
+__all__ = ["manager_section", "memory_section", "BatchedTwoWindow"]
+
+import gc
+import tracemalloc
+from collections.abc import Sequence
+from typing import Any
+
+from puredetok.adapters.detokenize_manager import DetokenizeManager
+from puredetok.adapters.messages import DetokenizeMsg
+from puredetok.bench.core import trace_ids
+from puredetok.bench.timing import Result, compare
+
+
+class BatchedTwoWindow:
+    """SGLang's detokenizer loop: per step, ``batch_decode`` the read windows and the new windows of
+    every request, and emit the differences (held while the new text ends in U+FFFD).
+    """
+
+    def __init__(self, tokenizer: Any, requests: int) -> None:
+        self.tokenizer = tokenizer
+        self.ids: list[list[int]] = [[] for _ in range(requests)]
+        self.prefix = [0] * requests
+        self.read = [0] * requests
+
+    def step(self, tokens: Sequence[int]) -> list[str]:
+        """One token for every request; the deltas."""
+        ids, prefix, read = self.ids, self.prefix, self.read
+        for row, token in zip(ids, tokens):
+            row.append(token)
+        surrounding = self.tokenizer.batch_decode([row[p:r] for row, p, r in zip(ids, prefix, read)])
+        whole = self.tokenizer.batch_decode([row[p:] for row, p in zip(ids, prefix)])
+        deltas = []
+        for n, (old, new) in enumerate(zip(surrounding, whole)):
+            if len(new) > len(old) and not new.endswith("\ufffd"):
+                prefix[n], read[n] = read[n], len(ids[n])
+                deltas.append(new[len(old) :])
+            else:
+                deltas.append("")
+        return deltas
+
+
+def _steps(tokenizer: Any, requests: int, steps: int, per_message: int) -> list[list[list[int]]]:
+    """``steps`` rounds of ``per_message`` ids for each request (each request at its own offset)."""
+    ids = trace_ids(tokenizer, 4_096)
+    return [
+        [
+            [ids[(n * 97 + step * per_message + k) % len(ids)] for k in range(per_message)]
+            for n in range(requests)
+        ]
+        for step in range(steps)
+    ]
+
+
+def manager_section(tokenizer: Any, requests: int = 256, steps: int = 64) -> list[Result]:
+    """Per-token cost of the manager and of the batched two-window algorithm, same run, same ids."""
+    codecs: dict[tuple[bool, bool | None], Any] = {}
+    DetokenizeManager(tokenizer, codecs=codecs)  # build the shared codec outside the timings
+    single = _steps(tokenizer, requests, steps, 1)
+    four = _steps(tokenizer, requests, steps // 4, 4)
+
+    def messages(rounds: list[list[list[int]]]) -> list[list[DetokenizeMsg]]:
+        last = len(rounds) - 1
+        return [
+            [DetokenizeMsg(n, tuple(ids), step == last) for n, ids in enumerate(row)]
+            for step, row in enumerate(rounds)
+        ]
+
+    def run_manager(batches: list[list[DetokenizeMsg]]) -> Any:
+        def run() -> None:
+            manager = DetokenizeManager(tokenizer, codecs=codecs)
+            for batch in batches:
+                manager.handle(batch)
+            assert not len(manager)
+
+        return run
+
+    def run_two_window() -> None:
+        engine = BatchedTwoWindow(tokenizer, requests)
+        for rows in single:
+            engine.step([row[0] for row in rows])
+
+    tokens = requests * steps
+    best = compare(
+        [
+            ("manager", run_manager(messages(single))),
+            ("manager4", run_manager(messages(four))),
+            ("two-window", run_two_window),
+        ],
+        tokens,
+        rounds=7,
+    )
+    ratio = best["manager"] / best["two-window"]
+    return [
+        Result(
+            f"DetokenizeManager, {requests} requests ({1e9 / best['manager']:,.0f} tok/s)",
+            best["manager"],
+            ratio,
+            "<= 0.1 x two-window (10x throughput)",
+            ratio <= 0.1,
+        ),
+        Result(
+            f"  same, 4 ids per message ({1e9 / best['manager4']:,.0f} tok/s)",
+            best["manager4"],
+            best["manager4"] / best["two-window"],
+        ),
+        Result(
+            f"two-window, 2 batch_decode per step ({1e9 / best['two-window']:,.0f} tok/s)",
+            best["two-window"],
+            1.0,
+        ),
+    ]
+
+
+def memory_section(tokenizer: Any, requests: int = 10_000) -> list[Result]:
+    """Memory held by ``requests`` live requests in mid-stream (tracemalloc), including requests
+    holding an incomplete character and text that could start a stop string.
+    """
+    from puredetok.adapters.messages import Opening, SamplingParams
+
+    manager = DetokenizeManager(tokenizer)
+    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    text = backend.encode("streaming 推理 text 🦩", add_special_tokens=False).ids
+    partial = text[:-1]  # ends inside the emoji: the state holds bytes
+    with_stop = Opening((), SamplingParams(stop=("text 🦩 done", "\n\n")))
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    batch = [
+        DetokenizeMsg(n, tuple(partial if n % 2 else text[:3]), False, with_stop if n % 3 == 0 else None)
+        for n in range(requests)
+    ]
+    messages = tracemalloc.get_traced_memory()[0]
+    manager.handle(batch)
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    held = after - messages
+    del batch
+    assert len(manager) == requests
+    limit = 10 * 1024 * 1024
+    return [
+        Result(
+            f"{requests:,} live requests: {held / 1e6:.2f} MB of state ({held / requests:,.0f} B each)",
+            0.0,
+            None,
+            "< 10 MB",
+            held < limit,
+        ),
+        Result(f"  (the {requests:,} messages themselves: {(messages - before) / 1e6:.2f} MB)", 0.0),
+    ]

@@ -1,0 +1,150 @@
+"""The worker's benchmark, end to end over ZeroMQ: a ``puredetok serve`` process, and this process
+playing the scheduler (sending token ids) and the API server (receiving text).
+"""
+
+from __future__ import annotations
+
+__all__ = ["worker_section"]
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import zmq
+
+from puredetok.adapters.messages import TO_FRONTEND, DetokenizeMsg, Opening, ReadyMsg, SamplingParams
+from puredetok.adapters.wire import FrameDecoder, encode_batch
+from puredetok.bench.core import trace_ids
+from puredetok.bench.timing import Result
+
+
+class _Served:
+    """A worker process and the sockets to drive it."""
+
+    def __init__(self, tokenizer_name: str, folder: Path) -> None:
+        self.context: zmq.Context[Any] = zmq.Context()
+        self.frontend: zmq.Socket[bytes] = self.context.socket(zmq.PULL)
+        self.frontend.bind(f"ipc://{folder}/frontend")
+        backend: zmq.Socket[bytes] = self.context.socket(zmq.PULL)
+        backend.bind(f"ipc://{folder}/backend")
+        self.backend = backend
+        command = [sys.executable, "-m", "puredetok.cli", "serve", "--quiet", "--tokenizer", tokenizer_name]
+        command += ["--listen", f"ipc://{folder}/worker-{{index}}", "--local-bs", "8192"]
+        command += ["--backend", f"ipc://{folder}/backend", "--frontend", f"ipc://{folder}/frontend"]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+        self.decoder = FrameDecoder(TO_FRONTEND)
+        self.split = msgspec.msgpack.Decoder(tuple[str, list[msgspec.Raw]])
+        if not self.frontend.poll(120_000):
+            raise RuntimeError("the worker did not start within 120 s")
+        ready = self.decoder.decode(self.frontend.recv()).batch.items[0]
+        assert isinstance(ready, ReadyMsg)
+        self.push: zmq.Socket[bytes] = self.context.socket(zmq.PUSH)
+        self.push.setsockopt(zmq.SNDHWM, 0)
+        self.push.connect(ready.address)
+
+    def replies(self, count: int) -> int:
+        """Receive frames until ``count`` replies have come back; the number of frames.
+
+        Frames are split into messages but the messages are not decoded: on a 2-core machine the
+        client's work would otherwise compete with the worker it measures.
+        """
+        got = frames = 0
+        while got < count:
+            if not self.frontend.poll(60_000):
+                raise RuntimeError(f"the worker stopped answering ({got} of {count} replies)")
+            kind, items = self.split.decode(self.frontend.recv())
+            if kind != "reply":
+                raise RuntimeError(f"unexpected {kind!r} frame from the worker")
+            got += len(items)
+            frames += 1
+        return frames
+
+    def close(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        for socket in (self.frontend, self.backend, self.push):
+            socket.close(linger=0)
+        self.context.term()
+
+
+def _frames(tokenizer: Any, requests: int, steps: int, per_message: int, prefix: str) -> list[bytes]:
+    ids = trace_ids(tokenizer, 4_096)
+    opening = Opening((), SamplingParams(ignore_eos=True))
+    frames = []
+    for step in range(steps):
+        batch = [
+            DetokenizeMsg(
+                f"{prefix}{n}",
+                tuple(ids[(n * 97 + step * per_message + k) % len(ids)] for k in range(per_message)),
+                step == steps - 1,
+                opening if step == 0 else None,
+            )
+            for n in range(requests)
+        ]
+        frames.append(encode_batch(batch))
+    return frames
+
+
+def worker_section(
+    tokenizer: Any, tokenizer_name: str, requests: int = 1_024, rounds: int = 300
+) -> list[Result]:
+    """Tokens per second through the worker with pipelined batched frames, and the round-trip time
+    of one frame of ``requests`` messages (p50, p99).
+    """
+    results = []
+    with tempfile.TemporaryDirectory(prefix="puredetok-bench-") as folder:
+        served = _Served(tokenizer_name, Path(folder))
+        try:
+            served.push.send(_frames(tokenizer, 8, 2, 1, "warm")[0])
+            served.replies(8)
+            for per_message in (1, 8):
+                steps = 64 if per_message == 1 else 16
+                frames = _frames(tokenizer, requests, steps, per_message, f"t{per_message}-")
+                began = time.perf_counter()
+                for frame in frames:
+                    served.push.send(frame, copy=False)
+                served.replies(requests * steps)
+                elapsed = time.perf_counter() - began
+                tokens = requests * steps * per_message
+                rate = tokens / elapsed
+                results.append(
+                    Result(
+                        f"worker, {requests} requests x {per_message} id(s)/msg: {rate:,.0f} tok/s",
+                        elapsed * 1e9 / tokens,
+                        None,
+                        ">= 500,000 tokens/s" if per_message == 1 else "",
+                        rate >= 500_000 if per_message == 1 else None,
+                    )
+                )
+            frames = _frames(tokenizer, requests, rounds, 1, "rtt-")
+            times = []
+            for frame in frames:
+                began = time.perf_counter()
+                served.push.send(frame, copy=False)
+                served.replies(requests)
+                times.append(time.perf_counter() - began)
+            times.sort()
+            p50, p99 = times[len(times) // 2], times[min(len(times) - 1, int(len(times) * 0.99))]
+            results.append(
+                Result(
+                    f"{requests}-request frame round trip: p50 {p50 * 1e3:.2f} ms, p99 {p99 * 1e3:.2f} ms",
+                    p99 * 1e9 / requests,
+                    None,
+                    "p99 < 5 ms",
+                    p99 < 0.005,
+                )
+            )
+        finally:
+            served.close()
+    results.append(Result(f"(worker pid was separate; this machine has {os.cpu_count()} cores)", 0.0))
+    return results

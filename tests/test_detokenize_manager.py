@@ -1,0 +1,348 @@
+"""DetokenizeManager (SPEC 5): many requests per batch, each exactly the pure layers' text."""
+
+from __future__ import annotations
+
+import pickle
+import random
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import byte_ids, codec, id_lists, reference, tokenizer
+from puredetok import Codec, feed, finish, start
+from puredetok.adapters.detokenize_manager import DetokenizeManager
+from puredetok.adapters.messages import DetokenizeMsg, Opening, SamplingParams, Uid, UserReply
+from puredetok.stops import advance_many, close, open_stream
+
+CODECS: dict[str, dict[tuple[bool, bool | None], Codec]] = {}
+
+
+def manager(name: str = "qwen3", remember_ended: int = 65_536) -> DetokenizeManager:
+    """A fresh manager; codecs are shared by all managers of a tokenizer, so this is cheap."""
+    return DetokenizeManager(
+        tokenizer(name), remember_ended=remember_ended, codecs=CODECS.setdefault(name, {})
+    )
+
+
+def pure_text(name: str, prompt: Sequence[int], ids: Sequence[int], params: SamplingParams) -> str:
+    """What the pure layers give for the whole request at once."""
+    m = manager(name)
+    stream = open_stream(
+        m.codec(params.skip_special_tokens, params.clean_up_tokenization_spaces), m.rules(params), prompt
+    )
+    stream, text = advance_many(stream, ids)
+    stream, tail = close(stream)
+    return text + tail
+
+
+def encode(text: str, name: str = "qwen3") -> list[int]:
+    return list(tokenizer(name).encode(text, add_special_tokens=False))
+
+
+@st.composite
+def requests(draw: st.DrawFn, name: str) -> list[tuple[list[int], list[int], SamplingParams, bool]]:
+    """A few requests: (prompt, ids, params, explicit opening)."""
+    out = []
+    for _ in range(draw(st.integers(1, 4))):
+        ids = draw(id_lists(name, max_size=30))
+        prompt = draw(id_lists(name, max_size=8))
+        text = reference(name, ids) or "x"
+        spans = st.tuples(st.integers(0, len(text) - 1), st.integers(1, 4))
+        stops = [text[a : a + size] for a, size in draw(st.lists(spans, max_size=2))]
+        params = SamplingParams(
+            skip_special_tokens=draw(st.booleans()),
+            stop=tuple(stops) if draw(st.booleans()) else (),
+            ignore_eos=draw(st.booleans()),
+            max_new_tokens=draw(st.none() | st.integers(1, 40)),
+        )
+        explicit = draw(st.booleans())
+        if not explicit:
+            prompt, params = [], SamplingParams()
+        out.append((prompt, ids, params, explicit))
+    return out
+
+
+@pytest.mark.parametrize("name", ["qwen3", "gpt2", "llama2", "t5_small", "distilbert_base_uncased"])
+@settings(max_examples=max(5, settings().max_examples // 5))
+@given(data=st.data())
+def test_interleaved_batches_give_each_request_its_pure_text(name: str, data: st.DataObject) -> None:
+    reqs = data.draw(requests(name))
+    pending: list[list[DetokenizeMsg]] = []
+    for i, (prompt, ids, params, explicit) in enumerate(reqs):
+        cuts = sorted(data.draw(st.lists(st.integers(0, len(ids)), max_size=4)))
+        chunks = [ids[a:b] for a, b in zip([0, *cuts], [*cuts, len(ids)])]
+        opening = Opening(tuple(prompt), params) if explicit else None
+        pending.append(
+            [
+                DetokenizeMsg(i, tuple(chunk), n == len(chunks) - 1, opening if n == 0 else None)
+                for n, chunk in enumerate(chunks)
+            ]
+        )
+    queue: list[DetokenizeMsg] = []
+    while any(pending):
+        i = data.draw(st.sampled_from([i for i, msgs in enumerate(pending) if msgs]))
+        queue.append(pending[i].pop(0))
+    m = manager(name)
+    texts = {i: "" for i in range(len(reqs))}
+    ended: set[Uid] = set()
+    while queue:
+        cut = data.draw(st.integers(1, len(queue)))
+        batch, queue = queue[:cut], queue[cut:]
+        replies = m.handle(batch)
+        assert [r.uid for r in replies] == [msg.uid for msg in batch]
+        for reply in replies:
+            if reply.uid in ended:
+                assert (
+                    reply.error is not None
+                    and "already ended" in reply.error
+                    and reply.incremental_output == ""
+                )
+                continue
+            assert reply.error is None
+            texts[int(reply.uid)] += reply.incremental_output
+            if reply.finished:
+                ended.add(reply.uid)
+    assert len(m) == 0
+    for i, (prompt, ids, params, _) in enumerate(reqs):
+        assert texts[i] == pure_text(name, prompt, ids, params)
+        if not params.stop and params.ignore_eos and params.max_new_tokens is None:
+            state, text = feed(start(codec(name, params.skip_special_tokens), prompt), ids)
+            assert texts[i] == text + finish(state)
+            if not prompt:
+                assert texts[i] == reference(name, ids, params.skip_special_tokens)
+
+
+def test_detokenize_gives_one_text_per_message_in_order() -> None:
+    ids = [100024, 119, 128237, 119, 123918, 102, 374, 8848, 11, 46602, 101, 21887, 94880, 586]
+    m = manager()
+    deltas = [m.detokenize([DetokenizeMsg("spec", (token,))])[0] for token in ids]
+    assert deltas == ["", "鱻", "", "䨻", "", "🦩", " is", " rare", ",", " ", "推", "理", " naï", "ve"]
+    assert m.detokenize([DetokenizeMsg("spec", (), True)]) == [""]
+    assert len(m) == 0
+
+
+def test_spec_vector_streams_exactly_and_leaves_no_state() -> None:
+    text = "推理引擎 😀 streams text: naïve café, 1+1=2.\n第二行结束。"
+    ids = encode(text)
+    m = manager()
+    replies = m.handle([DetokenizeMsg(1, (t,), i == len(ids) - 1) for i, t in enumerate(ids)])
+    assert "".join(r.incremental_output for r in replies) == text
+    assert not any("\ufffd" in r.incremental_output for r in replies)
+    assert replies[-1].finished and replies[-1].finish_reason == "length" and len(m) == 0
+
+
+def test_mixed_skip_flags_in_one_batch_decode_each_as_asked() -> None:
+    """SGLang TODO: the first request's skip_special_tokens was applied to the whole batch."""
+    ids = encode("Hi") + [151644] + encode("there") + [151643] + encode("!")
+    m = manager()
+    batch = [
+        DetokenizeMsg(
+            uid, tuple(ids), True, Opening((), SamplingParams(skip_special_tokens=skip, ignore_eos=True))
+        )
+        for uid, skip in enumerate([True, False, True, False])
+    ]
+    texts = m.detokenize(batch)
+    assert texts == [reference("qwen3", ids, skip) for skip in (True, False, True, False)]
+    assert texts[0] != texts[1]
+
+
+def test_codecs_are_built_once_per_options_and_shared() -> None:
+    m = manager()
+    for uid, skip in enumerate([True, False, True]):
+        m.open(uid, Opening((), SamplingParams(skip_special_tokens=skip)))
+    assert m.codec(True) is m.codec(True) and m.codec(True) is not m.codec(False)
+    assert m.detach(0).decode.codec is m.detach(2).decode.codec
+
+
+def test_stop_string_split_over_tokens_is_never_streamed() -> None:
+    """SGLang 11446 / vLLM 3574: "DEF","G","HI" must not leak before "J" completes "DEFGHIJ"."""
+    m = manager()
+    opening = Opening((), SamplingParams(stop=("DEFGHIJ",)))
+    out = [
+        m.handle([DetokenizeMsg(1, tuple(encode(piece)), False, opening if i == 0 else None)])[0]
+        for i, piece in enumerate(["DEF", "G", "HI", "J"])
+    ]
+    assert [r.incremental_output for r in out] == ["", "", "", ""]
+    assert out[-1].finished and out[-1].finish_reason == "stop" and out[-1].matched_stop == "DEFGHIJ"
+    assert len(m) == 0
+
+
+def test_eos_ends_the_request_and_is_not_text() -> None:
+    m = manager()
+    [reply] = m.handle([DetokenizeMsg(1, (*encode("The end."), 151645, *encode("more")))])
+    assert reply.incremental_output == "The end." and reply.finished
+    assert reply.finish_reason == "stop" and reply.matched_stop == 151645
+
+
+def test_invalid_ids_are_a_per_request_error_and_nothing_else_is_lost() -> None:
+    """vLLM 21951: an id outside the vocabulary crashed the detokenizer."""
+    m = manager()
+    good = encode("推理 naïve")
+    size = m.codec().vocab_size
+    batch = [
+        DetokenizeMsg(1, (good[0], -1, good[1], size, 2**63, *good[2:])),
+        DetokenizeMsg(2, tuple(good)),
+        DetokenizeMsg(3, (size + 5,)),
+    ]
+    first, second, third = m.handle(batch)
+    assert (
+        first.error is not None
+        and "-1 at position 1" in first.error
+        and f"{size} at position 3" in first.error
+    )
+    assert first.incremental_output == second.incremental_output and second.error is None
+    assert third.error is not None and third.incremental_output == "" and not third.finished
+    assert len(m) == 3  # the requests go on; their state is intact
+    replies = m.handle([DetokenizeMsg(uid, (), True) for uid in (1, 2, 3)])
+    assert first.incremental_output + replies[0].incremental_output == "推理 naïve"
+    assert replies[2].error is None and replies[2].finished and len(m) == 0
+
+
+def test_late_messages_duplicate_openings_and_unknown_aborts_are_errors() -> None:
+    m = manager()
+    opening = Opening((), SamplingParams())
+    m.handle([DetokenizeMsg("a", (32,), False, opening)])
+    [duplicate] = m.handle([DetokenizeMsg("a", (33,), False, opening)])
+    assert duplicate.error is not None and "already open" in duplicate.error and not duplicate.finished
+    [done] = m.handle([DetokenizeMsg("a", (34,), True)])
+    assert done.incremental_output == "C" and done.finished and done.error is None
+    [late] = m.handle([DetokenizeMsg("a", (35,))])
+    assert late.error is not None and "already ended" in late.error and late.finished
+    [reopen] = m.handle([DetokenizeMsg("a", (35,), False, opening)])
+    assert reopen.error is not None and "already ended" in reopen.error
+    [unknown] = m.abort(["nobody"])
+    assert unknown.finished and unknown.finish_reason == "abort" and unknown.error is not None
+    [late_after_abort] = m.handle([DetokenizeMsg("nobody", (32,))])
+    assert late_after_abort.error is not None and len(m) == 0
+    with pytest.raises(ValueError, match="already ended"):
+        m.open("a")
+
+
+def test_abort_drops_the_state_and_sends_nothing_held() -> None:
+    m = manager()
+    emoji = encode("🦩")
+    [partial] = m.handle([DetokenizeMsg(1, tuple(emoji[:-1]))])
+    assert partial.incremental_output == "" and 1 in m
+    [aborted] = m.abort([1])
+    assert aborted == UserReply(1, "", True, "abort") and 1 not in m and len(m) == 0
+
+
+def test_an_invalid_opening_is_an_error_for_that_request() -> None:
+    m = manager()
+    bad = [
+        DetokenizeMsg(1, (32,), False, Opening((-5,))),
+        DetokenizeMsg(2, (32,), False, Opening((), SamplingParams(stop=("",)))),
+        DetokenizeMsg(3, (32,), False, Opening((), SamplingParams(max_new_tokens=0))),
+        DetokenizeMsg(4, (32,), False, Opening((), SamplingParams(min_tokens=5, max_new_tokens=2))),
+        DetokenizeMsg(5, (32,)),
+    ]
+    replies = m.handle(bad)
+    assert all(r.error is not None for r in replies[:4]) and replies[4].error is None
+    assert len(m) == 1
+
+
+@pytest.mark.parametrize("text", ["Hello world 🌶 is spicy", "สวัสดีครับ", "URGENCY🌶️ 推理"])
+def test_a_prompt_ending_inside_a_character_leaks_no_prompt_text(text: str) -> None:
+    """vLLM 48853: a prompt ending in a partial UTF-8 character made the first delta the whole prompt."""
+    bytes_ = byte_ids("qwen3")
+    for ids in (encode(text), [bytes_[b] for b in text.encode()]):
+        for split in range(1, len(ids)):
+            prompt, rest = ids[:split], ids[split:]
+            m = manager()
+            opening = Opening(tuple(prompt), SamplingParams(ignore_eos=True))
+            replies = m.handle(
+                [DetokenizeMsg(1, (t,), False, opening if i == 0 else None) for i, t in enumerate(rest)]
+            )
+            replies += m.handle([DetokenizeMsg(1, (), True)])
+            out = "".join(r.incremental_output for r in replies)
+            whole, prompt_text = reference("qwen3", ids), reference("qwen3", prompt)
+            stable = prompt_text.rstrip("\ufffd")
+            assert whole == stable + out, (split, out)
+
+
+def test_capacity_is_not_a_limit_on_live_requests() -> None:
+    """SGLang 2812: live state evicted from a capacity-limited map crashed the detokenizer.
+
+    The manager never evicts a live request; only the memory of ended uids is bounded.
+    """
+    m = manager(remember_ended=8)
+    texts = [f"request {i}: 推理 {i * 7} naïve 🦩" for i in range(1000)]
+    ids = [encode(t) for t in texts]
+    out = [""] * 1000
+    for position in range(max(map(len, ids)) + 1):
+        batch = [
+            DetokenizeMsg(i, tuple(seq[position : position + 1]), position >= len(seq) - 1)
+            for i, seq in enumerate(ids)
+            if position < len(seq)
+        ]
+        for reply in m.handle(batch):
+            assert reply.error is None
+            out[int(reply.uid)] += reply.incremental_output
+    assert out == texts and len(m) == 0 and len(m._ended) == 8
+
+
+def test_a_request_moved_out_and_back_mid_stream_loses_nothing() -> None:
+    """SGLang eviction re-init: re-initialising an evicted request dropped text ("ABCD" came out short)."""
+    ids = [32, 33, 34, 35]
+    for cut in range(len(ids) + 1):
+        first = manager()
+        texts = first.detokenize([DetokenizeMsg("r", (t,)) for t in ids[:cut]])
+        parked = pickle.loads(pickle.dumps(first.detach("r"))) if cut else None
+        assert len(first) == 0
+        second = manager()
+        if parked is not None:
+            second.attach("r", parked)
+        texts += second.detokenize(
+            [DetokenizeMsg("r", (t,), i == len(ids) - cut - 1) for i, t in enumerate(ids[cut:])]
+        )
+        assert "".join(texts) == "ABCD"
+
+
+def test_attach_refuses_a_live_uid_and_an_ended_stream() -> None:
+    m = manager()
+    m.open(1)
+    with pytest.raises(ValueError, match="already open"):
+        m.attach(1, open_stream(m.codec(), m.rules(SamplingParams())))
+    ended, _ = close(open_stream(m.codec()))
+    with pytest.raises(ValueError, match="already ended"):
+        m.attach(3, ended)
+    with pytest.raises(KeyError):
+        m.detach(2)
+
+
+def test_100_000_requests_with_aborts_duplicates_and_unknown_uids_leave_nothing_behind() -> None:
+    rng = random.Random(5)
+    m = manager()
+    vocab = [i for i in range(0, 150_000, 37) if i not in m.eos_token_ids]
+    total, next_uid, live = 100_000, 0, list[Uid]()
+    errors = replies_count = 0
+    while next_uid < total or live:
+        batch: list[DetokenizeMsg] = []
+        aborts: list[Uid] = []
+        while next_uid < total and len(live) < 512:
+            live.append(next_uid)
+            next_uid += 1
+        rng.shuffle(live)
+        keep = []
+        for uid in live[:256]:
+            roll = rng.random()
+            if roll < 0.05:
+                aborts.extend([uid, uid] if roll < 0.01 else [uid])  # sometimes a duplicate abort
+            elif roll < 0.25:
+                done = DetokenizeMsg(uid, tuple(rng.sample(vocab, 2)), True)
+                batch.extend([done, done] if roll < 0.07 else [done])  # sometimes a duplicate finish
+            else:
+                batch.append(DetokenizeMsg(uid, (rng.choice(vocab),)))
+                keep.append(uid)
+            if 0.5 < roll < 0.51:
+                batch.append(DetokenizeMsg(f"unknown-{uid}", (), True))
+                aborts.append(f"never-{uid}")
+        live = keep + live[256:]
+        for reply in m.handle(batch) + m.abort(aborts):
+            replies_count += 1
+            errors += reply.error is not None
+    assert len(m) == 0
+    assert replies_count > total and errors > 0
+    assert len(m._ended) <= m.remember_ended

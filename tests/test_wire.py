@@ -1,0 +1,200 @@
+"""The message records and the wire format: typed msgpack frames, schema-checked, never pickle."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from puredetok.adapters.messages import (
+    INBOUND,
+    KINDS,
+    TO_BACKEND,
+    TO_FRONTEND,
+    AbortBackendMsg,
+    AbortMsg,
+    DetokenizeMsg,
+    HealthCheckMsg,
+    HealthReply,
+    Opening,
+    ReadyMsg,
+    SamplingParams,
+    TokenizeMsg,
+    UserMsg,
+    UserReply,
+)
+from puredetok.adapters.wire import DropCounter, FrameDecoder, FrameError, encode_batch
+
+uids = st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=20))
+ids = st.lists(st.integers(-(2**63), 2**64 - 1), max_size=8).map(tuple)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+params = st.builds(
+    SamplingParams,
+    max_new_tokens=st.none() | st.integers(0, 10**6),
+    min_tokens=st.integers(0, 100),
+    stop=st.lists(st.text(max_size=6), max_size=3).map(tuple),
+    stop_token_ids=st.lists(st.integers(0, 2**31), max_size=3).map(tuple),
+    ignore_eos=st.booleans(),
+    include_stop_str_in_output=st.booleans(),
+    skip_special_tokens=st.booleans(),
+    clean_up_tokenization_spaces=st.none() | st.booleans(),
+    extra=st.dictionaries(st.text(max_size=8), json_values, max_size=3),
+)
+messages_by_kind: dict[str, st.SearchStrategy[Any]] = {
+    "tokenize": st.builds(
+        TokenizeMsg,
+        uids,
+        text=st.none() | st.text(max_size=20),
+        messages=st.none() | st.lists(json_values, max_size=3).map(tuple),
+        params=params,
+        template_options=st.dictionaries(st.text(max_size=8), json_values, max_size=2),
+        add_special_tokens=st.booleans(),
+    ),
+    "detokenize": st.builds(
+        DetokenizeMsg, uids, ids, st.booleans(), st.none() | st.builds(Opening, ids, params)
+    ),
+    "abort": st.builds(AbortMsg, uids),
+    "health": st.builds(HealthCheckMsg, st.integers(-(2**63), 2**63 - 1)),
+    "user": st.builds(UserMsg, uids, ids, params),
+    "reply": st.builds(
+        UserReply,
+        uids,
+        st.text(max_size=20),
+        st.booleans(),
+        st.none() | st.sampled_from(["stop", "length", "abort"]),
+        st.none() | st.text(max_size=4) | st.integers(0, 10**6),
+        st.none() | st.text(max_size=30),
+    ),
+    "abort_backend": st.builds(AbortBackendMsg, uids),
+    "health_reply": st.builds(
+        HealthReply,
+        st.integers(0, 100),
+        st.text(max_size=8),
+        st.integers(0, 10**6),
+        st.integers(0, 10**6),
+        st.dictionaries(st.text(max_size=8), st.integers(0, 10**9), max_size=3),
+        st.dictionaries(st.text(max_size=8), st.integers(0, 10**9), max_size=3),
+    ),
+    "ready": st.builds(ReadyMsg, st.text(max_size=8), st.integers(0, 10**6), st.text(max_size=30)),
+}
+everything = FrameDecoder(KINDS.values())
+
+
+def test_every_kind_is_tagged_once_and_routed_one_way() -> None:
+    assert set(messages_by_kind) == set(KINDS)
+    assert len({cls.KIND for cls in KINDS.values()}) == len(KINDS)
+    assert not set(INBOUND) & set(TO_BACKEND + TO_FRONTEND)
+
+
+@pytest.mark.parametrize("kind", sorted(messages_by_kind))
+@given(data=st.data())
+def test_a_batch_round_trips_exactly(kind: str, data: st.DataObject) -> None:
+    batch = data.draw(st.lists(messages_by_kind[kind], min_size=1, max_size=5))
+    decoded = everything.decode(encode_batch(batch))
+    assert decoded.batch.kind == kind
+    assert decoded.batch.items == tuple(batch)
+    assert decoded.rejected == ()
+
+
+def test_the_wire_is_msgpack_of_field_maps_without_defaults() -> None:
+    frame = encode_batch([DetokenizeMsg(7, (1, 2)), DetokenizeMsg("a", (), True)])
+    assert msgspec.msgpack.decode(frame) == [
+        "detokenize",
+        [{"uid": 7, "token_ids": [1, 2]}, {"uid": "a", "finished": True}],
+    ]
+    assert b"pickle" not in frame and not frame.startswith(b"\x80")
+
+
+def test_messages_are_frozen() -> None:
+    reply, field = UserReply(1, "x"), "incremental_output"
+    with pytest.raises(AttributeError):
+        setattr(reply, field, "y")
+
+
+def test_a_batch_holds_one_kind_and_at_least_one_message() -> None:
+    with pytest.raises(ValueError, match="one kind"):
+        encode_batch([AbortMsg(1), DetokenizeMsg(1)])
+    with pytest.raises(ValueError, match="at least one"):
+        encode_batch([])
+
+
+@pytest.mark.parametrize(
+    ("frame", "reason"),
+    [
+        (b"", "not_msgpack"),
+        (b"\xc1", "not_msgpack"),
+        (msgspec.msgpack.encode(["detokenize"]), "bad_frame"),
+        (msgspec.msgpack.encode({"kind": "detokenize"}), "bad_frame"),
+        (msgspec.msgpack.encode(["detokenize", 5]), "bad_frame"),
+        (msgspec.msgpack.encode(["user", []]), "unknown_kind"),
+        (msgspec.msgpack.encode(["no such kind", []]), "unknown_kind"),
+        (encode_batch([DetokenizeMsg(1, (1,) * 100)])[:-3], "not_msgpack"),
+        (pickle.dumps(["detokenize", [{"uid": 1}]]), "bad_frame"),  # 0x80 reads as an empty map
+    ],
+)
+def test_unreadable_frames_raise_a_tagged_error(frame: bytes, reason: str) -> None:
+    with pytest.raises(FrameError) as caught:
+        FrameDecoder().decode(frame)
+    assert caught.value.reason == reason
+
+
+def test_a_frame_over_the_limit_is_refused_unread() -> None:
+    frame = encode_batch([DetokenizeMsg(1, tuple(range(1000)))])
+    assert FrameDecoder(max_frame_bytes=len(frame)).decode(frame).batch.items
+    with pytest.raises(FrameError) as caught:
+        FrameDecoder(max_frame_bytes=len(frame) - 1).decode(frame)
+    assert caught.value.reason == "oversize"
+
+
+def test_malformed_messages_are_rejected_one_by_one_and_the_rest_kept() -> None:
+    frame = msgspec.msgpack.encode(
+        [
+            "detokenize",
+            [
+                {"uid": 1, "token_ids": [5]},
+                {"uid": 2, "token_ids": [1.5]},
+                {"token_ids": [3]},
+                {"uid": 4, "finished": "yes"},
+                {"uid": True},
+                7,
+                {"uid": 5, "token_ids": [6], "unknown_field": 1},
+            ],
+        ]
+    )
+    decoded = FrameDecoder().decode(frame)
+    assert decoded.batch.items == (DetokenizeMsg(1, (5,)), DetokenizeMsg(5, (6,)))
+    assert [(r.index, r.uid) for r in decoded.rejected] == [(1, 2), (2, None), (3, 4), (4, None), (5, None)]
+    assert "token_ids" in decoded.rejected[0].reason
+
+
+def test_drops_are_counted_per_reason_and_logged_once_each(caplog: pytest.LogCaptureFixture) -> None:
+    drops = DropCounter(logging.getLogger("test.drops"))
+    with caplog.at_level(logging.WARNING, logger="test.drops"):
+        for _ in range(5):
+            drops.drop("oversize", "big")
+        drops.drop("not_msgpack", "junk")
+    assert drops.counts == {"oversize": 5, "not_msgpack": 1}
+    assert len(caplog.records) == 2
+
+
+@given(st.binary(max_size=200))
+def test_random_bytes_never_raise_anything_but_a_frame_error(frame: bytes) -> None:
+    try:
+        FrameDecoder().decode(frame)
+    except FrameError:
+        pass
+
+
+def test_sampling_params_default_to_the_library_defaults() -> None:
+    params = SamplingParams()
+    assert not params.skip_special_tokens and params.clean_up_tokenization_spaces is None
+    assert params.stop == () and params.max_new_tokens is None and not params.ignore_eos

@@ -1,0 +1,364 @@
+"""The worker process (SPEC 5): real ``puredetok serve`` processes, real ZeroMQ sockets, no mocks.
+
+The tests play the API server (they bind the frontend socket and send tokenize and abort
+messages) and the scheduler (they bind the backend socket and send detokenize messages).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+import signal
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import codec, id_lists, tokenizer
+from puredetok import feed, finish, start
+from puredetok.adapters.messages import (
+    AbortBackendMsg,
+    AbortMsg,
+    DetokenizeMsg,
+    HealthCheckMsg,
+    HealthReply,
+    Message,
+    Opening,
+    SamplingParams,
+    TokenizeMsg,
+    UserMsg,
+    UserReply,
+)
+from puredetok.adapters.routing import WorkerPool, route
+from puredetok.adapters.wire import FrameDecoder, encode_batch
+from puredetok.adapters.worker import Worker
+from zmq_harness import Harness
+
+MAX_FRAME = 1_000_000
+
+
+def core_text(ids: Sequence[int], skip: bool = False, prompt: Sequence[int] = ()) -> str:
+    """The pure core's text for these ids (no stop rules)."""
+    state, text = feed(start(codec("qwen3", skip), prompt), ids)
+    return text + finish(state)
+
+
+def encode(text: str) -> list[int]:
+    return list(tokenizer("qwen3").encode(text, add_special_tokens=False))
+
+
+NO_EOS = SamplingParams(ignore_eos=True)
+RUNS = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    h = Harness(tmp_path_factory.mktemp("worker"))
+    h.start(1, "--max-frame-bytes", str(MAX_FRAME), "--local-bs", "512")
+    h.wait_ready(1)
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def worker(harness: Harness) -> WorkerPool:
+    harness.drain()
+    return harness.pools[0] if harness.pools else harness.pool([0])
+
+
+def texts(replies: dict[object, list[UserReply]]) -> dict[object, str]:
+    return {uid: "".join(r.incremental_output for r in rs if r.error is None) for uid, rs in replies.items()}
+
+
+def test_tokenize_sends_ids_to_the_scheduler_and_errors_to_the_api_server(
+    harness: Harness, worker: WorkerPool
+) -> None:
+    params = SamplingParams(max_new_tokens=5, extra={"temperature": 0.7})
+    worker.send(
+        [
+            TokenizeMsg("t1", text="鱻䨻🦩 is rare, 推理 naïve", params=params),
+            TokenizeMsg("t2", messages=({"role": "user", "content": "Hello"},)),
+            TokenizeMsg("t3", messages=({"role": "user", "content": [{"type": "image_url"}]},)),
+            TokenizeMsg(
+                "t4",
+                messages=({"role": "user", "content": "Hi"},),
+                template_options={"enable_thinking": False},
+            ),
+        ]
+    )
+    users = harness.receive(harness.backend, lambda got: len(got) >= 3)
+    by_uid = {m.uid: m for m in users if isinstance(m, UserMsg)}
+    assert list(by_uid["t1"].input_ids) == [
+        100024,
+        119,
+        128237,
+        119,
+        123918,
+        102,
+        374,
+        8848,
+        11,
+        46602,
+        101,
+        21887,
+        94880,
+        586,
+    ]
+    assert by_uid["t1"].params == params
+    qwen = tokenizer("qwen3")
+    assert (
+        qwen.decode(list(by_uid["t2"].input_ids))
+        == "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert qwen.decode(list(by_uid["t4"].input_ids)).endswith("<think>\n\n</think>\n\n")
+    [error] = harness.receive(harness.frontend, lambda got: len(got) >= 1)
+    assert isinstance(error, UserReply) and error.uid == "t3" and error.finished
+    assert error.error is not None and "non-text" in error.error
+
+
+def test_detokenize_with_stops_and_aborts(harness: Harness, worker: WorkerPool) -> None:
+    line = encode("推理引擎 😀 streams text: naïve café, 1+1=2.\n第二行结束。")
+    stop_opening = Opening((), SamplingParams(stop=("\n",)))
+    worker.send(
+        [DetokenizeMsg("s1", tuple(line[:5]), False, stop_opening), DetokenizeMsg("s2", tuple(line[:3]))]
+    )
+    worker.send([DetokenizeMsg("s1", tuple(line[5:])), DetokenizeMsg("s2", tuple(line[3:6]))])
+    worker.send([DetokenizeMsg("s3", (32, -7, 33, 10**12), True)])  # vLLM 21951: invalid ids
+    worker.send([AbortMsg("s2"), AbortMsg("s-unknown")])
+    worker.send([DetokenizeMsg("s2", (32,))])  # a late token from the scheduler, after the abort
+    got = harness.receive(
+        harness.frontend,
+        lambda got: sum(isinstance(m, UserReply) and m.finished for m in got) >= 5,
+    )
+    replies: dict[object, list[UserReply]] = {}
+    for message in got:
+        assert isinstance(message, UserReply)
+        replies.setdefault(message.uid, []).append(message)
+    assert texts(replies)["s1"] == "推理引擎 😀 streams text: naïve café, 1+1=2."
+    assert replies["s1"][-1].finish_reason == "stop" and replies["s1"][-1].matched_stop == "\n"
+    aborted, late = replies["s2"][-2:]
+    assert aborted.finish_reason == "abort" and aborted.error is None
+    assert late.error is not None and "already ended" in late.error
+    assert core_text(line[:6]).startswith(texts({"s2": replies["s2"][:-1]})["s2"])
+    assert replies["s-unknown"][-1].error is not None
+    [bad_ids] = replies["s3"]
+    assert bad_ids.incremental_output == "AB" and bad_ids.finished and bad_ids.finish_reason == "length"
+    assert (
+        bad_ids.error is not None and "-7 at position 1" in bad_ids.error and "1000000000000" in bad_ids.error
+    )
+    # The scheduler hears of the stop found here, and of both aborts.
+    aborts = harness.receive(harness.backend, lambda got: len(got) >= 3)
+    assert {m.uid for m in aborts if isinstance(m, AbortBackendMsg)} == {"s1", "s2", "s-unknown"}
+
+
+def test_health_probe_is_answered_by_the_loop_even_after_work(harness: Harness, worker: WorkerPool) -> None:
+    """SGLang 22511: a detokenizer that stopped answering was only found by a failed health check."""
+    ids = encode("heartbeat " * 50)
+    worker.send([DetokenizeMsg(f"h{i}", tuple(ids), True, Opening((), NO_EOS)) for i in range(2000)])
+    worker.send([HealthCheckMsg(42)])
+    got = harness.receive(harness.frontend, lambda got: any(isinstance(m, HealthReply) for m in got))
+    [health] = [m for m in got if isinstance(m, HealthReply)]
+    answered = [m for m in got if isinstance(m, UserReply)]
+    assert health.probe == 42 and health.worker == "worker-0"
+    assert len(answered) == 2000  # the probe went through the same queue, after the work
+    assert health.messages_handled["detokenize"] >= 2000 and health.live_requests == 0
+
+
+@settings(max_examples=max(3, settings().max_examples // 8))
+@given(data=st.data())
+def test_every_request_gets_exactly_the_pure_core_text(harness: Harness, data: st.DataObject) -> None:
+    harness.drain()
+    worker = harness.pools[0] if harness.pools else harness.pool([0])
+    run = next(RUNS)
+    requests = data.draw(st.lists(id_lists("qwen3"), min_size=1, max_size=12))
+    skips = data.draw(st.lists(st.booleans(), min_size=len(requests), max_size=len(requests)))
+    prompts = data.draw(
+        st.lists(id_lists("qwen3", max_size=5), min_size=len(requests), max_size=len(requests))
+    )
+    messages: list[list[DetokenizeMsg]] = []
+    for n, ids in enumerate(requests):
+        cuts = sorted(data.draw(st.lists(st.integers(0, len(ids)), max_size=3)))
+        pieces = [ids[a:b] for a, b in zip([0, *cuts], [*cuts, len(ids)])]
+        opening = Opening(tuple(prompts[n]), SamplingParams(skip_special_tokens=skips[n], ignore_eos=True))
+        messages.append(
+            [
+                DetokenizeMsg(f"p{run}-{n}", tuple(piece), i == len(pieces) - 1, opening if i == 0 else None)
+                for i, piece in enumerate(pieces)
+            ]
+        )
+    for step in range(max(map(len, messages))):
+        worker.send([msgs[step] for msgs in messages if step < len(msgs)])
+    got = texts(harness.replies_until_finished({f"p{run}-{n}" for n in range(len(requests))}))
+    for n, ids in enumerate(requests):
+        assert got[f"p{run}-{n}"] == core_text(ids, skips[n], prompts[n])
+
+
+def _junk(rng: random.Random, valid: bytes) -> bytes:
+    kind = rng.randrange(6)
+    if kind == 0:
+        return rng.randbytes(rng.randrange(0, 64))
+    if kind == 1:
+        return valid[: rng.randrange(0, len(valid))]
+    if kind == 2:
+        return msgspec.msgpack.encode(
+            [
+                rng.choice(["detokenize", "tokenize", "abort", "health", "user", "??"]),
+                rng.choice([5, "x", None, {}]),
+            ]
+        )
+    if kind == 3:
+        junk = rng.choice(
+            [
+                {"uid": 1.5},
+                {"uid": None},
+                {"token_ids": [1]},
+                {"uid": f"junk{rng.random()}", "token_ids": ["a"]},
+                [1, 2],
+            ]
+        )
+        return msgspec.msgpack.encode(["detokenize", [junk]])
+    if kind == 4:
+        return b"\x92\xaadetokenize" + rng.randbytes(rng.randrange(1, 40))
+    return b"\x00" * (MAX_FRAME + 1)
+
+
+def test_fuzzed_frames_never_kill_the_worker_and_valid_requests_are_answered(
+    harness: Harness, worker: WorkerPool
+) -> None:
+    rng = random.Random(1234)
+    address = harness.worker_address(0)
+    sample = encode("fuzz 推理 🦩 naïve ┌──┐")
+    valid_frame = encode_batch([DetokenizeMsg("v", tuple(sample), True)])
+    expected: dict[object, str] = {}
+    for n in range(3000):
+        worker.send_frame(
+            address, _junk(rng, valid_frame) if n % 3 else valid_frame[: rng.randrange(len(valid_frame))]
+        )
+        if n % 25 == 0:
+            uid = f"valid{n}"
+            ids = sample[: rng.randrange(1, len(sample) + 1)]
+            expected[uid] = core_text(ids)
+            worker.send([DetokenizeMsg(uid, tuple(ids), True, Opening((), NO_EOS))])
+    worker.send([HealthCheckMsg(7)])
+    replies = harness.replies_until_finished(set(expected))
+    assert {uid: text for uid, text in texts(replies).items() if uid in expected} == expected
+    health = harness.receive(harness.frontend, lambda got: any(isinstance(m, HealthReply) for m in got))
+    [probe] = [m for m in health if isinstance(m, HealthReply)]
+    assert probe.probe == 7
+    assert {"not_msgpack", "bad_frame", "oversize"} <= set(probe.frames_dropped)
+    assert harness.processes[0].poll() is None
+
+
+def _wait_exit(process: object, timeout: float = 60) -> int:
+    import subprocess
+
+    assert isinstance(process, subprocess.Popen)
+    return int(process.wait(timeout))
+
+
+def test_a_pool_routes_by_uid_spreads_tokenizing_and_answers_everything(tmp_path: Path) -> None:
+    """SGLang 29366: routing by sender left workers idle, and one sender crashed the server."""
+    h = Harness(tmp_path)
+    try:
+        parent = h.start(3, "--quiet")
+        h.wait_ready(3)
+        pool = h.pool([0, 1, 2], tokenize=[2])  # one dedicated tokenize worker is enough
+        uids = [f"req-{n}" for n in range(300)]
+        line = encode("pool 推理 naïve 🦩 text")
+        for step, token in enumerate(line):
+            pool.send(
+                [
+                    DetokenizeMsg(
+                        uid, (token,), step == len(line) - 1, Opening((), NO_EOS) if step == 0 else None
+                    )
+                    for uid in uids
+                ]
+            )
+        pool.send([TokenizeMsg(f"tok-{n}", text=f"text {n}") for n in range(40)])
+        got = texts(h.replies_until_finished(set(uids)))
+        assert all(got[uid] == core_text(line) for uid in uids)
+        users = h.receive(h.backend, lambda got: len(got) >= 40)
+        assert sorted(m.uid for m in users if isinstance(m, UserMsg)) == sorted(f"tok-{n}" for n in range(40))
+        pool.send([HealthCheckMsg(1)])
+        health = [m for m in h.receive(h.frontend, lambda got: len(got) >= 3) if isinstance(m, HealthReply)]
+        handled = {m.worker: m.messages_handled.get("detokenize", 0) for m in health}
+        routed = {f"worker-{i}": sum(route(uid, 3) == i for uid in uids) * len(line) for i in range(3)}
+        assert handled == routed  # each request reached exactly its own worker
+        assert min(routed.values()) >= len(uids) * len(line) // 6  # and the load is spread
+        assert {m.worker for m in health if m.messages_handled.get("tokenize")} == {"worker-2"}
+        parent.send_signal(signal.SIGTERM)
+        assert _wait_exit(parent) == 0
+    finally:
+        h.close()
+
+
+@pytest.mark.parametrize(("signal_number", "tcp"), [(signal.SIGTERM, False), (signal.SIGINT, True)])
+def test_shutdown_while_busy_answers_everything_received(
+    tmp_path: Path, signal_number: int, tcp: bool
+) -> None:
+    """Over ipc:// and over loopback tcp:// (the transport of a pool that spans hosts)."""
+    h = Harness(tmp_path, tcp=tcp)
+    try:
+        process = h.start(1, "--local-bs", "256")
+        h.wait_ready(1)
+        pool = h.pool([0])
+        line = encode("shutdown 推理 naïve 🦩")
+        sent: list[Message] = []
+        for batch in range(30):
+            frame = [
+                DetokenizeMsg(f"b{batch}-{n}", tuple(line), True, Opening((), NO_EOS)) for n in range(300)
+            ]
+            sent.extend(frame)
+            pool.send(frame)
+        received = h.receive(h.frontend, lambda got: len(got) >= 1)
+        process.send_signal(signal_number)
+        assert _wait_exit(process) == 0
+        while h.frontend.poll(500):
+            received.extend(h.from_frontend.decode(h.frontend.recv()).batch.items)
+        stopped = re.search(r"handled \{[^}]*'detokenize': (\d+)", h.log())
+        assert stopped, h.log()
+        handled = int(stopped.group(1))
+        replies = [m for m in received if isinstance(m, UserReply)]
+        assert len(replies) == handled  # every message it took in was answered
+        assert all(r.incremental_output == core_text(line) and r.finished for r in replies)
+        assert 300 <= handled <= len(sent)
+    finally:
+        h.close()
+
+
+def test_an_internal_error_costs_its_requests_never_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in a manager (simulated here) is answered as an error for the requests it hit."""
+    h = Harness(tmp_path)
+    worker = Worker(
+        tokenizer("qwen3"),
+        listen=h.worker_address(0),
+        backend=h.backend_address,
+        frontend=h.frontend_address,
+        context=h.context,
+    )
+    try:
+
+        def broken(messages: object) -> list[UserReply]:
+            raise RuntimeError("boom")
+
+        decoder = FrameDecoder()
+        monkeypatch.setattr(worker.detokenize_manager, "handle", broken)
+        worker.handle([decoder.decode(encode_batch([DetokenizeMsg("x", (32,)), DetokenizeMsg("y", (33,))]))])
+        [first, second] = h.receive(h.frontend, lambda got: len(got) >= 2)
+        assert (
+            isinstance(first, UserReply) and first.error is not None and "internal error: boom" in first.error
+        )
+        monkeypatch.undo()
+        worker.handle([decoder.decode(encode_batch([DetokenizeMsg("z", (32,), True)]))])
+        [ok] = h.receive(h.frontend, lambda got: len(got) >= 1)
+        assert ok == UserReply("z", "A", True, "length")
+        assert worker.stats().frames_dropped == {"internal_error": 1}
+    finally:
+        worker.close()
+        h.close()
