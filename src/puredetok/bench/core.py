@@ -15,10 +15,14 @@ from puredetok.bench.timing import TEXT, Result, compare
 from puredetok.core import Codec, DecodeState, codec_for, feed, start, step
 
 
+def _base_ids(tokenizer: Any) -> list[int]:
+    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    return list(backend.encode(TEXT, add_special_tokens=False).ids)
+
+
 def trace_ids(tokenizer: Any, count: int) -> list[int]:
     """``count`` ids of the mixed-script trace text, repeated as needed."""
-    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
-    base = list(backend.encode(TEXT, add_special_tokens=False).ids)
+    base = _base_ids(tokenizer)
     return (base * (count // len(base) + 1))[:count]
 
 
@@ -127,7 +131,10 @@ def _flat_after_history(
 
 
 def _flatness(codec: Codec, tokenizer: Any, long: int) -> list[Result]:
-    lengths = [n for n in (1_000, 10_000, 100_000, 1_000_000) if n <= long]
+    # Whole repeats of the trace text: every history ends at the same place in the text, so the
+    # states (and the next 1,000 tokens) are comparable.
+    period = len(_base_ids(tokenizer))
+    lengths = [n - n % period for n in (1_000, 10_000, 100_000, 1_000_000) if n <= long]
     results, sizes = _flat_after_history(codec, lambda n: trace_ids(tokenizer, n), lengths, "step")
     constant = len(set(sizes.values())) == 1
     first, last = lengths[0], lengths[-1]

@@ -24,22 +24,26 @@ Hold = tuple[Any, ...]
 
 
 def _run(stages: Sequence[Stage], holds: Sequence[Any], value: Any) -> tuple[list[Any], list[Piece]]:
-    """One element through the stages."""
-    new_holds: list[Any] = []
+    """One element through the stages.
+
+    Written with an index: ``zip`` and star-arguments cost more here than the stages' own work.
+    """
+    new_holds = list(holds)
     pieces: list[Piece] = [(value, False)]
-    for index, (stage, hold) in enumerate(zip(stages, holds)):
-        if not pieces:  # nothing reaches the later stages: their holds stay
-            new_holds.extend(holds[index:])
-            break
+    index, count = 0, len(stages)
+    while pieces and index < count:  # once nothing comes out, the later stages keep their holds
+        stage, hold = stages[index], new_holds[index]
         if len(pieces) == 1:
-            hold, pieces = stage.push(hold, *pieces[0])
+            piece_value, glued = pieces[0]
+            hold, pieces = stage.push(hold, piece_value, glued)
         else:
             out: list[Piece] = []
             for piece_value, glued in pieces:
                 hold, produced = stage.push(hold, piece_value, glued)
                 out.extend(produced)
             pieces = out
-        new_holds.append(hold)
+        new_holds[index] = hold
+        index += 1
     return new_holds, pieces
 
 
