@@ -205,3 +205,16 @@ def stream(state: puredetok.DecodeState, ids: Sequence[int]) -> tuple[puredetok.
         state, delta = puredetok.step(state, token_id)
         deltas.append(delta)
     return state, deltas
+
+
+def assert_streams_exactly(c: puredetok.Codec, ids: Sequence[int], expected: str) -> None:
+    """G1 and G2 for one sequence: every emitted prefix is a prefix of ``expected``, the stream's
+    text equals it, and ``feed`` gives the same state and text as stepping."""
+    state, emitted = puredetok.start(c), ""
+    for token_id in ids:
+        state, delta = puredetok.step(state, token_id)
+        emitted += delta
+        assert expected.startswith(emitted), (list(ids), emitted, expected)
+    assert emitted + puredetok.finish(state) == expected, list(ids)
+    fed, text = puredetok.feed(puredetok.start(c), ids)
+    assert fed == state and text == emitted

@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
 import puredetok
-from helpers import codec, id_lists, reference, tokenizer
-from puredetok import finish, start, step
+from helpers import assert_streams_exactly, codec, id_lists, reference, tokenizer
 from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules, cleanup_stages
 
 MODES = [
@@ -29,14 +28,7 @@ MODES = [
 def test_stream_equals_decode_with_cleanup_option(name: str, cleanup: bool, data: st.DataObject) -> None:
     ids = data.draw(id_lists(name))
     skip = data.draw(st.booleans())
-    c = codec(name, skip, cleanup)
-    full = reference(name, ids, skip, cleanup)
-    state, emitted = start(c), ""
-    for token_id in ids:
-        state, delta = step(state, token_id)
-        emitted += delta
-        assert full.startswith(emitted)
-    assert emitted + finish(state) == full
+    assert_streams_exactly(codec(name, skip, cleanup), ids, reference(name, ids, skip, cleanup))
 
 
 @functools.cache
@@ -58,15 +50,9 @@ def forced_codec(name: str) -> puredetok.Codec:
 def test_forced_cleanup_on_bpe(name: str, data: st.DataObject) -> None:
     """When a user forces cleanup on a BPE tokenizer, the codec follows (transformers 32575)."""
     ids = data.draw(id_lists(name))
-    tok, c = forced(name), forced_codec(name)
+    c = forced_codec(name)
     assert c.clean_up_tokenization_spaces
-    full = tok.decode(ids)
-    state, emitted = start(c), ""
-    for token_id in ids:
-        state, delta = step(state, token_id)
-        emitted += delta
-        assert full.startswith(emitted)
-    assert emitted + finish(state) == full
+    assert_streams_exactly(c, ids, forced(name).decode(ids))
 
 
 @given(

@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import TOKENIZERS, codec, id_lists, reference
-from puredetok import finish, start, step
+from helpers import TOKENIZERS, assert_streams_exactly, codec, id_lists, reference
 
 
 @pytest.mark.parametrize("name", TOKENIZERS)
@@ -18,11 +17,7 @@ def test_raw_backend_streams_exactly(name: str, data: st.DataObject) -> None:
     skip = data.draw(st.booleans())
     c = codec(name, skip, raw=True)
     assert c.exact and not c.clean_up_tokenization_spaces
-    state, emitted = start(c), ""
-    for token_id in ids:
-        state, delta = step(state, token_id)
-        emitted += delta
-    assert emitted + finish(state) == reference(name, ids, skip, raw=True)
+    assert_streams_exactly(c, ids, reference(name, ids, skip, raw=True))
 
 
 def test_same_decoding_gives_equal_codecs() -> None:

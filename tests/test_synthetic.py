@@ -13,6 +13,7 @@ from tokenizers import Tokenizer
 
 import puredetok
 import synthetic
+from helpers import assert_streams_exactly
 from puredetok import feed, finish, start, step
 
 
@@ -46,14 +47,7 @@ def reference(name: str, ids: list[int], skip: bool) -> str:
 
 
 def check_stream(name: str, c: puredetok.Codec, ids: list[int], expected: str) -> None:
-    state, emitted = start(c), ""
-    for token_id in ids:
-        state, delta = step(state, token_id)
-        emitted += delta
-        assert expected.startswith(emitted), (ids, emitted, expected)
-    assert emitted + finish(state) == expected, (name, ids)
-    chunked_state, chunked = feed(start(c), ids)
-    assert chunked_state == state and chunked == emitted
+    assert_streams_exactly(c, ids, expected)
 
 
 @pytest.mark.parametrize("name", sorted(synthetic.EXACT))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["core_section", "trace_ids", "byte_run_section"]
+__all__ = ["core_section", "trace_ids", "byte_run_section", "stepper", "feeder"]
 
 import pickle
 from collections.abc import Callable
@@ -26,7 +26,9 @@ def trace_ids(tokenizer: Any, count: int) -> list[int]:
     return (base * (count // len(base) + 1))[:count]
 
 
-def _stepper(codec: Codec, ids: list[int]) -> Any:
+def stepper(codec: Codec, ids: list[int]) -> Any:
+    """A run that steps a fresh stream through ``ids`` one at a time."""
+
     def run() -> None:
         state = start(codec)
         for token_id in ids:
@@ -35,7 +37,8 @@ def _stepper(codec: Codec, ids: list[int]) -> Any:
     return run
 
 
-def _feeder(codec: Codec, ids: list[int], chunk: int) -> Any:
+def feeder(codec: Codec, ids: list[int], chunk: int) -> Any:
+    """A run that feeds a fresh stream ``ids`` in chunks of ``chunk``."""
     chunks = [ids[i : i + chunk] for i in range(0, len(ids), chunk)]
 
     def run() -> None:
@@ -73,8 +76,8 @@ def core_section(tokenizer: Any, tokens: int = 20_000, long: int = 1_000_000) ->
     backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
     codec = codec_for(tokenizer)
     ids = trace_ids(tokenizer, tokens)
-    runs = [("step", _stepper(codec, ids))]
-    runs += [(f"feed, {chunk} ids per call", _feeder(codec, ids, chunk)) for chunk in FEED_CHUNKS]
+    runs = [("step", stepper(codec, ids))]
+    runs += [(f"feed, {chunk} ids per call", feeder(codec, ids, chunk)) for chunk in FEED_CHUNKS]
     runs += [
         ("DecodeStream.step (tokenizers)", _decode_stream(backend, ids)),
         ("two-window algorithm (engines)", _two_window(backend, ids)),

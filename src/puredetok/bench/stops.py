@@ -12,9 +12,9 @@ __all__ = ["stops_section", "STOPS"]
 from collections.abc import Callable
 from typing import Any
 
-from puredetok.bench.core import trace_ids
+from puredetok.bench.core import feeder, stepper, trace_ids
 from puredetok.bench.timing import Result, compare
-from puredetok.core import Codec, codec_for, feed, finish, start, step
+from puredetok.core import Codec, codec_for, feed, finish, start
 from puredetok.stops import StopRules, Stream, advance, advance_many, close, open_stream
 
 STOPS = ("\n\nObservation:", "### Instruction:", "<|user|>", "[END OF ANSWER]")
@@ -22,26 +22,6 @@ STOPS = ("\n\nObservation:", "### Instruction:", "<|user|>", "[END OF ANSWER]")
 
 CHUNK = 64
 """Ids per call for the batched lines."""
-
-
-def _stepper(codec: Codec, ids: list[int]) -> Callable[[], object]:
-    def run() -> None:
-        state = start(codec)
-        for token_id in ids:
-            state, _ = step(state, token_id)
-
-    return run
-
-
-def _feeder(codec: Codec, ids: list[int]) -> Callable[[], object]:
-    chunks = [ids[i : i + CHUNK] for i in range(0, len(ids), CHUNK)]
-
-    def run() -> None:
-        state = start(codec)
-        for part in chunks:
-            state, _ = feed(state, part)
-
-    return run
 
 
 def _advancer(codec: Codec, rules: StopRules, ids: list[int]) -> Callable[[], object]:
@@ -86,10 +66,10 @@ def stops_section(tokenizer: Any, tokens: int = 20_000) -> list[Result]:
     for rules in (only_stops, with_limits):
         _check_no_stop_fires(codec, rules, ids)
     runs = [
-        ("core step (no stops)", _stepper(codec, ids)),
+        ("core step (no stops)", stepper(codec, ids)),
         ("advance, 4 stop strings", _advancer(codec, only_stops, ids)),
         ("advance, + EOS, min/max tokens", _advancer(codec, with_limits, ids)),
-        (f"core feed, {CHUNK} ids per call", _feeder(codec, ids)),
+        (f"core feed, {CHUNK} ids per call", feeder(codec, ids, CHUNK)),
         (f"advance_many, {CHUNK} ids, 4 stop strings", _batcher(codec, only_stops, ids)),
         (f"advance_many, {CHUNK} ids, + EOS, min/max", _batcher(codec, with_limits, ids)),
     ]

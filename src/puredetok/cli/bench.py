@@ -6,12 +6,13 @@ import argparse
 import gc
 import platform
 
-from puredetok.adapters.loading import DEFAULT_TOKENIZER, load_tokenizer
+from puredetok.adapters.loading import load_tokenizer
 from puredetok.bench.core import byte_run_section, core_section
 from puredetok.bench.manager import manager_section, memory_section
 from puredetok.bench.stops import stops_section
 from puredetok.bench.timing import format_table
 from puredetok.bench.worker import worker_section
+from puredetok.cli.options import add_tokenizer_option
 
 NAME = "bench"
 HELP = "measure per-token cost side by side with DecodeStream and the two-window algorithm"
@@ -19,11 +20,7 @@ HELP = "measure per-token cost side by side with DecodeStream and the two-window
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments."""
-    parser.add_argument(
-        "--tokenizer",
-        default=DEFAULT_TOKENIZER,
-        help="tokenizer folder or tokenizer.json (default: the embedded Qwen3)",
-    )
+    add_tokenizer_option(parser)
     parser.add_argument(
         "--tokens", type=int, default=20_000, help="trace length for the side-by-side section"
     )

@@ -6,7 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from puredetok.adapters.loading import DEFAULT_TOKENIZER, load_tokenizer
+from puredetok.adapters.loading import load_tokenizer
+from puredetok.cli.options import add_tokenizer_option
 from puredetok.core import codec_for, finish, start, step
 
 NAME = "explain"
@@ -17,11 +18,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments."""
     parser.add_argument("text", nargs="?", help="text to encode and stream (or use --ids)")
     parser.add_argument("--ids", help="explain these ids instead (comma or space separated)")
-    parser.add_argument(
-        "--tokenizer",
-        default=DEFAULT_TOKENIZER,
-        help="tokenizer folder or tokenizer.json (default: the embedded Qwen3)",
-    )
+    add_tokenizer_option(parser)
     parser.add_argument("--skip-special-tokens", action="store_true", help="drop special tokens")
     parser.add_argument("--add-special-tokens", action="store_true", help="let the tokenizer add BOS/EOS")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")

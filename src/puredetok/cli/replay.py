@@ -15,6 +15,7 @@ from puredetok.adapters.loading import DEFAULT_TOKENIZER, load_tokenizer
 from puredetok.adapters.messages import SamplingParams, UserReply
 from puredetok.adapters.replay import CHECKS, Replayer, RequestReport
 from puredetok.adapters.trace import TraceEvent, TraceHeader, TraceOptions, read_trace
+from puredetok.cli.options import add_tokenizer_option
 
 NAME = "replay"
 HELP = "replay a token trace (JSON lines), print each request's text, and check G1/G2/G4 per request"
@@ -26,8 +27,9 @@ PROGRESS_AFTER = 0.5
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments."""
     parser.add_argument("trace", help="the trace file (JSON lines; '-' reads standard input)")
-    parser.add_argument(
-        "--tokenizer",
+    add_tokenizer_option(
+        parser,
+        default=None,
         help="tokenizer folder or tokenizer.json (default: the trace's, else the embedded Qwen3)",
     )
     parser.add_argument(

@@ -9,10 +9,10 @@ import subprocess
 import sys
 from types import FrameType
 
-from puredetok.adapters.loading import DEFAULT_TOKENIZER
 from puredetok.adapters.messages import ReadyMsg
 from puredetok.adapters.wire import DEFAULT_MAX_FRAME_BYTES
 from puredetok.adapters.worker import DEFAULT_LOCAL_BS, default_address, tokenize_worker
+from puredetok.cli.options import add_tokenizer_option
 
 NAME = "serve"
 HELP = "run the ZeroMQ tokenizer/detokenizer worker process (N workers with --workers)"
@@ -20,11 +20,7 @@ HELP = "run the ZeroMQ tokenizer/detokenizer worker process (N workers with --wo
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments."""
-    parser.add_argument(
-        "--tokenizer",
-        default=DEFAULT_TOKENIZER,
-        help="tokenizer folder or tokenizer.json (default: the embedded Qwen3)",
-    )
+    add_tokenizer_option(parser)
     parser.add_argument(
         "--listen",
         default=default_address("worker-{index}"),
