@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from helpers import MULTILINGUAL, tokenizer
 from puredetok.adapters.messages import TokenizeMsg
 from puredetok.adapters.tokenize_manager import TokenizeError, TokenizeManager
+from test_vectors import SEED_IDS
 
 HELLO = ({"role": "user", "content": "Hello"},)
 
@@ -35,22 +36,7 @@ def test_ids_are_int32_arrays() -> None:
     [result] = manager().tokenize([TokenizeMsg(1, text="鱻䨻🦩 is rare, 推理 naïve")])
     assert isinstance(result.input_ids, array)
     assert result.input_ids.itemsize == 4 and result.input_ids.typecode == "i"
-    assert list(result.input_ids) == [
-        100024,
-        119,
-        128237,
-        119,
-        123918,
-        102,
-        374,
-        8848,
-        11,
-        46602,
-        101,
-        21887,
-        94880,
-        586,
-    ]
+    assert list(result.input_ids) == SEED_IDS
 
 
 def test_template_options_reach_the_template() -> None:

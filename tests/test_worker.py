@@ -36,6 +36,7 @@ from puredetok.adapters.messages import (
 from puredetok.adapters.routing import WorkerPool, route
 from puredetok.adapters.wire import FrameDecoder, encode_batch
 from puredetok.adapters.worker import Worker
+from test_vectors import SEED_IDS
 from zmq_harness import Harness
 
 MAX_FRAME = 1_000_000
@@ -92,22 +93,7 @@ def test_tokenize_sends_ids_to_the_scheduler_and_errors_to_the_api_server(
     )
     users = harness.receive(harness.backend, lambda got: len(got) >= 3)
     by_uid = {m.uid: m for m in users if isinstance(m, UserMsg)}
-    assert list(by_uid["t1"].input_ids) == [
-        100024,
-        119,
-        128237,
-        119,
-        123918,
-        102,
-        374,
-        8848,
-        11,
-        46602,
-        101,
-        21887,
-        94880,
-        586,
-    ]
+    assert list(by_uid["t1"].input_ids) == SEED_IDS
     assert by_uid["t1"].params == params
     qwen = tokenizer("qwen3")
     assert (
