@@ -14,7 +14,7 @@ settings.register_profile(
 )
 settings.register_profile(
     "ci",
-    max_examples=100,
+    max_examples=200,
     deadline=None,
     derandomize=False,
     print_blob=True,
