@@ -97,6 +97,8 @@ class Chain:
             new = (False, *holds)
         if new == self.idle:
             new = self.idle
+        if not pieces:
+            return new, ""
         if len(pieces) == 1:
             return new, pieces[0][0]
         return new, "".join([text for text, _ in pieces])

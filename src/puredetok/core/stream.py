@@ -15,6 +15,19 @@ from typing import SupportsIndex, cast
 from puredetok.core.codec import Codec, DecodeState
 from puredetok.errors import InvalidTokenError
 
+# A stream makes a new state for each token that changes it: filling the two slots of a fresh
+# object directly costs two thirds of attrs' generated __init__ (which has nothing to check here).
+_new = object.__new__
+_set_codec = DecodeState.__dict__["codec"].__set__
+_set_hold = DecodeState.__dict__["hold"].__set__
+
+
+def _state(codec: Codec, hold: object) -> DecodeState:
+    state: DecodeState = _new(DecodeState)
+    _set_codec(state, codec)
+    _set_hold(state, hold)
+    return state
+
 
 def check_token(token_id: object, vocab_size: int, position: int | None = None) -> int:
     """``token_id`` as an int inside ``[0, vocab_size)``, or :class:`InvalidTokenError`.
@@ -63,7 +76,7 @@ def step(state: DecodeState, token_id: int) -> tuple[DecodeState, str]:
     hold, delta = decoding.step(old, token_id)
     if hold is old:
         return state, delta
-    return DecodeState(codec, hold), delta
+    return _state(codec, hold), delta
 
 
 def _checked(token_ids: Iterable[int], size: int) -> list[int]:
@@ -88,7 +101,7 @@ def feed(state: DecodeState, token_ids: Iterable[int]) -> tuple[DecodeState, str
     hold, delta = codec.decoding.feed(state.hold, _checked(token_ids, codec.vocab_size))
     if hold is state.hold:
         return state, delta
-    return DecodeState(codec, hold), delta
+    return _state(codec, hold), delta
 
 
 def finish(state: DecodeState) -> str:
