@@ -185,3 +185,25 @@ def test_public_names() -> None:
     ):
         assert hasattr(puredetok, public)
     assert issubclass(InvalidTokenError, ValueError)
+
+
+@pytest.mark.parametrize("name", ["qwen3", "mistral_v03", "t5_small"])
+def test_typed_arrays_feed_like_lists(name: str) -> None:
+    """Engines hold ids in arrays: an integer ``array.array`` or NumPy vector feeds exactly like
+    the list of the same ids, and its bad values are refused the same way (G7)."""
+    from array import array
+
+    c = codec(name)
+    ids = list(interesting_ids(name)[:50])
+    expected = feed(start(c), ids)
+    for typed in (array("i", ids), array("q", ids), numpy.array(ids, dtype=numpy.int32), numpy.array(ids)):
+        assert feed(start(c), cast(Any, typed)) == expected
+    assert feed(start(c), cast(Any, numpy.array([], dtype=numpy.int64)))[1] == ""
+    for bad, position in (([*ids[:3], -1], 3), ([c.vocab_size, *ids[:3]], 0)):
+        for typed in (array("q", bad), numpy.array(bad, dtype=numpy.int64)):
+            with pytest.raises(InvalidTokenError, match=f"position {position}"):
+                feed(start(c), cast(Any, typed))
+    with pytest.raises(InvalidTokenError, match="not an int"):
+        feed(start(c), cast(Any, numpy.array([True, False])))
+    with pytest.raises(InvalidTokenError, match="not an int"):
+        feed(start(c), cast(Any, numpy.array([1.0, 2.0])))

@@ -37,9 +37,15 @@ def stepper(codec: Codec, ids: list[int]) -> Any:
     return run
 
 
-def feeder(codec: Codec, ids: list[int], chunk: int) -> Any:
-    """A run that feeds a fresh stream ``ids`` in chunks of ``chunk``."""
-    chunks = [ids[i : i + chunk] for i in range(0, len(ids), chunk)]
+def feeder(codec: Codec, ids: list[int], chunk: int, as_array: bool = False) -> Any:
+    """A run that feeds a fresh stream ``ids`` in chunks of ``chunk`` (lists, or NumPy int32
+    vectors as an engine's sampler hands them over).
+    """
+    chunks: list[Any] = [ids[i : i + chunk] for i in range(0, len(ids), chunk)]
+    if as_array:
+        import numpy
+
+        chunks = [numpy.array(part, dtype=numpy.int32) for part in chunks]
 
     def run() -> None:
         state = start(codec)
@@ -78,6 +84,9 @@ def core_section(tokenizer: Any, tokens: int = 20_000, long: int = 1_000_000) ->
     ids = trace_ids(tokenizer, tokens)
     runs = [("step", stepper(codec, ids))]
     runs += [(f"feed, {chunk} ids per call", feeder(codec, ids, chunk)) for chunk in FEED_CHUNKS]
+    runs += [
+        (f"feed, {chunk} ids per call (NumPy int32)", feeder(codec, ids, chunk, True)) for chunk in (64, 256)
+    ]
     runs += [
         ("DecodeStream.step (tokenizers)", _decode_stream(backend, ids)),
         ("two-window algorithm (engines)", _two_window(backend, ids)),

@@ -113,6 +113,8 @@ class Chain:
             head += text
             position += 1
         rest = token_ids[position:] if position else token_ids
+        if not rest:
+            return hold, head
         table = self.table
         if self.dropped.isdisjoint(rest):
             values = list(map(table.__getitem__, rest))

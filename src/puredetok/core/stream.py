@@ -9,8 +9,9 @@ from __future__ import annotations
 __all__ = ["start", "step", "feed", "finish", "check_token"]
 
 import operator
+from array import array
 from collections.abc import Iterable
-from typing import SupportsIndex, cast
+from typing import Any, SupportsIndex, cast
 
 from puredetok.core.codec import Codec, DecodeState
 from puredetok.errors import InvalidTokenError
@@ -79,12 +80,38 @@ def step(state: DecodeState, token_id: int) -> tuple[DecodeState, str]:
     return _state(codec, hold), delta
 
 
+_INTS = {int}
+_INTEGER_ARRAY_CODES = frozenset("bBhHiIlLqQ")
+
+
+def _integer_vector(values: object) -> bool:
+    """A NumPy integer vector (duck-typed: the core does not import NumPy)."""
+    kind = getattr(getattr(values, "dtype", None), "kind", "")
+    return kind in ("i", "u") and getattr(values, "ndim", 0) == 1
+
+
 def _checked(token_ids: Iterable[int], size: int) -> list[int]:
-    ids = token_ids if type(token_ids) is list else list(token_ids)
+    """The ids as a list of ints inside the vocabulary, or :class:`InvalidTokenError` naming the
+    first bad one. A list is checked in three C-level passes (types, minimum, maximum); an integer
+    ``array.array`` or NumPy array cannot hold a non-integer, so only its range is checked.
+    """
+    if type(token_ids) is list:
+        ids = token_ids
+    elif isinstance(token_ids, array) and token_ids.typecode in _INTEGER_ARRAY_CODES:
+        ids = token_ids.tolist()
+        if not ids or (min(ids) >= 0 and max(ids) < size):
+            return ids
+    elif _integer_vector(token_ids):
+        vector: Any = token_ids
+        if not len(vector) or (vector.min() >= 0 and vector.max() < size):
+            return cast(list[int], vector.tolist())
+        ids = vector.tolist()
+    else:
+        ids = list(token_ids)
     if not ids:
         return ids
     try:
-        if set(map(type, ids)) == {int} and min(ids) >= 0 and max(ids) < size:
+        if set(map(type, ids)) == _INTS and min(ids) >= 0 and max(ids) < size:
             return ids
     except TypeError:  # values that do not even compare
         pass

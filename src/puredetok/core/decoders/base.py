@@ -18,7 +18,7 @@ from __future__ import annotations
 
 __all__ = ["Piece", "Group", "Stage", "Decoder", "Unmodelled", "push_each"]
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Any, Protocol
 
 Piece = tuple[Any, bool]
@@ -48,7 +48,7 @@ class Stage(Protocol):
     def push(self, hold: Any, value: Any, glued: bool) -> tuple[Any, list[Piece]]:
         """Take one piece; return the new hold and the pieces that are now certain."""
 
-    def push_run(self, hold: Any, values: list[Any], glued: bool) -> tuple[Any, list[Group]]:
+    def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
         """Take several pieces that share ``glued``; the same result as pushing them one by one."""
 
     def flush(self, hold: Any) -> list[Piece]:
@@ -75,7 +75,7 @@ class Decoder(Protocol):
         """
 
 
-def push_each(stage: Stage, hold: Any, values: list[Any], glued: bool) -> tuple[Any, list[Group]]:
+def push_each(stage: Stage, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
     """:meth:`Stage.push_run` by pushing one value at a time (for stages with no faster way)."""
     groups: list[Group] = []
     for value in values:

@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = ["ByteFallback", "ByteFallbackStage", "INVALID_RUN", "byte_token_value"]
 
 from codecs import utf_8_decode
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -95,11 +96,12 @@ class ByteFallbackStage:
             return (EMPTY_ROPE, "", rest, len(rest)), ([(done, False)] if done else [])
         return (older, newest, data[used:], count), []
 
-    def push_run(self, hold: Any, values: list[Any], glued: bool) -> tuple[Any, list[Group]]:
+    def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
         """Outside a run, a batch without byte tokens passes as it is."""
-        if hold is None and int not in set(map(type, values)):
-            return None, [(values, False)]
-        return push_each(self, hold, values, glued)
+        batch = values if type(values) is list else list(values)
+        if hold is None and int not in set(map(type, batch)):
+            return None, [(batch, False)]
+        return push_each(self, hold, batch, glued)
 
     def flush(self, hold: Any) -> list[Piece]:
         """The stream ended: the run ends too."""

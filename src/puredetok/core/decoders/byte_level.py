@@ -11,7 +11,7 @@ from __future__ import annotations
 __all__ = ["ByteLevel", "Utf8Stage", "byte_alphabet"]
 
 from codecs import utf_8_decode
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -65,7 +65,7 @@ class Utf8Stage:
             used, text = _release_surrogates(data)
         return data[used:], ([(text, True)] if text else [])
 
-    def push_run(self, hold: bytes, values: list[bytes], glued: bool) -> tuple[bytes, list[Group]]:
+    def push_run(self, hold: bytes, values: Iterable[bytes], glued: bool) -> tuple[bytes, list[Group]]:
         """All the bytes at once."""
         data = hold + b"".join(values)
         text, used = utf_8_decode(data, "replace", False)

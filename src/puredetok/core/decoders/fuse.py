@@ -4,11 +4,14 @@ from __future__ import annotations
 
 __all__ = ["Fuse", "GlueStage"]
 
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
 from puredetok.core.decoders.base import Group, Piece, Stage
+
+_TEXT = {str}
 
 
 @attrs.frozen
@@ -22,11 +25,12 @@ class GlueStage:
         """Pass the value on, glued."""
         return None, [(value, True)]
 
-    def push_run(self, hold: None, values: list[Any], glued: bool) -> tuple[None, list[Group]]:
+    def push_run(self, hold: None, values: Iterable[Any], glued: bool) -> tuple[None, list[Group]]:
         """The values, glued into one."""
-        if all(type(v) is str for v in values):
-            return None, [(["".join(values)], True)]
-        return None, [(values, True)]
+        batch = values if type(values) is list else list(values)
+        if set(map(type, batch)) <= _TEXT:
+            return None, [(["".join(batch)], True)]
+        return None, [(batch, True)]
 
     def flush(self, hold: None) -> list[Piece]:
         """Nothing is ever held."""

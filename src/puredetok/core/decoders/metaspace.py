@@ -6,6 +6,7 @@ from __future__ import annotations
 
 __all__ = ["Metaspace", "MetaspaceStage"]
 
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -31,7 +32,7 @@ class MetaspaceStage:
         text = value.replace(self.replacement, "" if drop else " ")
         return where, ([(text, glued)] if text else [])
 
-    def push_run(self, hold: Any, values: list[Any], glued: bool) -> tuple[Any, list[Group]]:
+    def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
         """One at a time."""
         return push_each(self, hold, values, glued)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = ["Replace", "ReplaceStage"]
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -81,7 +82,7 @@ class ReplaceStage:
             fresh = False
         return (rest[len(rest) - keep :], fresh), out
 
-    def push_run(self, hold: Any, values: list[Any], glued: bool) -> tuple[Any, list[Group]]:
+    def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
         """One at a time."""
         return push_each(self, hold, values, glued)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 __all__ = ["Strip", "StripStage"]
 
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -54,7 +55,7 @@ class StripStage:
             text, trail = text[: len(text) - k], text[len(text) - k :]
         return (left, trail), ([(text, glued)] if text else [])
 
-    def push_run(self, hold: Any, values: list[Any], glued: bool) -> tuple[Any, list[Group]]:
+    def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
         """One at a time."""
         return push_each(self, hold, values, glued)
 
