@@ -174,7 +174,7 @@ def text_ids(
 
 def _fragments() -> st.SearchStrategy[bytes]:
     """UTF-8 pieces: whole multi-byte characters, their beginnings, and any single byte."""
-    char = st.characters(min_codepoint=0x80).map(lambda c: c.encode())
+    char = st.characters(min_codepoint=0x80, codec="utf-8").map(lambda c: c.encode())
     return st.one_of(
         char,
         char.flatmap(lambda data: st.integers(1, len(data) - 1).map(lambda n: data[:n])),
