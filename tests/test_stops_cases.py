@@ -339,17 +339,17 @@ def test_streams_are_values() -> None:
     assert clone == middle and hash(clone) == hash(middle)
     assert advance_many(clone, DEF_G_HI_J[3:]) == advance_many(middle, DEF_G_HI_J[3:])
     # Built directly, a stream takes its countdowns from its rules.
-    assert Stream(stream.decode, stream.rules) == stream
+    assert Stream(stream.codec, stream.rules, stream.hold) == stream
     assert (stream.min_left, stream.max_left) == (0, 9)
 
 
 def test_the_record_builder_fills_every_field() -> None:
     """The per-token path fills a fresh record's slots directly: the same record attrs would build."""
     stream = open_stream(codec("qwen3"), StopRules(stop=["x"]))
-    built = stops_stream._running(stream.decode, stream.rules, "held", 2, 5)
-    assert built == Stream(stream.decode, stream.rules, "held", 2, 5)
+    built = stops_stream._running(stream, stream.hold, "held", 2, 5)
+    assert built == Stream(stream.codec, stream.rules, stream.hold, "held", 2, 5)
     assert attrs.asdict(built, recurse=False) == attrs.asdict(
-        Stream(stream.decode, stream.rules, "held", 2, 5), recurse=False
+        Stream(stream.codec, stream.rules, stream.hold, "held", 2, 5), recurse=False
     )
 
 

@@ -73,7 +73,9 @@ def stops_section(tokenizer: Any, tokens: int = 20_000) -> list[Result]:
         (f"advance_many, {CHUNK} ids, 4 stop strings", _batcher(codec, only_stops, ids)),
         (f"advance_many, {CHUNK} ids, + EOS, min/max", _batcher(codec, with_limits, ids)),
     ]
-    best = compare(runs, tokens)
+    # More rounds than elsewhere: the per-token paths are short, so one noisy moment on a shared
+    # machine moves a single round by more than the margin the target is judged by.
+    best = compare(runs, tokens, rounds=15)
     results = []
     for name, _ in runs:
         if name.startswith("core"):

@@ -97,6 +97,12 @@ def _vocabulary(backend: tokenizers.Tokenizer, skip_special_tokens: bool) -> lis
     return tokens
 
 
+def _added_ids(tokenizer: Any, backend: tokenizers.Tokenizer | None) -> frozenset[int]:
+    if backend is not None:
+        return frozenset(backend.get_added_tokens_decoder())
+    return frozenset(getattr(tokenizer, "all_special_ids", ()))
+
+
 def _decoders(backend: tokenizers.Tokenizer, max_byte_run: int | None) -> list[Decoder]:
     if backend.decoder is None:
         return [JoinWithSpaces()]
@@ -177,6 +183,7 @@ def _window_codec(
         fingerprint=_fingerprint("window", type(tokenizer).__name__, vocab_part, skip, cleanup, reason),
         name=name,
         decoding=window,
+        added_ids=_added_ids(tokenizer, backend),
     )
 
 
@@ -263,4 +270,5 @@ def codec_for(
         fingerprint=_fingerprint(description, max_byte_run, skip, tokens),
         name=name,
         decoding=chain,
+        added_ids=_added_ids(tokenizer, backend),
     )

@@ -9,6 +9,8 @@ from typing import Any, Protocol
 
 import attrs
 
+from puredetok.core.classes import classes_of
+
 
 class Decoding(Protocol):
     """The streaming model inside a codec: pure functions over an immutable ``hold``.
@@ -65,6 +67,15 @@ class Codec:
     """Where the tokenizer came from (its ``name_or_path``), for messages only."""
     decoding: Decoding = attrs.field(eq=False, repr=False)
     """The streaming model."""
+    added_ids: frozenset[int] = attrs.field(default=frozenset(), eq=False, repr=False)
+    """The ids of added tokens (the special tokens among them)."""
+    classes: tuple[int, ...] = attrs.field(init=False, eq=False, repr=False)
+    """Per id, the character classes of its fast text and whether it is an added token (see
+    :mod:`puredetok.core.classes`): lets a layer above skip tokens that cannot hold what it looks
+    for without reading their text (derived)."""
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "classes", classes_of(self.decoding.fast, self.added_ids))
 
     def __copy__(self) -> Codec:
         return self

@@ -10,6 +10,7 @@ from typing import Any, Literal, SupportsIndex, cast
 
 import attrs
 
+from puredetok.core.classes import ADDED, ALL_CLASSES, class_of
 from puredetok.stops.matcher import Matcher, compile_stops
 
 
@@ -93,6 +94,11 @@ class StopRules:
     """The stop strings prepared for matching (derived)."""
     ending_ids: frozenset[int] = attrs.field(init=False, eq=False, repr=False)
     """The ids that end the stream: ``stop_token_ids`` plus the EOS ids unless ``ignore_eos`` (derived)."""
+    loud: tuple[bool, ...] = attrs.field(init=False, eq=False, repr=False)
+    """Per token summary (see :mod:`puredetok.core.classes`), whether a token with it may need
+    the stop check (derived): its text shares a class with a stop string's first character, or
+    it is an added token while there are ending ids. A quiet token cannot start or complete a stop
+    string by itself, nor end the stream when every ending id is an added token."""
 
     def __attrs_post_init__(self) -> None:
         if self.max_new_tokens is not None and self.min_tokens > self.max_new_tokens:
@@ -102,6 +108,8 @@ class StopRules:
         ending = self.stop_token_ids if self.ignore_eos else self.stop_token_ids | self.eos_token_ids
         object.__setattr__(self, "matcher", compile_stops(self.stop))
         object.__setattr__(self, "ending_ids", ending)
+        openers = class_of("".join(stop[0] for stop in self.stop)) | (ADDED if ending else 0)
+        object.__setattr__(self, "loud", tuple(bool(bits & openers) for bits in range(ALL_CLASSES)))
 
 
 @attrs.frozen

@@ -1,4 +1,4 @@
-"""The stream record (a decode state plus stop state) and the pure functions that advance it.
+"""The stream record (the core's hold plus stop state) and the pure functions that advance it.
 
 Text flows in two stages. The core turns ids into certain text; this layer then holds back the
 longest suffix of that text that could still start a stop string, and releases it as soon as it
@@ -10,36 +10,67 @@ from __future__ import annotations
 
 __all__ = ["NO_RULES", "Stream", "open_stream", "advance", "advance_many", "close", "abort"]
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any, TypeAlias
 
 import attrs
 
 from puredetok.core.codec import Codec, DecodeState
-from puredetok.core.stream import feed, finish, start, step
+from puredetok.core.stream import _state, check_token, feed, start
 from puredetok.errors import InvalidTokenError, StreamFinishedError
-from puredetok.stops.matcher import Match, find_stop, held_from
+from puredetok.stops.matcher import Match, find_stop, held_from, scan
 from puredetok.stops.rules import FinishReason, StopRules
 
 NO_RULES = StopRules()
 """The default rules: no stop strings, no stop or EOS tokens, no limits."""
 _LENGTH = FinishReason("length")
 _ABORT = FinishReason("abort")
+_Quiet: TypeAlias = tuple[Sequence[str | None], tuple[int, ...], tuple[bool, ...], int]
+
+
+class _Storage:
+    """The slots of a :class:`Stream`, without its frozen ``__setattr__`` (see :func:`_running`)."""
+
+    __slots__ = (
+        "codec",
+        "rules",
+        "hold",
+        "held",
+        "min_left",
+        "max_left",
+        "finish_reason",
+        "tables",
+        "quiet",
+        "__weakref__",
+    )
+    codec: Codec
+    rules: StopRules
+    hold: Hashable
+    held: str
+    min_left: int
+    max_left: int | None
+    finish_reason: FinishReason | None
+    tables: _Quiet | None
+    quiet: _Quiet | None
 
 
 @attrs.frozen
-class Stream:
-    """One request's stream: its :class:`DecodeState`, its :class:`StopRules`, and the stop state.
+class Stream(_Storage):
+    """One request's stream: its codec, its :class:`StopRules`, the core's hold and the stop state.
 
     Immutable, hashable and picklable; its size is bounded (the held text is shorter than the
-    longest stop string, and the decode state is bounded by the core). Like the core's state, it
+    longest stop string, and the core's hold is bounded by the core). Like the core's state, it
     holds only what decides its future: two streams that compare equal continue identically.
     """
 
-    decode: DecodeState
-    """The core's state after the last token consumed."""
+    codec: Codec
+    """How the request's tokens decode."""
     rules: StopRules
     """The request's stop rules."""
+    hold: Hashable = attrs.field(
+        default=attrs.Factory(lambda self: self.codec.decoding.initial, takes_self=True)
+    )
+    """The core's hold after the last token consumed (see :attr:`decode`)."""
     held: str = ""
     """Text the core has released but this layer holds: the longest suffix that could still start a
     stop string (always shorter than the longest stop string; empty once finished)."""
@@ -52,6 +83,32 @@ class Stream:
     None without a limit)."""
     finish_reason: FinishReason | None = None
     """Why the stream ended, or None while it runs."""
+    tables: _Quiet | None = attrs.field(init=False, eq=False, repr=False)
+    """Derived: the core's fast texts, the codec's per-id summaries and the rules' verdict per
+    summary; None when an ending id is not an added token (the summaries cannot tell it apart)."""
+    quiet: _Quiet | None = attrs.field(init=False, eq=False, repr=False)
+    """Derived: :attr:`tables` while the stream is in its steady state (running, the core idle,
+    nothing held, no token count to keep), when :func:`advance` can return a quiet token's text
+    without building anything; None otherwise."""
+
+    def __attrs_post_init__(self) -> None:
+        codec, rules = self.codec, self.rules
+        if self.hold == codec.decoding.idle:  # the core's fast path tests identity, not equality
+            object.__setattr__(self, "hold", codec.decoding.idle)
+        tables = None
+        if rules.ending_ids <= codec.added_ids:
+            fast = codec.decoding.fast
+            tables = (fast, codec.classes, rules.loud, min(len(fast), codec.vocab_size))
+        object.__setattr__(self, "tables", tables)
+        steady = self.finish_reason is None and _steady(
+            codec, self.hold, self.held, self.min_left, self.max_left
+        )
+        object.__setattr__(self, "quiet", tables if steady else None)
+
+    @property
+    def decode(self) -> DecodeState:
+        """The core's state: this stream's codec and hold."""
+        return _state(self.codec, self.hold)
 
     @property
     def finished(self) -> bool:
@@ -65,29 +122,39 @@ class Stream:
         return self
 
 
-# A running stream builds a new record for each token that changes it; filling the slots of a fresh
-# object directly costs half of attrs' generated __init__ (which has nothing to check here).
-_SET = {name: Stream.__dict__[name].__set__ for name in attrs.fields_dict(Stream)}
-_SET_DECODE, _SET_RULES, _SET_HELD, _SET_MIN_LEFT, _SET_MAX_LEFT, _SET_FINISH = _SET.values()
-_new = object.__new__
+def _steady(codec: Codec, hold: Hashable, held: str, min_left: int, max_left: int | None) -> bool:
+    return hold is codec.decoding.idle and not held and not min_left and max_left is None
 
 
-def _running(decode: DecodeState, rules: StopRules, held: str, min_left: int, max_left: int | None) -> Stream:
-    stream: Stream = _new(Stream)
-    _SET_DECODE(stream, decode)
-    _SET_RULES(stream, rules)
-    _SET_HELD(stream, held)
-    _SET_MIN_LEFT(stream, min_left)
-    _SET_MAX_LEFT(stream, max_left)
-    _SET_FINISH(stream, None)
-    return stream
+def _running(stream: Stream, hold: Hashable, held: str, min_left: int, max_left: int | None) -> Stream:
+    """``stream``, running on with these values, built for the per-token path: a frozen class
+    refuses plain attribute stores, and its generated ``__init__`` (or setting slots through their
+    descriptors) costs three times as much as filling a :class:`_Storage`, whose layout is the
+    same, and then making it a :class:`Stream`. The result is the record ``Stream(...)`` builds.
+    """
+    storage = _Storage()
+    storage.codec = codec = stream.codec
+    storage.rules = stream.rules
+    storage.hold = hold
+    storage.held = held
+    storage.min_left = min_left
+    storage.max_left = max_left
+    storage.finish_reason = None
+    storage.tables = tables = stream.tables
+    if hold is codec.decoding.idle and not held and not min_left and max_left is None:
+        storage.quiet = tables
+    else:
+        storage.quiet = None
+    storage.__class__ = Stream
+    built: Stream = storage  # type: ignore[assignment]  # it is one now (typing.cast is a call)
+    return built
 
 
 def open_stream(codec: Codec, rules: StopRules = NO_RULES, prompt_ids: Iterable[int] = ()) -> Stream:
     """A new stream for one request. The prompt's text is never emitted nor searched for stops."""
     if not isinstance(rules, StopRules):
         raise TypeError(f"rules must be a StopRules, got {type(rules).__name__}")
-    return Stream(start(codec, prompt_ids), rules)
+    return Stream(codec, rules, start(codec, prompt_ids).hold)
 
 
 def _refuse(stream: Stream) -> StreamFinishedError:
@@ -102,21 +169,21 @@ def _spent(max_left: int | None) -> int | None:
 
 
 def _ended(
-    stream: Stream, decode: DecodeState, min_left: int, max_left: int | None, reason: FinishReason
+    stream: Stream, hold: Hashable, min_left: int, max_left: int | None, reason: FinishReason
 ) -> Stream:
-    return Stream(decode, stream.rules, "", min_left, max_left, reason)
+    return Stream(stream.codec, stream.rules, hold, "", min_left, max_left, reason)
 
 
 def _stopped(
-    stream: Stream, decode: DecodeState, min_left: int, max_left: int | None, text: str, match: Match
+    stream: Stream, hold: Hashable, min_left: int, max_left: int | None, text: str, match: Match
 ) -> tuple[Stream, str]:
     """A stop string completed: emit ``text`` up to it (or through it), nothing after it."""
     cut = match.end if stream.rules.include_stop_str_in_output else match.start
-    return _ended(stream, decode, min_left, max_left, FinishReason("stop", match.stop)), text[:cut]
+    return _ended(stream, hold, min_left, max_left, FinishReason("stop", match.stop)), text[:cut]
 
 
 def _end(
-    stream: Stream, decode: DecodeState, min_left: int, max_left: int | None, text: str, searched: int
+    stream: Stream, hold: Hashable, min_left: int, max_left: int | None, text: str, searched: int
 ) -> tuple[Stream, str]:
     """End the stream with its last ``text``, whose first ``searched`` characters (the held text)
     were searched already: cut at a stop string found after them, else end with ``"length"``.
@@ -124,27 +191,27 @@ def _end(
     if not min_left:
         match = find_stop(stream.rules.matcher, text, searched)
         if match is not None:
-            return _stopped(stream, decode, min_left, max_left, text, match)
-    return _ended(stream, decode, min_left, max_left, _LENGTH), text
+            return _stopped(stream, hold, min_left, max_left, text, match)
+    return _ended(stream, hold, min_left, max_left, _LENGTH), text
 
 
-def _end_on_token(stream: Stream, decode: DecodeState, delta: str, token_id: int) -> tuple[Stream, str]:
+def _end_on_token(stream: Stream, hold: Hashable, delta: str, token_id: int) -> tuple[Stream, str]:
     """A stop or EOS token: the text before it is final; the token's own text only if included.
     A stop string completing in that final text comes first, and wins.
     """
-    held = stream.held
+    held, finish = stream.held, stream.codec.decoding.finish
     if stream.rules.include_stop_str_in_output:
-        text = held + delta + finish(decode)
+        text = held + delta + finish(hold)
     else:
-        text = held + finish(stream.decode)
+        text = held + finish(stream.hold)
     max_left = _spent(stream.max_left)
-    ended, emitted = _end(stream, decode, 0, max_left, text, len(held))
+    ended, emitted = _end(stream, hold, 0, max_left, text, len(held))
     if ended.finish_reason == _LENGTH:
-        ended = _ended(stream, decode, 0, max_left, FinishReason("stop", int(token_id)))
+        ended = _ended(stream, hold, 0, max_left, FinishReason("stop", int(token_id)))
     return ended, emitted
 
 
-def _early(stream: Stream, decode: DecodeState, delta: str) -> tuple[Stream, str]:
+def _early(stream: Stream, hold: Hashable, delta: str) -> tuple[Stream, str]:
     """A token within the first ``min_tokens``: it cannot end the stream by itself, and its text is
     not searched, but a suffix that may start a stop string completing later is still held.
     """
@@ -156,9 +223,10 @@ def _early(stream: Stream, decode: DecodeState, delta: str) -> tuple[Stream, str
         delta, held = text[:cut], text[cut:]
     min_left, max_left = stream.min_left - 1, _spent(stream.max_left)
     if max_left == 0:
-        ended, tail = _end(stream, decode, min_left, max_left, held + finish(decode), len(held))
+        tail = stream.codec.decoding.finish(hold)
+        ended, tail = _end(stream, hold, min_left, max_left, held + tail, len(held))
         return ended, delta + tail
-    return _running(decode, rules, held, min_left, max_left), delta
+    return _running(stream, hold, held, min_left, max_left), delta
 
 
 def advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
@@ -167,44 +235,54 @@ def advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
     Raises :class:`InvalidTokenError` for an id outside the vocabulary and
     :class:`StreamFinishedError` once the stream has finished; ``stream`` stays valid either way.
     """
+    # Most tokens meet a quiet stream and leave it as it is: their text comes from the core's fast
+    # table when it cannot end the stream nor start a stop string. A function call would be a third
+    # of this path's cost, so the rest lives in _advance.
+    quiet = stream.quiet
+    if quiet is not None and type(token_id) is int:
+        fast, classes, loud, size = quiet
+        if 0 <= token_id < size and not loud[classes[token_id]]:
+            delta = fast[token_id]
+            if delta is not None:
+                return stream, delta
+    return _advance(stream, token_id)
+
+
+def _advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
     if stream.finish_reason is not None:
         raise _refuse(stream)
-    old = stream.decode
-    # The core's fast path (see Decoding.idle and .fast), inlined: a function call is a third of
-    # this function's cost, and most tokens leave the decode state as it is.
-    decoding = old.codec.decoding
-    fast = decoding.fast
-    if old.hold is decoding.idle and type(token_id) is int and 0 <= token_id < len(fast):
-        delta = fast[token_id]
-        if delta is None:
-            decode, delta = step(old, token_id)
-        else:
-            decode = old
+    codec = stream.codec
+    if type(token_id) is not int or not 0 <= token_id < codec.vocab_size:
+        token_id = check_token(token_id, codec.vocab_size)
+    decoding = codec.decoding
+    old = stream.hold
+    delta = decoding.fast[token_id] if old is decoding.idle else None
+    if delta is None:
+        hold, delta = decoding.step(old, token_id)
     else:
-        decode, delta = step(old, token_id)
+        hold = old
     if stream.min_left:
-        return _early(stream, decode, delta)
+        return _early(stream, hold, delta)
     rules = stream.rules
     if token_id in rules.ending_ids:
-        return _end_on_token(stream, decode, delta, token_id)
+        return _end_on_token(stream, hold, delta, token_id)
     held = stream.held
     matcher = rules.matcher
     if held or not matcher.openers.isdisjoint(delta):
         text = held + delta
-        match = find_stop(matcher, text, len(held))
+        match, held = scan(matcher, held, delta)
         if match is not None:
-            return _stopped(stream, decode, 0, _spent(stream.max_left), text, match)
-        cut = held_from(matcher, text)
-        delta, held = text[:cut], text[cut:]
+            return _stopped(stream, hold, 0, _spent(stream.max_left), text, match)
+        delta = text[: len(text) - len(held)]
     max_left = stream.max_left
     if max_left is None:
-        if decode is old and held is stream.held:
+        if hold is old and held is stream.held:
             return stream, delta
-        return _running(decode, rules, held, 0, None), delta
+        return _running(stream, hold, held, 0, None), delta
     if max_left == 1:
-        ended, tail = _end(stream, decode, 0, 0, held + finish(decode), len(held))
+        ended, tail = _end(stream, hold, 0, 0, held + decoding.finish(hold), len(held))
         return ended, delta + tail
-    return _running(decode, rules, held, 0, max_left - 1), delta
+    return _running(stream, hold, held, 0, max_left - 1), delta
 
 
 def close(stream: Stream) -> tuple[Stream, str]:
@@ -216,8 +294,9 @@ def close(stream: Stream) -> tuple[Stream, str]:
     """
     if stream.finish_reason is not None:
         return stream, ""
-    held, decode = stream.held, stream.decode
-    return _end(stream, decode, stream.min_left, stream.max_left, held + finish(decode), len(held))
+    held, hold = stream.held, stream.hold
+    text = held + stream.codec.decoding.finish(hold)
+    return _end(stream, hold, stream.min_left, stream.max_left, text, len(held))
 
 
 def abort(stream: Stream) -> Stream:
@@ -227,7 +306,7 @@ def abort(stream: Stream) -> Stream:
     """
     if stream.finish_reason is not None:
         return stream
-    return _ended(stream, stream.decode, stream.min_left, stream.max_left, _ABORT)
+    return _ended(stream, stream.hold, stream.min_left, stream.max_left, _ABORT)
 
 
 def _one_by_one(stream: Stream, ids: list[Any], begin: int, end: int) -> tuple[Stream, str]:
@@ -270,20 +349,24 @@ def _run(stream: Stream, ids: list[Any], begin: int, end: int) -> tuple[Stream, 
     string completes (or an id is invalid) are they replayed one by one, to end where that does.
     """
     try:
-        decode, delta = feed(stream.decode, ids[begin:end])
+        decode, delta = feed(stream.decode, ids if begin == 0 and end == len(ids) else ids[begin:end])
     except InvalidTokenError:
         return _one_by_one(stream, ids, begin, end)
     rules, held = stream.rules, stream.held
     matcher = rules.matcher
     if held or (matcher.stops and matcher.opener.search(delta)):
         text = held + delta
-        if not stream.min_left and find_stop(matcher, text, len(held)) is not None:
+        # Searching for every stop string at once is one C-level pass; the exact (earliest
+        # completing) match only matters when there is one, and then the tokens are replayed.
+        searched_from = max(0, len(held) - matcher.longest + 1)
+        if not stream.min_left and matcher.any_stop.search(text, searched_from) is not None:
             return _one_by_one(stream, ids, begin, end)
         cut = held_from(matcher, text)
         delta, held = text[:cut], text[cut:]
     count = end - begin
     max_left = None if stream.max_left is None else stream.max_left - count
-    return _running(decode, rules, held, stream.min_left and stream.min_left - count, max_left), delta
+    min_left = stream.min_left and stream.min_left - count
+    return _running(stream, decode.hold, held, min_left, max_left), delta
 
 
 def advance_many(stream: Stream, token_ids: Iterable[int]) -> tuple[Stream, str]:
