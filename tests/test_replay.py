@@ -21,7 +21,7 @@ from puredetok.adapters.detokenize_manager import DetokenizeManager
 from puredetok.adapters.loading import load_tokenizer
 from puredetok.adapters.messages import SamplingParams, UserReply
 from puredetok.adapters.replay import Replayer
-from puredetok.adapters.trace import TraceEvent, TraceHeader, TraceOptions, read_trace
+from puredetok.adapters.trace import TraceEvent, TraceHeader, read_trace
 from puredetok.cli import main
 from puredetok.cli import replay as replay_cli
 
@@ -219,7 +219,7 @@ def traces(draw: st.DrawFn, name: str) -> list[TraceEvent]:
         prompt = tuple(draw(id_lists(name, max_size=5))) if draw(st.booleans()) else None
         text = reference(name, ids)
         stop = (text[len(text) // 2 : len(text) // 2 + 2],) if text and draw(st.booleans()) else ()
-        options = TraceOptions(
+        options = SamplingParams(
             skip_special_tokens=draw(st.booleans()),
             stop=stop,
             include_stop_str_in_output=draw(st.booleans()),

@@ -18,11 +18,13 @@ from puredetok.adapters.messages import (
     TO_FRONTEND,
     AbortBackendMsg,
     AbortMsg,
+    DetokenizeBatch,
     DetokenizeMsg,
     HealthCheckMsg,
     HealthReply,
     Opening,
     ReadyMsg,
+    ReplyBatch,
     SamplingParams,
     TokenizeMsg,
     UserMsg,
@@ -65,14 +67,16 @@ messages_by_kind: dict[str, st.SearchStrategy[Any]] = {
     "abort": st.builds(AbortMsg, uids),
     "health": st.builds(HealthCheckMsg, st.integers(-(2**63), 2**63 - 1)),
     "user": st.builds(UserMsg, uids, ids, params),
-    "reply": st.builds(
-        UserReply,
-        uids,
-        st.text(max_size=20),
-        st.booleans(),
-        st.none() | st.sampled_from(["stop", "length", "abort"]),
-        st.none() | st.text(max_size=4) | st.integers(0, 10**6),
-        st.none() | st.text(max_size=30),
+    "reply": st.booleans().flatmap(
+        lambda finished: st.builds(
+            UserReply,
+            uids,
+            st.text(max_size=20),
+            st.just(finished),
+            st.none() | st.sampled_from(["stop", "length", "abort"]) if finished else st.none(),
+            st.none() | st.text(max_size=4) | st.integers(0, 10**6) if finished else st.none(),
+            st.none() | st.text(max_size=30),
+        )
     ),
     "abort_backend": st.builds(AbortBackendMsg, uids),
     "health_reply": st.builds(
@@ -105,12 +109,21 @@ def test_a_batch_round_trips_exactly(kind: str, data: st.DataObject) -> None:
     assert decoded.rejected == ()
 
 
-def test_the_wire_is_msgpack_of_field_maps_without_defaults() -> None:
+def test_the_wire_is_msgpack_columns_for_the_per_token_kinds_and_field_maps_for_the_rest() -> None:
     frame = encode_batch([DetokenizeMsg(7, (1, 2)), DetokenizeMsg("a", (), True)])
     assert msgspec.msgpack.decode(frame) == [
         "detokenize",
-        [{"uid": 7, "token_ids": [1, 2]}, {"uid": "a", "finished": True}],
+        {"uids": [7, "a"], "token_ids": [1, 2], "counts": [2, 0], "finished": [1], "opens": []},
     ]
+    frame = encode_batch([DetokenizeMsg(7, (1,)), DetokenizeMsg(8, (2,))])
+    assert msgspec.msgpack.decode(frame)[1]["counts"] is None  # one id each: no counts
+    frame = encode_batch([UserReply("a", "x"), UserReply("b", "", True, "stop", 5)])
+    assert msgspec.msgpack.decode(frame) == [
+        "reply",
+        {"uids": ["a", "b"], "outputs": ["x", ""], "ended": [[1, "stop", 5]], "errors": []},
+    ]
+    frame = encode_batch([AbortMsg(3)])
+    assert msgspec.msgpack.decode(frame) == ["abort", [{"uid": 3}]]
     assert b"pickle" not in frame and not frame.startswith(b"\x80")
 
 
@@ -158,22 +171,77 @@ def test_a_frame_over_the_limit_is_refused_unread() -> None:
 def test_malformed_messages_are_rejected_one_by_one_and_the_rest_kept() -> None:
     frame = msgspec.msgpack.encode(
         [
-            "detokenize",
+            "tokenize",
             [
-                {"uid": 1, "token_ids": [5]},
-                {"uid": 2, "token_ids": [1.5]},
-                {"token_ids": [3]},
-                {"uid": 4, "finished": "yes"},
+                {"uid": 1, "text": "a"},
+                {"uid": 2, "text": 5},
+                {"text": "c"},
                 {"uid": True},
                 7,
-                {"uid": 5, "token_ids": [6], "unknown_field": 1},
+                {"uid": 5, "text": "e", "unknown_field": 1},
             ],
         ]
     )
     decoded = FrameDecoder().decode(frame)
-    assert decoded.batch.items == (DetokenizeMsg(1, (5,)), DetokenizeMsg(5, (6,)))
-    assert [(r.index, r.uid) for r in decoded.rejected] == [(1, 2), (2, None), (3, 4), (4, None), (5, None)]
+    assert decoded.batch.items == (TokenizeMsg(1, "a"), TokenizeMsg(5, "e"))
+    assert [(r.index, r.uid) for r in decoded.rejected] == [(1, 2), (2, None), (3, None), (4, None)]
+    assert "text" in decoded.rejected[0].reason
+
+
+def test_malformed_columns_are_rejected_message_by_message_and_the_rest_kept() -> None:
+    """A detokenize frame travels as columns; one bad cell costs its message only."""
+    frame = msgspec.msgpack.encode(
+        [
+            "detokenize",
+            {
+                "uids": [1, 2, None, 4, True, 6, 7],
+                "token_ids": [5, 1.5, 3, "x", 8, 9, 10, 11],
+                "counts": [1, 1, 1, 1, 1, 1, 3],
+                "finished": [5],
+                "opens": [[0, {"prompt_ids": [1, 2]}]],
+            },
+        ]
+    )
+    decoded = FrameDecoder().decode(frame)
+    opening = Opening((1, 2))
+    assert decoded.batch.items == (DetokenizeMsg(1, (5,), False, opening), DetokenizeMsg(6, (9,), True))
+    assert [(r.index, r.uid) for r in decoded.rejected] == [(1, 2), (2, None), (3, 4), (4, None), (6, 7)]
     assert "token_ids" in decoded.rejected[0].reason
+    assert "no 3 token ids left" in decoded.rejected[-1].reason
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        {"uids": [1, 2], "token_ids": [5]},
+        {"uids": [1], "token_ids": [5], "counts": [2]},
+        {"uids": [1], "token_ids": [5], "finished": [3]},
+        {"uids": [1], "token_ids": [5], "opens": [[1, {}]]},
+    ],
+)
+def test_columns_that_do_not_add_up_are_refused_when_built(columns: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        DetokenizeBatch(**{key: tuple(value) for key, value in columns.items()})
+
+
+def test_a_reply_that_has_not_finished_has_no_reason() -> None:
+    with pytest.raises(ValueError, match="not finished"):
+        UserReply(1, "", False, "stop")
+    assert UserReply(1, "", True, "stop", "x").matched_stop == "x"
+
+
+@given(st.lists(messages_by_kind["detokenize"], max_size=6))
+def test_detokenize_columns_hold_exactly_their_messages(messages: list[DetokenizeMsg]) -> None:
+    assert DetokenizeBatch.of(messages).items == tuple(messages)
+
+
+@given(st.lists(messages_by_kind["reply"], max_size=6), st.integers(0, 6))
+def test_reply_columns_hold_exactly_their_replies_and_join_in_order(
+    replies: list[UserReply], cut: int
+) -> None:
+    assert ReplyBatch.of(replies).items == tuple(replies)
+    joined = ReplyBatch.join([ReplyBatch.of(replies[:cut]), ReplyBatch.of(replies[cut:])])
+    assert joined == ReplyBatch.of(replies)
 
 
 def test_drops_are_counted_per_reason_and_logged_once_each(caplog: pytest.LogCaptureFixture) -> None:

@@ -334,7 +334,7 @@ def test_an_internal_error_costs_its_requests_never_the_worker(
             raise RuntimeError("boom")
 
         decoder = FrameDecoder()
-        monkeypatch.setattr(worker.detokenize_manager, "handle", broken)
+        monkeypatch.setattr(worker.detokenize_manager, "handle_batch", broken)
         worker.handle([decoder.decode(encode_batch([DetokenizeMsg("x", (32,)), DetokenizeMsg("y", (33,))]))])
         [first, second] = h.receive(h.frontend, lambda got: len(got) >= 2)
         assert (

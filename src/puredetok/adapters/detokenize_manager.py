@@ -23,7 +23,18 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from puredetok.adapters.eos import eos_token_ids
-from puredetok.adapters.messages import DEFAULT_PARAMS, DetokenizeMsg, Opening, SamplingParams, Uid, UserReply
+from puredetok.adapters.messages import (
+    DEFAULT_PARAMS,
+    DetokenizeBatch,
+    DetokenizeMsg,
+    Ended,
+    Failed,
+    Opening,
+    ReplyBatch,
+    SamplingParams,
+    Uid,
+    UserReply,
+)
 from puredetok.core import Codec, codec_for
 from puredetok.errors import InvalidTokenError
 from puredetok.stops import StopRules, Stream, abort, advance, advance_many, close, open_stream
@@ -131,42 +142,64 @@ class DetokenizeManager:
         text and are named in the reply's ``error`` (the request goes on). A message for a request
         that has ended, or an opening for one that is live, gets an error reply and changes nothing.
         """
+        return list(self.handle_batch(DetokenizeBatch.of(messages)).items)
+
+    def handle_batch(self, batch: DetokenizeBatch) -> ReplyBatch:
+        """:meth:`handle` column by column: what the worker runs on a frame, building no record
+        per message (the replies are in the same order as the messages).
+        """
+        uids, ids, counts = batch.uids, batch.token_ids, batch.counts
+        closing = frozenset(batch.finished)
+        opening = dict(batch.opens)
         live = self._live
         get = live.get
-        replies: list[UserReply] = []
-        append = replies.append
-        step_one, reply = advance, UserReply  # locals: this loop runs once per message
-        for msg in messages:
-            uid = msg.uid
+        step_one = advance  # a local: this loop runs once per message
+        outputs: list[str] = []
+        append = outputs.append
+        ended: list[Ended] = []
+        errors: list[Failed] = []
+        cursor = 0
+        for position, uid in enumerate(uids):
+            if counts is None:
+                token_ids: Sequence[int] = ()
+                token_id = ids[position]
+            else:
+                token_ids = ids[cursor : cursor + counts[position]]
+                cursor += counts[position]
             stream = old = get(uid)
-            if stream is None or msg.open is not None:
-                opened = self._first(msg, stream)
-                if isinstance(opened, UserReply):
-                    append(opened)
+            if stream is None or (opening and position in opening):
+                first = self._first(uid, opening.get(position), stream)
+                if isinstance(first, tuple):
+                    finished, message = first
+                    if finished:
+                        ended.append((position, None, None))
+                    errors.append((position, message))
+                    append("")
                     continue
-                stream = opened
-            ids = msg.token_ids
-            error_text = None
+                stream = first
             try:
-                if len(ids) == 1:
-                    stream, text = step_one(stream, ids[0])
+                if counts is None:
+                    stream, text = step_one(stream, token_id)
                 else:
-                    stream, text = _advance_ids(stream, ids)
+                    stream, text = _advance_ids(stream, token_ids)
             except InvalidTokenError:
-                stream, text, error_text = _skipping_invalid(stream, ids)
-            if msg.finished and stream.finish_reason is None:
+                stream, text, error = _skipping_invalid(
+                    stream, token_ids if counts is not None else (token_id,)
+                )
+                errors.append((position, error))
+            if closing and position in closing and stream.finish_reason is None:
                 stream, tail = close(stream)
                 text += tail
             reason = stream.finish_reason
             if reason is None:
                 if stream is not old:
                     live[uid] = stream
-                append(reply(uid, text) if error_text is None else reply(uid, text, error=error_text))
             else:
                 live.pop(uid, None)
                 self._remember(uid, reason.kind)
-                append(reply(uid, text, True, reason.kind, reason.matched, error_text))
-        return replies
+                ended.append((position, reason.kind, reason.matched))
+            append(text)
+        return ReplyBatch(uids, tuple(outputs), tuple(ended), tuple(errors))
 
     def detokenize(self, messages: Sequence[DetokenizeMsg]) -> list[str]:
         """One incremental text per message, in order (see :meth:`handle` for errors and endings)."""
@@ -208,20 +241,19 @@ class DetokenizeManager:
         self._ended.pop(uid, None)
         self._live[uid] = stream
 
-    def _first(self, msg: DetokenizeMsg, stream: Stream | None) -> Stream | UserReply:
+    def _first(self, uid: Uid, opening: Opening | None, stream: Stream | None) -> Stream | tuple[bool, str]:
         """The record for a message that opens a request or meets an unknown uid (not yet stored),
-        or the error reply.
+        or why not: ``(finished, error)``.
         """
-        uid = msg.uid
         ended = stream is None and uid in self._ended
-        if msg.open is None:
+        if opening is None:
             if ended:
-                return UserReply(uid, "", True, error=self._late(uid))
+                return True, self._late(uid)
             return open_stream(self._default_codec, self._default_rules)
         try:
-            return self._opened(uid, msg.open)
+            return self._opened(uid, opening)
         except ValueError as error:
-            return UserReply(uid, "", ended, error=str(error))
+            return ended, str(error)
 
     def _opened(self, uid: Uid, opening: Opening) -> Stream:
         """A new record for ``uid`` (checked, not stored)."""

@@ -14,10 +14,12 @@ and decode options); a request's own options replace the header's. Blank lines a
 
 from __future__ import annotations
 
-__all__ = ["TraceHeader", "TraceEvent", "TraceOptions", "TraceError", "read_trace"]
+__all__ = ["TraceHeader", "TraceEvent", "TraceError", "read_trace"]
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
+import attrs
 import msgspec
 
 from puredetok.adapters.messages import SamplingParams, Uid
@@ -27,27 +29,30 @@ class TraceError(ValueError):
     """A trace line that is not a valid event (the message names the line)."""
 
 
-class TraceOptions(SamplingParams, frozen=True, forbid_unknown_fields=True):
-    """:class:`SamplingParams` as a trace gives them: an unknown option name is an error."""
-
-
-class TraceHeader(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The optional first line: which tokenizer, and the default options of every request."""
-
+class _Header(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     tokenizer: str | None = None
-    options: TraceOptions = TraceOptions()
+    options: dict[str, Any] = {}
 
 
 class _Event(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     uid: Uid
     tokens: tuple[int, ...] = ()
     prompt: tuple[int, ...] | None = None
-    options: TraceOptions | None = None
+    options: dict[str, Any] | None = None
     finished: bool = False
     abort: bool = False
 
 
-class TraceEvent(msgspec.Struct, frozen=True):
+@attrs.frozen
+class TraceHeader:
+    """The optional first line: which tokenizer, and the default options of every request."""
+
+    tokenizer: str | None = None
+    options: SamplingParams = SamplingParams()
+
+
+@attrs.frozen
+class TraceEvent:
     """One line: new tokens of a request, and whether it finished or was aborted."""
 
     line: int
@@ -56,14 +61,23 @@ class TraceEvent(msgspec.Struct, frozen=True):
     tokens: tuple[int, ...] = ()
     prompt: tuple[int, ...] | None = None
     """The prompt ids (a request's first event only)."""
-    options: TraceOptions | None = None
+    options: SamplingParams | None = None
     """The request's own options (its first event only), replacing the header's."""
     finished: bool = False
     abort: bool = False
 
 
-_header = msgspec.json.Decoder(TraceHeader)
+_header = msgspec.json.Decoder(_Header)
 _event = msgspec.json.Decoder(_Event)
+_OPTION_NAMES = frozenset(attrs.fields_dict(SamplingParams))
+
+
+def _params(options: dict[str, Any]) -> SamplingParams:
+    """The options as :class:`SamplingParams`; an unknown name or a mistyped value is an error."""
+    unknown = sorted(set(options) - _OPTION_NAMES)
+    if unknown:
+        raise msgspec.ValidationError(f"Object contains unknown field `{unknown[0]}` - at `$.options`")
+    return msgspec.convert(options, SamplingParams)
 
 
 def read_trace(lines: Iterable[str | bytes]) -> Iterator[TraceHeader | TraceEvent]:
@@ -81,10 +95,12 @@ def read_trace(lines: Iterable[str | bytes]) -> Iterator[TraceHeader | TraceEven
         try:
             text = line if isinstance(line, bytes) else line.encode()
             if first and b'"uid"' not in text and (b'"tokenizer"' in text or b'"options"' in text):
-                yield _header.decode(line)
+                header = _header.decode(line)
+                yield TraceHeader(header.tokenizer, _params(header.options))
                 first = False
                 continue
             raw = _event.decode(line)
+            options = None if raw.options is None else _params(raw.options)
         except (msgspec.ValidationError, msgspec.DecodeError) as error:
             raise TraceError(f"line {number}: {error}") from None
         first = False
@@ -95,4 +111,4 @@ def read_trace(lines: Iterable[str | bytes]) -> Iterator[TraceHeader | TraceEven
                 f"line {number}: 'prompt' and 'options' belong on request {raw.uid!r}'s first event"
             )
         seen.add(raw.uid)
-        yield TraceEvent(number, raw.uid, raw.tokens, raw.prompt, raw.options, raw.finished, raw.abort)
+        yield TraceEvent(number, raw.uid, raw.tokens, raw.prompt, options, raw.finished, raw.abort)

@@ -1,8 +1,10 @@
 """The wire format: typed msgpack frames, checked against the message schema. Never pickle.
 
-A frame is the msgpack array ``[kind, [message, ...]]``: one batch of messages of one kind, each
-message a map of its fields (fields at their default value are left out). Decoding checks every
-field's type. A frame that cannot be read at all (too large, not msgpack, not ``[str, array]``,
+A frame is the msgpack array ``[kind, batch]``: one batch of messages of one kind. For the kinds
+that flow per token (``"detokenize"``, ``"reply"``) the batch is a map of columns
+(:class:`~puredetok.adapters.messages.DetokenizeBatch`, :class:`~puredetok.adapters.messages.ReplyBatch`);
+for the others it is an array of messages, each a map of its fields. Decoding checks every
+field's type. A frame that cannot be read at all (too large, not msgpack, not ``[str, batch]``,
 an unknown kind) raises :class:`FrameError`; a frame in which only some messages are malformed
 gives the good ones and a :class:`Rejected` note for each bad one, with its uid when that much
 could be read, so that the sender of that one request can be told.
@@ -17,18 +19,30 @@ __all__ = [
     "Decoded",
     "FrameDecoder",
     "encode_batch",
+    "encode_frame",
     "DropCounter",
 ]
 
 import logging
 import types
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import msgspec
 
-from puredetok.adapters.messages import INBOUND, Batch, Message, Uid
+from puredetok.adapters.messages import (
+    COLUMNS,
+    INBOUND,
+    AnyBatch,
+    Batch,
+    DetokenizeBatch,
+    DetokenizeMsg,
+    Message,
+    ReplyBatch,
+    Uid,
+    UserReply,
+)
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 """Frames larger than this are dropped unread (64 MiB; configurable per decoder)."""
@@ -61,7 +75,7 @@ class Rejected:
 class Decoded:
     """A decoded frame: the valid messages as a batch, and the rejected ones."""
 
-    batch: Batch
+    batch: AnyBatch
     rejected: tuple[Rejected, ...] = ()
 
 
@@ -77,7 +91,18 @@ def encode_batch(messages: Sequence[Message]) -> bytes:
     classes: set[type[Message]] = set(map(type, messages))  # one C-level pass over thousands
     if len(classes) > 1 and any(cls.KIND != kind for cls in classes):
         raise ValueError("a frame holds messages of one kind")
+    if kind == DetokenizeBatch.KIND:
+        return encode_frame(DetokenizeBatch.of(cast(Sequence[DetokenizeMsg], messages)))
+    if kind == ReplyBatch.KIND:
+        return encode_frame(ReplyBatch.of(cast(Sequence[UserReply], messages)))
     return _encoder.encode((kind, messages))
+
+
+def encode_frame(batch: AnyBatch) -> bytes:
+    """One frame holding ``batch``."""
+    if isinstance(batch, Batch):
+        return encode_batch(batch.items)
+    return _encoder.encode((batch.kind, batch))
 
 
 class FrameDecoder:
@@ -92,8 +117,11 @@ class FrameDecoder:
         self._probe = msgspec.msgpack.Decoder(_UidProbe)
         self._batch: dict[str, msgspec.msgpack.Decoder[Any]] = {}
         self._one: dict[str, msgspec.msgpack.Decoder[Any]] = {}
+        self._columns = msgspec.msgpack.Decoder(dict[str, list[Any]])
         for cls in kinds:
-            self._batch[cls.KIND] = msgspec.msgpack.Decoder(types.GenericAlias(list, (cls,)))
+            columns = COLUMNS.get(cls.KIND)
+            whole = columns if columns is not None else types.GenericAlias(list, (cls,))
+            self._batch[cls.KIND] = msgspec.msgpack.Decoder(whole)
             self._one[cls.KIND] = msgspec.msgpack.Decoder(cls)
 
     def decode(self, frame: bytes | memoryview) -> Decoded:
@@ -111,9 +139,48 @@ class FrameDecoder:
             known = ", ".join(sorted(self._batch))
             raise FrameError("unknown_kind", f"kind {kind[:40]!r} (expected one of {known})")
         try:
-            return Decoded(Batch(kind, tuple(batch_decoder.decode(payload))))
+            decoded = batch_decoder.decode(payload)
         except (msgspec.ValidationError, msgspec.DecodeError):
+            if kind == DetokenizeBatch.KIND:
+                return self._column_by_column(payload)
+            if kind in COLUMNS:
+                raise FrameError("bad_frame", f"malformed {kind} columns") from None
             return self._one_by_one(kind, payload)
+        if kind in COLUMNS:
+            return Decoded(decoded)
+        return Decoded(Batch(kind, tuple(decoded)))
+
+    def _column_by_column(self, payload: msgspec.Raw) -> Decoded:
+        """Salvage the valid messages of a detokenize batch in which some are malformed."""
+        kind = DetokenizeBatch.KIND
+        try:
+            columns = self._columns.decode(payload)
+            uids, token_ids = columns["uids"], columns["token_ids"]
+            counts = columns.get("counts") or [1] * len(uids)
+            finished = set(columns.get("finished") or ())
+            opens = {
+                pair[0]: pair[1] for pair in columns.get("opens") or () if isinstance(pair, list) and pair
+            }
+            if len(counts) != len(uids):
+                raise TypeError("counts")
+        except (msgspec.ValidationError, msgspec.DecodeError, KeyError, TypeError) as error:
+            raise FrameError("bad_frame", f"{kind} frame without readable columns: {error}") from None
+        one = self._one[kind]
+        good: list[DetokenizeMsg] = []
+        rejected: list[Rejected] = []
+        cursor = 0
+        for index, (uid, count) in enumerate(zip(uids, counts)):
+            fields = {"uid": uid, "finished": index in finished, "open": opens.get(index)}
+            try:
+                if not isinstance(count, int) or count < 0 or cursor + count > len(token_ids):
+                    raise TypeError(f"no {count!r} token ids left at position {cursor}")
+                fields["token_ids"] = token_ids[cursor : cursor + count]
+                cursor += count
+                good.append(one.decode(_encoder.encode(fields)))
+            except (msgspec.ValidationError, msgspec.DecodeError, TypeError) as error:
+                probe = uid if isinstance(uid, int | str) and not isinstance(uid, bool) else None
+                rejected.append(Rejected(kind, index, probe, f"malformed {kind} message: {error}"))
+        return Decoded(DetokenizeBatch.of(good), tuple(rejected))
 
     def _one_by_one(self, kind: str, payload: msgspec.Raw) -> Decoded:
         """Salvage the valid messages of a frame in which some are malformed."""

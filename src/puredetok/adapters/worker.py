@@ -34,11 +34,14 @@ from puredetok.adapters.messages import (
     DEFAULT_PARAMS,
     AbortBackendMsg,
     AbortMsg,
+    AnyBatch,
+    DetokenizeBatch,
     DetokenizeMsg,
     HealthCheckMsg,
     HealthReply,
     Message,
     ReadyMsg,
+    ReplyBatch,
     SamplingParams,
     TokenizeMsg,
     UserMsg,
@@ -52,6 +55,7 @@ from puredetok.adapters.wire import (
     FrameDecoder,
     FrameError,
     encode_batch,
+    encode_frame,
 )
 
 DEFAULT_LOCAL_BS = 4096
@@ -197,84 +201,73 @@ class Worker:
             except FrameError as error:
                 self.drops.drop(error.reason, error.detail)
                 continue
-            count += len(decoded.batch.items)
+            count += len(decoded.batch)
             yield decoded
 
     def handle(self, frames: Sequence[Decoded]) -> None:
-        """Handle decoded frames, kind by kind in arrival order, and send one frame per kind."""
-        to_backend: dict[str, list[Message]] = {}
-        to_frontend: dict[str, list[Message]] = {}
-        for kind, messages in _runs(frames):
-            self.handled[kind] = self.handled.get(kind, 0) + len(messages)
+        """Handle decoded frames, in arrival order, and send one frame per kind."""
+        out = _Outbox()
+        for kind, run in _runs(frames):
+            self.handled[kind] = self.handled.get(kind, 0) + sum(map(len, run))
             try:
-                self._handle_run(kind, messages, to_backend, to_frontend)
+                self._handle_run(kind, run, out)
             except Exception as error:  # a bug must cost these requests, never the worker
-                logger.exception("internal error on %d %s messages", len(messages), kind)
+                logger.exception("internal error on %d %s messages", len(run), kind)
                 self.drops.drop("internal_error", f"{type(error).__name__}: {error}")
-                replies = to_frontend.setdefault(UserReply.KIND, [])
-                for message in messages:
-                    if isinstance(message, TokenizeMsg | DetokenizeMsg | AbortMsg):
-                        replies.append(UserReply(message.uid, "", True, error=f"internal error: {error}"))
+                for batch in run:
+                    for message in batch.items:
+                        if isinstance(message, TokenizeMsg | DetokenizeMsg | AbortMsg):
+                            out.reply(UserReply(message.uid, "", True, error=f"internal error: {error}"))
         for decoded in frames:
             for rejected in decoded.rejected:
                 self.drops.drop("bad_message", rejected.reason)
                 if rejected.uid is not None:
                     finished = rejected.kind != DetokenizeMsg.KIND
-                    reply = UserReply(rejected.uid, "", finished, error=rejected.reason)
-                    to_frontend.setdefault(UserReply.KIND, []).append(reply)
-        for batch in to_backend.values():
-            self._send(self._backend, batch)
-        for batch in to_frontend.values():
-            self._send(self._frontend, batch)
+                    out.reply(UserReply(rejected.uid, "", finished, error=rejected.reason))
+        for messages in out.to_backend.values():
+            self._send(self._backend, messages)
+        replies = out.replies()
+        if replies is not None:
+            self._send(self._frontend, replies)
+        for messages in out.to_frontend.values():
+            self._send(self._frontend, messages)
 
-    def _handle_run(
-        self,
-        kind: str,
-        messages: list[Message],
-        to_backend: dict[str, list[Message]],
-        to_frontend: dict[str, list[Message]],
-    ) -> None:
-        if kind == DetokenizeMsg.KIND:
-            self._detokenize(messages, to_backend, to_frontend)
-        elif kind == TokenizeMsg.KIND:
-            self._tokenize(messages, to_backend, to_frontend)
+    def _handle_run(self, kind: str, run: list[AnyBatch], out: _Outbox) -> None:
+        if kind == DetokenizeBatch.KIND:
+            for batch in run:
+                self._detokenize(cast(DetokenizeBatch, batch), out)
+            return
+        messages = [message for batch in run for message in batch.items]
+        if kind == TokenizeMsg.KIND:
+            self._tokenize(cast(list[TokenizeMsg], messages), out)
         elif kind == AbortMsg.KIND:
             uids = [message.uid for message in messages if isinstance(message, AbortMsg)]
-            to_frontend.setdefault(UserReply.KIND, []).extend(self.detokenize_manager.abort(uids))
-            to_backend.setdefault(AbortBackendMsg.KIND, []).extend(AbortBackendMsg(uid) for uid in uids)
+            for reply in self.detokenize_manager.abort(uids):
+                out.reply(reply)
+            out.to_backend.setdefault(AbortBackendMsg.KIND, []).extend(AbortBackendMsg(uid) for uid in uids)
         elif kind == HealthCheckMsg.KIND:
-            to_frontend.setdefault(HealthReply.KIND, []).extend(
+            out.to_frontend.setdefault(HealthReply.KIND, []).extend(
                 self._health(message.probe) for message in messages if isinstance(message, HealthCheckMsg)
             )
 
-    def _detokenize(
-        self,
-        messages: list[Message],
-        to_backend: dict[str, list[Message]],
-        to_frontend: dict[str, list[Message]],
-    ) -> None:
-        msgs = cast(list[DetokenizeMsg], messages)  # a detokenize run holds nothing else
-        replies = self.detokenize_manager.handle(msgs)
-        to_frontend.setdefault(UserReply.KIND, []).extend(replies)
-        for msg, reply in zip(msgs, replies):
+    def _detokenize(self, batch: DetokenizeBatch, out: _Outbox) -> None:
+        replies = self.detokenize_manager.handle_batch(batch)
+        out.replies_of(replies)
+        closing = frozenset(batch.finished)
+        failed = frozenset(position for position, _ in replies.errors)
+        for position, reason, _ in replies.ended:
             # A stop rule ended the request here while the scheduler is still generating it.
-            if reply.finished and not msg.finished and reply.error is None and reply.finish_reason != "abort":
-                to_backend.setdefault(AbortBackendMsg.KIND, []).append(AbortBackendMsg(msg.uid))
+            if position not in closing and position not in failed and reason not in (None, "abort"):
+                out.to_backend.setdefault(AbortBackendMsg.KIND, []).append(
+                    AbortBackendMsg(batch.uids[position])
+                )
 
-    def _tokenize(
-        self,
-        messages: list[Message],
-        to_backend: dict[str, list[Message]],
-        to_frontend: dict[str, list[Message]],
-    ) -> None:
-        msgs = cast(list[TokenizeMsg], messages)  # a tokenize run holds nothing else
+    def _tokenize(self, msgs: list[TokenizeMsg], out: _Outbox) -> None:
         for msg, result in zip(msgs, self.tokenize_manager.tokenize(msgs)):
             if result.input_ids is None:
-                to_frontend.setdefault(UserReply.KIND, []).append(
-                    UserReply(msg.uid, "", True, error=result.error)
-                )
+                out.reply(UserReply(msg.uid, "", True, error=result.error))
             else:
-                to_backend.setdefault(UserMsg.KIND, []).append(
+                out.to_backend.setdefault(UserMsg.KIND, []).append(
                     UserMsg(msg.uid, tuple(result.input_ids), msg.params)
                 )
 
@@ -288,13 +281,13 @@ class Worker:
             dict(self.drops.counts),
         )
 
-    def _send(self, socket: zmq.Socket[bytes], batch: Sequence[Message]) -> None:
+    def _send(self, socket: zmq.Socket[bytes], batch: Sequence[Message] | ReplyBatch) -> None:
         try:
-            socket.send(encode_batch(batch), copy=False)
+            frame = encode_frame(batch) if isinstance(batch, ReplyBatch) else encode_batch(batch)
+            socket.send(frame, copy=False)
         except zmq.Again:
-            self.drops.drop(
-                f"send_timeout_{type(batch[0]).KIND}", f"{len(batch)} messages: no reader in time"
-            )
+            kind = batch.kind if isinstance(batch, ReplyBatch) else type(batch[0]).KIND
+            self.drops.drop(f"send_timeout_{kind}", f"{len(batch)} messages: no reader in time")
 
 
 def _private(address: str) -> bool:
@@ -305,15 +298,43 @@ def _private(address: str) -> bool:
     return host == "localhost" or host == "::1" or host.startswith("127.")
 
 
-def _runs(frames: Sequence[Decoded]) -> Iterator[tuple[str, list[Message]]]:
-    """Consecutive messages of one kind, across frames: handled together, in arrival order."""
-    kind, run = "", list[Message]()
+class _Outbox:
+    """What one loop sends: per kind, the messages for the backend and the frontend; the replies
+    (a reply frame is built from the managers' reply batches and single replies, in order).
+    """
+
+    def __init__(self) -> None:
+        self.to_backend: dict[str, list[Message]] = {}
+        self.to_frontend: dict[str, list[Message]] = {}
+        self._parts: list[ReplyBatch] = []
+        self._loose: list[UserReply] = []
+
+    def reply(self, reply: UserReply) -> None:
+        self._loose.append(reply)
+
+    def replies_of(self, batch: ReplyBatch) -> None:
+        self._flush()
+        self._parts.append(batch)
+
+    def replies(self) -> ReplyBatch | None:
+        self._flush()
+        return ReplyBatch.join(self._parts) if self._parts else None
+
+    def _flush(self) -> None:
+        if self._loose:
+            self._parts.append(ReplyBatch.of(self._loose))
+            self._loose = []
+
+
+def _runs(frames: Sequence[Decoded]) -> Iterator[tuple[str, list[AnyBatch]]]:
+    """Consecutive batches of one kind: handled together, in arrival order."""
+    kind, run = "", list[AnyBatch]()
     for decoded in frames:
         if decoded.batch.kind != kind and run:
             yield kind, run
             run = []
         kind = decoded.batch.kind
-        run.extend(decoded.batch.items)
+        run.append(decoded.batch)
     if run:
         yield kind, run
 

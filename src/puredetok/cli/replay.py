@@ -14,7 +14,7 @@ from typing import IO, Any
 from puredetok.adapters.loading import DEFAULT_TOKENIZER, load_tokenizer
 from puredetok.adapters.messages import SamplingParams, UserReply
 from puredetok.adapters.replay import CHECKS, Replayer, RequestReport
-from puredetok.adapters.trace import TraceEvent, TraceHeader, TraceOptions, read_trace
+from puredetok.adapters.trace import TraceEvent, TraceHeader, read_trace
 from puredetok.cli.options import add_tokenizer_option
 
 NAME = "replay"
@@ -183,7 +183,7 @@ def _replay(args: argparse.Namespace) -> int:
         first = next(events, None)
         header = first if isinstance(first, TraceHeader) else None
         tokenizer = _tokenizer(args, header)
-        defaults: SamplingParams = header.options if header else TraceOptions()
+        defaults: SamplingParams = header.options if header else SamplingParams()
         replayer = Replayer(tokenizer, defaults)
         began = time.monotonic()
         pending = [first] if isinstance(first, TraceEvent) else []
