@@ -203,7 +203,7 @@ class DetokenizeManager:
 
     def detokenize(self, messages: Sequence[DetokenizeMsg]) -> list[str]:
         """One incremental text per message, in order (see :meth:`handle` for errors and endings)."""
-        return [reply.incremental_output for reply in self.handle(messages)]
+        return list(self.handle_batch(DetokenizeBatch.of(messages)).outputs)
 
     def abort(self, uids: Iterable[Uid]) -> list[UserReply]:
         """Drop these requests: one reply each, ``finish_reason="abort"``; nothing held is emitted.

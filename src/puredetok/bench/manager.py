@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from puredetok.adapters.detokenize_manager import DetokenizeManager
-from puredetok.adapters.messages import DetokenizeMsg
+from puredetok.adapters.messages import DetokenizeBatch, DetokenizeMsg
 from puredetok.bench.core import trace_ids
 from puredetok.bench.timing import Result, compare
 
@@ -64,18 +64,21 @@ def manager_section(tokenizer: Any, requests: int = 256, steps: int = 64) -> lis
     single = _steps(tokenizer, requests, steps, 1)
     four = _steps(tokenizer, requests, steps // 4, 4)
 
-    def messages(rounds: list[list[list[int]]]) -> list[list[DetokenizeMsg]]:
+    def messages(rounds: list[list[list[int]]]) -> list[DetokenizeBatch]:
+        """One batch per step, as the worker receives them (built outside the timings, as the
+        two-window algorithm's token lists are).
+        """
         last = len(rounds) - 1
         return [
-            [DetokenizeMsg(n, tuple(ids), step == last) for n, ids in enumerate(row)]
+            DetokenizeBatch.of([DetokenizeMsg(n, tuple(ids), step == last) for n, ids in enumerate(row)])
             for step, row in enumerate(rounds)
         ]
 
-    def run_manager(batches: list[list[DetokenizeMsg]]) -> Any:
+    def run_manager(batches: list[DetokenizeBatch]) -> Any:
         def run() -> None:
             manager = DetokenizeManager(tokenizer, codecs=codecs)
             for batch in batches:
-                manager.handle(batch)
+                manager.handle_batch(batch)
             assert not len(manager)
 
         return run
