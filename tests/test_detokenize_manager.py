@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 from helpers import byte_ids, codec, id_lists, reference, tokenizer
 from puredetok import Codec, feed, finish, start
 from puredetok.adapters.detokenize_manager import DetokenizeManager
-from puredetok.adapters.messages import DetokenizeMsg, Opening, SamplingParams, Uid, UserReply
+from puredetok.adapters.messages import (
+    DetokenizeBatch,
+    DetokenizeMsg,
+    Opening,
+    SamplingParams,
+    Uid,
+    UserReply,
+)
 from puredetok.stops import advance_many, close, open_stream
 
 CODECS: dict[str, dict[tuple[bool, bool | None], Codec]] = {}
@@ -346,3 +353,35 @@ def test_100_000_requests_with_aborts_duplicates_and_unknown_uids_leave_nothing_
     assert len(m) == 0
     assert replies_count > total and errors > 0
     assert len(m._ended) <= m.remember_ended
+
+
+@settings(max_examples=max(10, settings().max_examples // 4))
+@given(
+    steps=st.lists(
+        st.lists(
+            st.tuples(
+                st.integers(0, 5),  # uid
+                st.one_of(
+                    st.sampled_from(sorted(byte_ids("qwen3").values())), st.integers(0, 151_700), st.just(-1)
+                ),
+                st.booleans(),  # finished
+            ),
+            min_size=1,
+            max_size=6,
+        ),
+        max_size=6,
+    )
+)
+def test_a_batch_column_by_column_is_its_messages_one_by_one(
+    steps: list[list[tuple[int, int, bool]]],
+) -> None:
+    """handle_batch on one-id columns (the worker's path) gives what handling each message alone
+    gives, in order, errors and endings included."""
+    together, alone = manager(), manager()
+    for step in steps:
+        messages = [DetokenizeMsg(uid, (token_id,), finished) for uid, token_id, finished in step]
+        batch = DetokenizeBatch.of(messages)
+        assert batch.counts is None
+        replies = together.handle_batch(batch).items
+        assert list(replies) == [alone.handle([message])[0] for message in messages]
+    assert sorted(together._live) == sorted(alone._live)
