@@ -22,6 +22,8 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import attrs
+
 from puredetok.adapters.eos import eos_token_ids
 from puredetok.adapters.messages import (
     DEFAULT_PARAMS,
@@ -149,57 +151,82 @@ class DetokenizeManager:
         per message (the replies are in the same order as the messages).
         """
         uids, ids, counts = batch.uids, batch.token_ids, batch.counts
-        closing = frozenset(batch.finished)
-        opening = dict(batch.opens)
-        live = self._live
-        get = live.get
-        step_one = advance  # a local: this loop runs once per message
-        outputs: list[str] = []
-        append = outputs.append
-        ended: list[Ended] = []
-        errors: list[Failed] = []
-        cursor = 0
-        for position, uid in enumerate(uids):
-            if counts is None:
-                token_ids: Sequence[int] = ()
-                token_id = ids[position]
-            else:
-                token_ids = ids[cursor : cursor + counts[position]]
-                cursor += counts[position]
-            stream = old = get(uid)
-            if stream is None or (opening and position in opening):
-                first = self._first(uid, opening.get(position), stream)
-                if isinstance(first, tuple):
-                    finished, message = first
-                    if finished:
-                        ended.append((position, None, None))
-                    errors.append((position, message))
-                    append("")
-                    continue
-                stream = first
-            try:
-                if counts is None:
-                    stream, text = step_one(stream, token_id)
-                else:
-                    stream, text = _advance_ids(stream, token_ids)
-            except InvalidTokenError:
-                stream, text, error = _skipping_invalid(
-                    stream, token_ids if counts is not None else (token_id,)
+        replies = _Replies()
+        if counts is None and not batch.finished and not batch.opens:
+            # The decode step of running requests: one id each. Anything unusual about one
+            # message (a new or ended uid, an invalid id) goes the general way.
+            get, live, step_one = self._live.get, self._live, advance  # locals: once per message
+            append = replies.outputs.append
+            for position, (uid, token_id) in enumerate(zip(uids, ids)):
+                stream = get(uid)
+                if stream is not None and type(token_id) is int:
+                    try:
+                        new, text = step_one(stream, token_id)
+                    except InvalidTokenError:
+                        pass
+                    else:
+                        if new is not stream:
+                            if new.finish_reason is None:
+                                live[uid] = new
+                            else:
+                                self._end(uid, new, position, replies)
+                        append(text)
+                        continue
+                append(self._message(position, uid, (token_id,), None, False, replies))
+        else:
+            opening, closing = dict(batch.opens), frozenset(batch.finished)
+            cursor = 0
+            for position, uid in enumerate(uids):
+                count = 1 if counts is None else counts[position]
+                token_ids = ids[cursor : cursor + count]
+                cursor += count
+                text = self._message(
+                    position, uid, token_ids, opening.get(position), position in closing, replies
                 )
-                errors.append((position, error))
-            if closing and position in closing and stream.finish_reason is None:
-                stream, tail = close(stream)
-                text += tail
-            reason = stream.finish_reason
-            if reason is None:
-                if stream is not old:
-                    live[uid] = stream
-            else:
-                live.pop(uid, None)
-                self._remember(uid, reason.kind)
-                ended.append((position, reason.kind, reason.matched))
-            append(text)
-        return ReplyBatch(uids, tuple(outputs), tuple(ended), tuple(errors))
+                replies.outputs.append(text)
+        return ReplyBatch(uids, tuple(replies.outputs), tuple(replies.ended), tuple(replies.errors))
+
+    def _message(
+        self,
+        position: int,
+        uid: Uid,
+        token_ids: Sequence[int],
+        opening: Opening | None,
+        finished: bool,
+        replies: _Replies,
+    ) -> str:
+        """One message, any message: its text; its ending and error go into ``replies``."""
+        stream = old = self._live.get(uid)
+        if stream is None or opening is not None:
+            first = self._first(uid, opening, stream)
+            if isinstance(first, tuple):
+                ended, message = first
+                if ended:
+                    replies.ended.append((position, None, None))
+                replies.errors.append((position, message))
+                return ""
+            stream = first
+        try:
+            stream, text = _advance_ids(stream, token_ids)
+        except InvalidTokenError:
+            stream, text, error = _skipping_invalid(stream, token_ids)
+            replies.errors.append((position, error))
+        if finished and stream.finish_reason is None:
+            stream, tail = close(stream)
+            text += tail
+        if stream.finish_reason is not None:
+            self._end(uid, stream, position, replies)
+        elif stream is not old:
+            self._live[uid] = stream
+        return text
+
+    def _end(self, uid: Uid, stream: Stream, position: int, replies: _Replies) -> None:
+        """Request ``uid`` has ended with ``stream``: forget its record, note why."""
+        reason = stream.finish_reason
+        assert reason is not None
+        self._live.pop(uid, None)
+        self._remember(uid, reason.kind)
+        replies.ended.append((position, reason.kind, reason.matched))
 
     def detokenize(self, messages: Sequence[DetokenizeMsg]) -> list[str]:
         """One incremental text per message, in order (see :meth:`handle` for errors and endings)."""
@@ -274,6 +301,15 @@ class DetokenizeManager:
         ended.move_to_end(uid)
         while len(ended) > self.remember_ended:
             ended.popitem(last=False)
+
+
+@attrs.define
+class _Replies:
+    """The columns of a reply batch while it is being built."""
+
+    outputs: list[str] = attrs.Factory(list)
+    ended: list[Ended] = attrs.Factory(list)
+    errors: list[Failed] = attrs.Factory(list)
 
 
 SHORT_RUN = 8

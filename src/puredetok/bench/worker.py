@@ -6,6 +6,7 @@ from __future__ import annotations
 
 __all__ = ["worker_section"]
 
+import gc
 import os
 import signal
 import subprocess
@@ -101,26 +102,37 @@ def _frames(tokenizer: Any, requests: int, steps: int, per_message: int, prefix:
     return frames
 
 
+PASSES = 3
+"""Each measure is taken this many times and the best kept, as the other sections keep the best of
+interleaved rounds: other jobs on a shared machine only ever make a pass slower."""
+
+
 def worker_section(
     tokenizer: Any, tokenizer_name: str, requests: int = 1_024, rounds: int = 300
 ) -> list[Result]:
     """Tokens per second through the worker with pipelined batched frames, and the round-trip time
-    of one frame of ``requests`` messages (p50, p99).
+    of one frame of ``requests`` messages (p50, p99), each the best of :data:`PASSES` passes.
     """
     results = []
     with tempfile.TemporaryDirectory(prefix="puredetok-bench-") as folder:
         served = _Served(tokenizer_name, Path(folder))
+        # The measuring client keeps its own collector out of the timings (the worker manages its
+        # own: see puredetok.adapters.worker); what is measured is the worker.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             served.push.send(_frames(tokenizer, 8, 2, 1, "warm")[0])
             served.replies(8)
             for per_message in (1, 8):
                 steps = 64 if per_message == 1 else 16
-                frames = _frames(tokenizer, requests, steps, per_message, f"t{per_message}-")
-                began = time.perf_counter()
-                for frame in frames:
-                    served.push.send(frame, copy=False)
-                served.replies(requests * steps)
-                elapsed = time.perf_counter() - began
+                elapsed = float("inf")
+                for attempt in range(PASSES):
+                    frames = _frames(tokenizer, requests, steps, per_message, f"t{per_message}-{attempt}-")
+                    began = time.perf_counter()
+                    for frame in frames:
+                        served.push.send(frame, copy=False)
+                    served.replies(requests * steps)
+                    elapsed = min(elapsed, time.perf_counter() - began)
                 tokens = requests * steps * per_message
                 rate = tokens / elapsed
                 results.append(
@@ -132,15 +144,18 @@ def worker_section(
                         rate >= 500_000 if per_message == 1 else None,
                     )
                 )
-            frames = _frames(tokenizer, requests, rounds, 1, "rtt-")
-            times = []
-            for frame in frames:
-                began = time.perf_counter()
-                served.push.send(frame, copy=False)
-                served.replies(requests)
-                times.append(time.perf_counter() - began)
-            times.sort()
-            p50, p99 = times[len(times) // 2], times[min(len(times) - 1, int(len(times) * 0.99))]
+            p50 = p99 = float("inf")
+            for attempt in range(PASSES):
+                frames = _frames(tokenizer, requests, rounds, 1, f"rtt-{attempt}-")
+                times = []
+                for frame in frames:
+                    began = time.perf_counter()
+                    served.push.send(frame, copy=False)
+                    served.replies(requests)
+                    times.append(time.perf_counter() - began)
+                times.sort()
+                p50 = min(p50, times[len(times) // 2])
+                p99 = min(p99, times[min(len(times) - 1, int(len(times) * 0.99))])
             results.append(
                 Result(
                     f"{requests}-request frame round trip: p50 {p50 * 1e3:.2f} ms, p99 {p99 * 1e3:.2f} ms",
@@ -151,6 +166,8 @@ def worker_section(
                 )
             )
         finally:
+            if collecting:
+                gc.enable()
             served.close()
     results.append(Result(f"(worker pid was separate; this machine has {os.cpu_count()} cores)", 0.0))
     return results

@@ -95,10 +95,7 @@ class Stream(_Storage):
         codec, rules = self.codec, self.rules
         if self.hold == codec.decoding.idle:  # the core's fast path tests identity, not equality
             object.__setattr__(self, "hold", codec.decoding.idle)
-        tables = None
-        if rules.ending_ids <= codec.added_ids:
-            fast = codec.decoding.fast
-            tables = (fast, codec.classes, rules.loud, min(len(fast), codec.vocab_size))
+        tables = _tables(codec, rules)
         object.__setattr__(self, "tables", tables)
         steady = self.finish_reason is None and _steady(
             codec, self.hold, self.held, self.min_left, self.max_left
@@ -127,34 +124,63 @@ def _steady(codec: Codec, hold: Hashable, held: str, min_left: int, max_left: in
 
 
 def _running(stream: Stream, hold: Hashable, held: str, min_left: int, max_left: int | None) -> Stream:
-    """``stream``, running on with these values, built for the per-token path: a frozen class
-    refuses plain attribute stores, and its generated ``__init__`` (or setting slots through their
-    descriptors) costs three times as much as filling a :class:`_Storage`, whose layout is the
-    same, and then making it a :class:`Stream`. The result is the record ``Stream(...)`` builds.
+    """``stream``, running on with these values."""
+    return _record(stream.codec, stream.rules, stream.tables, hold, held, min_left, max_left, None)
+
+
+def _record(
+    codec: Codec,
+    rules: StopRules,
+    tables: _Quiet | None,
+    hold: Hashable,
+    held: str,
+    min_left: int,
+    max_left: int | None,
+    finish_reason: FinishReason | None,
+) -> Stream:
+    """The record ``Stream(codec, rules, hold, held, min_left, max_left, finish_reason)`` builds,
+    built for the per-token path: a frozen class refuses plain attribute stores, and its generated
+    ``__init__`` (or setting slots through their descriptors) costs three times as much as filling
+    a :class:`_Storage`, whose layout is the same, and then making it a :class:`Stream`.
     """
     storage = _Storage()
-    storage.codec = codec = stream.codec
-    storage.rules = stream.rules
+    storage.codec = codec
+    storage.rules = rules
     storage.hold = hold
     storage.held = held
     storage.min_left = min_left
     storage.max_left = max_left
-    storage.finish_reason = None
-    storage.tables = tables = stream.tables
-    if hold is codec.decoding.idle and not held and not min_left and max_left is None:
-        storage.quiet = tables
-    else:
-        storage.quiet = None
+    storage.finish_reason = finish_reason
+    storage.tables = tables
+    steady = hold is codec.decoding.idle and not held and not min_left and max_left is None
+    storage.quiet = tables if steady and finish_reason is None else None
     storage.__class__ = Stream
     built: Stream = storage  # type: ignore[assignment]  # it is one now (typing.cast is a call)
     return built
+
+
+def _tables(codec: Codec, rules: StopRules) -> _Quiet | None:
+    if not rules.ending_ids <= codec.added_ids:
+        return None
+    fast = codec.decoding.fast
+    return (fast, codec.classes, rules.loud, min(len(fast), codec.vocab_size))
 
 
 def open_stream(codec: Codec, rules: StopRules = NO_RULES, prompt_ids: Iterable[int] = ()) -> Stream:
     """A new stream for one request. The prompt's text is never emitted nor searched for stops."""
     if not isinstance(rules, StopRules):
         raise TypeError(f"rules must be a StopRules, got {type(rules).__name__}")
-    return Stream(codec, rules, start(codec, prompt_ids).hold)
+    if not isinstance(codec, Codec):
+        raise TypeError(f"codec must be a Codec, got {type(codec).__name__}")
+    if type(prompt_ids) in (tuple, list) and not prompt_ids:
+        hold = codec.decoding.initial
+    else:
+        hold = start(codec, prompt_ids).hold
+    if hold == codec.decoding.idle:
+        hold = codec.decoding.idle
+    return _record(
+        codec, rules, _tables(codec, rules), hold, "", rules.min_tokens, rules.max_new_tokens, None
+    )
 
 
 def _refuse(stream: Stream) -> StreamFinishedError:
@@ -171,7 +197,7 @@ def _spent(max_left: int | None) -> int | None:
 def _ended(
     stream: Stream, hold: Hashable, min_left: int, max_left: int | None, reason: FinishReason
 ) -> Stream:
-    return Stream(stream.codec, stream.rules, hold, "", min_left, max_left, reason)
+    return _record(stream.codec, stream.rules, stream.tables, hold, "", min_left, max_left, reason)
 
 
 def _stopped(
