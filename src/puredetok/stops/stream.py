@@ -294,7 +294,7 @@ def _advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
         return _end_on_token(stream, hold, delta, token_id)
     held = stream.held
     matcher = rules.matcher
-    if held or not matcher.openers.isdisjoint(delta):
+    if held or (delta and not matcher.openers.isdisjoint(delta)):
         text = held + delta
         match, held = scan(matcher, held, delta)
         if match is not None:
@@ -304,7 +304,7 @@ def _advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
     if max_left is None:
         if hold is old and held is stream.held:
             return stream, delta
-        return _running(stream, hold, held, 0, None), delta
+        return _record(codec, rules, stream.tables, hold, held, 0, None, None), delta
     if max_left == 1:
         ended, tail = _end(stream, hold, 0, 0, held + decoding.finish(hold), len(held))
         return ended, delta + tail
