@@ -8,7 +8,7 @@ aborted. Errors are reported per request, in that request's reply; the rest of t
 unaffected.
 
 Capacity: there is none, on purpose. A live record is a few hundred bytes (10,000 live requests
-hold about 2 MB), so the manager never evicts a live request, which is how engines that did lost
+hold about 3.3 MB), so the manager never evicts a live request, which is how engines that did lost
 text or crashed (SGLang issue 2812). What is bounded is the memory of *ended* uids
 (``remember_ended``), kept only to recognise a late message for a request that has already ended;
 forgetting one never loses text.
