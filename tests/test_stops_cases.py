@@ -345,12 +345,21 @@ def test_streams_are_values() -> None:
 
 def test_the_record_builder_fills_every_field() -> None:
     """The per-token path fills a fresh record's slots directly: the same record attrs would build."""
-    stream = open_stream(codec("qwen3"), StopRules(stop=["x"]))
+    stream = open_stream(codec("qwen3"), StopRules(stop=["held!"]))
     built = stops_stream._running(stream, stream.hold, "held", 2, 5)
     assert built == Stream(stream.codec, stream.rules, stream.hold, "held", 2, 5)
     assert attrs.asdict(built, recurse=False) == attrs.asdict(
         Stream(stream.codec, stream.rules, stream.hold, "held", 2, 5), recurse=False
     )
+
+
+def test_a_record_cannot_hold_text_that_starts_no_stop_string() -> None:
+    c = codec("qwen3")
+    with pytest.raises(ValueError, match="not a proper prefix"):
+        Stream(c, StopRules(stop=["abc"]), c.decoding.idle, "zz")
+    with pytest.raises(ValueError, match="not a proper prefix"):
+        Stream(c, StopRules(stop=["abc"]), c.decoding.idle, "abc")
+    assert Stream(c, StopRules(stop=["abc"]), c.decoding.idle, "ab").held == "ab"
 
 
 # --- bad input ------------------------------------------------------------------------------------

@@ -195,7 +195,7 @@ def test_malformed_columns_are_rejected_message_by_message_and_the_rest_kept() -
             "detokenize",
             {
                 "uids": [1, 2, None, 4, True, 6, 7],
-                "token_ids": [5, 1.5, 3, "x", 8, 9, 10, 11],
+                "token_ids": [5, 1.5, 3, "x", 8, 9, 10, 11, None],
                 "counts": [1, 1, 1, 1, 1, 1, 3],
                 "finished": [5],
                 "opens": [[0, {"prompt_ids": [1, 2]}]],
@@ -207,7 +207,43 @@ def test_malformed_columns_are_rejected_message_by_message_and_the_rest_kept() -
     assert decoded.batch.items == (DetokenizeMsg(1, (5,), False, opening), DetokenizeMsg(6, (9,), True))
     assert [(r.index, r.uid) for r in decoded.rejected] == [(1, 2), (2, None), (3, 4), (4, None), (6, 7)]
     assert "token_ids" in decoded.rejected[0].reason
-    assert "no 3 token ids left" in decoded.rejected[-1].reason
+
+
+def test_a_frame_from_encode_batch_with_one_bad_cell_keeps_the_others() -> None:
+    """The usual frame: one id each, ``counts`` null."""
+    frame = encode_batch([DetokenizeMsg(1, (5,)), DetokenizeMsg(2, (6,)), DetokenizeMsg(3, (7,))])
+    columns = msgspec.msgpack.decode(frame)[1]
+    assert columns["counts"] is None
+    columns["token_ids"][1] = "x"
+    decoded = FrameDecoder().decode(msgspec.msgpack.encode(["detokenize", columns]))
+    assert decoded.batch.items == (DetokenizeMsg(1, (5,)), DetokenizeMsg(3, (7,)))
+    assert [(r.index, r.uid) for r in decoded.rejected] == [(1, 2)]
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        {"uids": [1, 2, 3], "token_ids": [5, 6, 7], "counts": [-1, 2, 2]},  # where each message is: unknown
+        {"uids": [1, 2], "token_ids": [5, 6], "counts": [3, 1]},
+        {"uids": [1, 2], "token_ids": [5, 6, 7], "counts": [1, 1]},
+        {"uids": [1, 2], "token_ids": [5, 6], "counts": []},
+        {"uids": [1, 2], "token_ids": [5, 6], "counts": [True, True]},
+        {"uids": [1, 2], "token_ids": [5, 6], "counts": [1.0, 1]},
+        {"uids": [1, 2], "token_ids": [5, 6, 7]},
+        {"uids": [1, 2], "token_ids": [5, "x"], "finished": [True]},
+        {"uids": [1, 2], "token_ids": [5, "x"], "finished": [2]},
+        {"uids": [1, 2], "token_ids": [5, "x"], "finished": [-1]},
+        {"uids": [1, 2], "token_ids": [5, "x"], "opens": [[True, {}]]},
+        {"uids": [1, 2], "token_ids": [5, "x"], "opens": [[5, {}]]},
+        {"uids": [1, 2], "token_ids": [5, "x"], "opens": [7]},
+        {"uids": None, "token_ids": [5]},
+        {"token_ids": [5]},
+    ],
+)
+def test_columns_that_do_not_say_where_each_message_is_refuse_the_frame(columns: dict[str, Any]) -> None:
+    with pytest.raises(FrameError) as caught:
+        FrameDecoder().decode(msgspec.msgpack.encode(["detokenize", columns]))
+    assert caught.value.reason == "bad_frame"
 
 
 @pytest.mark.parametrize(

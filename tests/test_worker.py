@@ -23,18 +23,20 @@ from puredetok import feed, finish, start
 from puredetok.adapters.messages import (
     AbortBackendMsg,
     AbortMsg,
+    DetokenizeBatch,
     DetokenizeMsg,
     HealthCheckMsg,
     HealthReply,
     Message,
     Opening,
+    ReplyBatch,
     SamplingParams,
     TokenizeMsg,
     UserMsg,
     UserReply,
 )
 from puredetok.adapters.routing import WorkerPool, route
-from puredetok.adapters.wire import FrameDecoder, encode_batch
+from puredetok.adapters.wire import FrameDecoder, encode_batch, encode_frame
 from puredetok.adapters.worker import Worker
 from test_vectors import SEED_IDS
 from zmq_harness import Harness
@@ -345,6 +347,45 @@ def test_an_internal_error_costs_its_requests_never_the_worker(
         [ok] = h.receive(h.frontend, lambda got: len(got) >= 1)
         assert ok == UserReply("z", "A", True, "length")
         assert worker.stats().frames_dropped == {"internal_error": 1}
+    finally:
+        worker.close()
+        h.close()
+
+
+def test_an_internal_error_costs_only_its_batch_and_an_empty_batch_no_reply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two detokenize frames handled in one loop: a bug on the second leaves the first's replies
+    alone (no request gets both a reply and an error); a frame with no message gets no reply."""
+    h = Harness(tmp_path)
+    worker = Worker(
+        tokenizer("qwen3"),
+        listen=h.worker_address(0),
+        backend=h.backend_address,
+        frontend=h.frontend_address,
+        context=h.context,
+    )
+    try:
+        real = worker.detokenize_manager.handle_batch
+
+        def broken_on_b(batch: DetokenizeBatch) -> ReplyBatch:
+            if "b" in batch.uids:
+                raise RuntimeError("boom")
+            return real(batch)
+
+        decoder = FrameDecoder()
+        monkeypatch.setattr(worker.detokenize_manager, "handle_batch", broken_on_b)
+        first = decoder.decode(encode_batch([DetokenizeMsg("a", (32,))]))
+        second = decoder.decode(encode_batch([DetokenizeMsg("b", (33,))]))
+        empty = decoder.decode(encode_frame(DetokenizeBatch((), ())))
+        worker.handle([first, empty, second])
+        replies = h.receive(h.frontend, lambda got: len(got) >= 2)
+        assert [(r.uid, r.incremental_output, r.error) for r in replies if isinstance(r, UserReply)] == [
+            ("a", "A", None),
+            ("b", "", "internal error: boom"),
+        ]
+        worker.handle([empty])
+        assert not h.frontend.poll(300)  # nothing to answer, no frame
     finally:
         worker.close()
         h.close()

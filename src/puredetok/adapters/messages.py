@@ -291,6 +291,8 @@ class DetokenizeBatch:
             raise ValueError("counts must give each message's number of ids, adding up to len(token_ids)")
         _positions("finished", self.finished, size)
         _positions("opens", (position for position, _ in self.opens), size)
+        if len({position for position, _ in self.opens}) != len(self.opens):
+            raise ValueError("opens names a position twice")
 
     @property
     def kind(self) -> str:

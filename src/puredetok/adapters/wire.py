@@ -105,6 +105,14 @@ def encode_frame(batch: AnyBatch) -> bytes:
     return _encoder.encode((batch.kind, batch))
 
 
+def _positions(values: list[Any] | None, size: int) -> list[int]:
+    """Positions of messages in a batch of ``size``: exact ints in range, else TypeError."""
+    positions = values or []
+    if not all(type(position) is int and 0 <= position < size for position in positions):
+        raise TypeError(f"positions must be ints in [0, {size})")
+    return positions
+
+
 class FrameDecoder:
     """Reads frames of the given message kinds (by default, what a worker accepts)."""
 
@@ -117,7 +125,7 @@ class FrameDecoder:
         self._probe = msgspec.msgpack.Decoder(_UidProbe)
         self._batch: dict[str, msgspec.msgpack.Decoder[Any]] = {}
         self._one: dict[str, msgspec.msgpack.Decoder[Any]] = {}
-        self._columns = msgspec.msgpack.Decoder(dict[str, list[Any]])
+        self._columns = msgspec.msgpack.Decoder(dict[str, list[Any] | None])
         for cls in kinds:
             columns = COLUMNS.get(cls.KIND)
             whole = columns if columns is not None else types.GenericAlias(list, (cls,))
@@ -151,33 +159,44 @@ class FrameDecoder:
         return Decoded(Batch(kind, tuple(decoded)))
 
     def _column_by_column(self, payload: msgspec.Raw) -> Decoded:
-        """Salvage the valid messages of a detokenize batch in which some are malformed."""
+        """Salvage the valid messages of a detokenize batch in which some cells are malformed.
+
+        Only cells of ``uids``, ``token_ids`` and the openings are salvaged message by message:
+        the columns that say where each message is (``counts``, and the positions in ``finished``
+        and ``opens``) must be exact, else no message can be trusted and the frame is refused.
+        """
         kind = DetokenizeBatch.KIND
         try:
             columns = self._columns.decode(payload)
             uids, token_ids = columns["uids"], columns["token_ids"]
-            counts = columns.get("counts") or [1] * len(uids)
-            finished = set(columns.get("finished") or ())
-            opens = {
-                pair[0]: pair[1] for pair in columns.get("opens") or () if isinstance(pair, list) and pair
-            }
-            if len(counts) != len(uids):
-                raise TypeError("counts")
+            if uids is None or token_ids is None:
+                raise TypeError("uids and token_ids are required")
+            size = len(uids)
+            counts = columns.get("counts")
+            if counts is None:
+                counts = [1] * size
+            if len(counts) != size or not all(type(n) is int and n >= 0 for n in counts):
+                raise TypeError("counts must be one non-negative int per uid")
+            if sum(counts) != len(token_ids):
+                raise TypeError(f"counts add up to {sum(counts)}, not to the {len(token_ids)} token ids")
+            finished = set(_positions(columns.get("finished"), size))
+            pairs = columns.get("opens") or []
+            if not all(isinstance(pair, list) and len(pair) == 2 for pair in pairs):
+                raise TypeError("opens must be [position, opening] pairs")
+            opens = dict(zip(_positions([pair[0] for pair in pairs], size), (pair[1] for pair in pairs)))
         except (msgspec.ValidationError, msgspec.DecodeError, KeyError, TypeError) as error:
-            raise FrameError("bad_frame", f"{kind} frame without readable columns: {error}") from None
+            raise FrameError("bad_frame", f"{kind} frame with unusable columns: {error}") from None
         one = self._one[kind]
         good: list[DetokenizeMsg] = []
         rejected: list[Rejected] = []
         cursor = 0
         for index, (uid, count) in enumerate(zip(uids, counts)):
-            fields = {"uid": uid, "finished": index in finished, "open": opens.get(index)}
+            fields = {"uid": uid, "token_ids": token_ids[cursor : cursor + count]}
+            fields.update(finished=index in finished, open=opens.get(index))
+            cursor += count
             try:
-                if not isinstance(count, int) or count < 0 or cursor + count > len(token_ids):
-                    raise TypeError(f"no {count!r} token ids left at position {cursor}")
-                fields["token_ids"] = token_ids[cursor : cursor + count]
-                cursor += count
                 good.append(one.decode(_encoder.encode(fields)))
-            except (msgspec.ValidationError, msgspec.DecodeError, TypeError) as error:
+            except (msgspec.ValidationError, msgspec.DecodeError) as error:
                 probe = uid if isinstance(uid, int | str) and not isinstance(uid, bool) else None
                 rejected.append(Rejected(kind, index, probe, f"malformed {kind} message: {error}"))
         return Decoded(DetokenizeBatch.of(good), tuple(rejected))

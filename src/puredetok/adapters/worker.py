@@ -372,14 +372,19 @@ class _Outbox:
 
 
 def _runs(frames: Sequence[Decoded]) -> Iterator[tuple[str, list[AnyBatch]]]:
-    """Consecutive batches of one kind: handled together, in arrival order."""
+    """Consecutive batches of one kind, handled together in arrival order; a detokenize batch is
+    a run of its own (the unit an internal error may cost), and an empty batch is no run at all.
+    """
     kind, run = "", list[AnyBatch]()
     for decoded in frames:
-        if decoded.batch.kind != kind and run:
+        batch = decoded.batch
+        if not len(batch):
+            continue
+        if run and (batch.kind != kind or kind == DetokenizeBatch.KIND):
             yield kind, run
             run = []
-        kind = decoded.batch.kind
-        run.append(decoded.batch)
+        kind = batch.kind
+        run.append(batch)
     if run:
         yield kind, run
 

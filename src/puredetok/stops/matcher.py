@@ -7,18 +7,17 @@ still start a stop string, so no match can begin before it.
 
 from __future__ import annotations
 
-__all__ = ["Matcher", "Match", "Transition", "compile_stops", "find_stop", "held_from", "scan"]
+__all__ = ["Matcher", "Match", "Goto", "compile_stops", "find_stop", "held_from", "scan"]
 
 import re
+from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import TypeAlias
 
 import attrs
 
-Transition: TypeAlias = "tuple[str, str | None, Mapping[str, Transition]]"
-"""One step of the matching automaton on a character: the new state (the longest suffix of the
-text that is a prefix of a stop string), the longest stop string completed there (or None), and
-the new state's own transitions."""
+Goto: TypeAlias = Mapping[str, Mapping[str, str]]
+"""The trie of the stop strings: per prefix (``""`` included), the prefixes one character longer."""
 
 
 @attrs.frozen
@@ -40,10 +39,13 @@ class Matcher:
     """The length of the longest stop string (0 when there is none)."""
     shortest: int
     """The length of the shortest stop string: shorter text cannot hold a match."""
-    automaton: Mapping[str, Mapping[str, Transition]]
-    """Per state (a prefix of a stop string, ``""`` included), its transitions on the characters
-    that lead to a non-empty state or complete a stop string; any other character leads to
-    ``""``. A stream's held text is its state, so a token's text is matched in one pass."""
+    goto: Goto
+    """The Aho-Corasick automaton's trie: its states are the prefixes of the stop strings (``""``
+    included), and a stream's held text is its state, so a token's text is matched in one pass."""
+    fail: Mapping[str, str]
+    """Per non-empty state, the longest proper suffix of it that is a state."""
+    output: Mapping[str, str]
+    """Per state that ends with a stop string, the longest such stop string."""
 
 
 @attrs.frozen
@@ -63,27 +65,39 @@ def compile_stops(stops: Iterable[str]) -> Matcher:
     opener = re.compile("[" + "".join(map(re.escape, first)) + "]" if first else "(?!)")
     any_stop = re.compile("|".join(map(re.escape, distinct)) if distinct else "(?!)")
     longest, shortest = (len(distinct[0]), len(distinct[-1])) if distinct else (0, 0)
-    automaton = _automaton(distinct)
+    goto, fail, output = _automaton(distinct)
     return Matcher(
-        tuple(distinct), prefixes, opener, any_stop, frozenset(first), longest, shortest, automaton
+        tuple(distinct), prefixes, opener, any_stop, frozenset(first), longest, shortest, goto, fail, output
     )
 
 
-def _automaton(stops: list[str]) -> dict[str, dict[str, Transition]]:
-    """The Aho-Corasick automaton of ``stops`` (longest first), built directly from its definition:
-    a few dozen states over the stop strings' own characters.
+def _automaton(stops: list[str]) -> tuple[dict[str, dict[str, str]], dict[str, str], dict[str, str]]:
+    """The Aho-Corasick automaton of ``stops``: the trie, the failure links (built breadth first)
+    and the outputs, in time and size linear in the stop strings' total length.
     """
-    states = sorted({stop[:size] for stop in stops for size in range(len(stop) + 1)}, key=len)
-    alphabet = sorted({char for stop in stops for char in stop})
-    tables: dict[str, dict[str, Transition]] = {state: {} for state in states}
-    for state in states:
-        for char in alphabet:
-            text = state + char
-            target = next(text[cut:] for cut in range(len(text) + 1) if text[cut:] in tables)
-            stop = next((stop for stop in stops if text.endswith(stop)), None)
-            if target or stop is not None:
-                tables[state][char] = (target, stop, tables[target])
-    return tables
+    goto: dict[str, dict[str, str]] = {"": {}}
+    for stop in stops:
+        for size in range(len(stop)):
+            goto.setdefault(stop[: size + 1], {})
+            goto[stop[:size]][stop[size]] = stop[: size + 1]
+    fail: dict[str, str] = {}
+    output: dict[str, str] = {}
+    stop_set = frozenset(stops)
+    order = deque([""])
+    while order:
+        state = order.popleft()
+        for char, child in goto[state].items():
+            order.append(child)
+            link = fail.get(state, "")
+            while state and char not in goto[link] and link:
+                link = fail[link]
+            target = goto[link].get(char, "") if state else ""
+            fail[child] = target if target != child else ""
+            if child in stop_set:
+                output[child] = child  # itself: the longest stop string it ends with
+            elif fail[child] in output:
+                output[child] = output[fail[child]]
+    return goto, fail, output
 
 
 def find_stop(matcher: Matcher, text: str, after: int) -> Match | None:
@@ -130,20 +144,23 @@ def scan(matcher: Matcher, held: str, text: str) -> tuple[Match | None, str]:
     """Run ``text`` through the automaton from the state ``held``.
 
     Returns the earliest-completing match in ``held + text`` (positions in that string; it ends
-    inside ``text``) and None for the state, or no match and the new state: the longest suffix of
+    inside ``text``) and ``""``, or no match and the new state: the longest suffix of
     ``held + text`` that is a prefix of a stop string, which is what must be held back. The same
     answers as :func:`find_stop` and :func:`held_from`, in one pass over ``text`` alone.
     """
-    root = matcher.automaton[""]
-    state, table = held, matcher.automaton[held]
-    end = len(held)
+    goto, fail, output = matcher.goto, matcher.fail, matcher.output
+    state, end = held, len(held)
     for char in text:
         end += 1
-        step = table.get(char)
-        if step is None:
-            state, table = "", root
-            continue
-        state, stop, table = step
+        while True:
+            child = goto[state].get(char)
+            if child is not None:
+                state = child
+                break
+            if not state:
+                break
+            state = fail[state]
+        stop = output.get(state)
         if stop is not None:
             return Match(stop, end - len(stop), end), ""
     return None, state

@@ -29,7 +29,7 @@ _Quiet: TypeAlias = tuple[Sequence[str | None], tuple[int, ...], tuple[bool, ...
 
 
 class _Storage:
-    """The slots of a :class:`Stream`, without its frozen ``__setattr__`` (see :func:`_running`)."""
+    """The slots of a :class:`Stream`, without its frozen ``__setattr__`` (see :func:`_record`)."""
 
     __slots__ = (
         "codec",
@@ -93,6 +93,8 @@ class Stream(_Storage):
 
     def __attrs_post_init__(self) -> None:
         codec, rules = self.codec, self.rules
+        if self.held and self.held not in rules.matcher.prefixes:
+            raise ValueError(f"held text {self.held!r} is not a proper prefix of a stop string")
         if self.hold == codec.decoding.idle:  # the core's fast path tests identity, not equality
             object.__setattr__(self, "hold", codec.decoding.idle)
         tables = _tables(codec, rules)
