@@ -218,3 +218,28 @@ def assert_streams_exactly(c: puredetok.Codec, ids: Sequence[int], expected: str
     assert emitted + puredetok.finish(state) == expected, list(ids)
     fed, text = puredetok.feed(puredetok.start(c), ids)
     assert fed == state and text == emitted
+
+
+@functools.cache
+def vocabulary(name: str) -> Any:
+    """The conformance kit's view of a tokenizer's ids (read once per test session)."""
+    from puredetok.testing.strategies import Vocabulary
+
+    return Vocabulary.of(tokenizer(name))
+
+
+def prompt_lists(name: str) -> st.SearchStrategy[list[int]]:
+    """Prompts as engines send them (text ending in a newline, ``":\\n"`` or a space, with a byte
+    run or an incomplete character at the end, with a special token, a chat template's prompt),
+    and random ids over the whole vocabulary."""
+    from puredetok.testing.strategies import prompt_ids
+
+    return st.one_of(prompt_ids(vocabulary(name), max_size=20), id_lists(name, max_size=20))
+
+
+def output_lists(name: str) -> st.SearchStrategy[list[int]]:
+    """Outputs after a prompt: random ids and text (:func:`id_lists`), and the kit's ids aimed at
+    where detokenizers break (split characters, byte runs, specials)."""
+    from puredetok.testing.strategies import token_ids
+
+    return st.one_of(id_lists(name, max_size=30), token_ids(vocabulary(name), max_size=30))

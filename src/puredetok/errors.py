@@ -8,18 +8,22 @@ __all__ = ["InvalidTokenError", "StreamFinishedError", "UnsupportedTokenizerErro
 class InvalidTokenError(ValueError):
     """A token id that is not in the codec's vocabulary (negative, too large, or not an int).
 
-    The state the id was offered to is untouched and still valid.
+    The state the id was offered to is untouched and still valid. ``why`` replaces the usual
+    explanation (the message still names the id and the vocabulary size).
     """
 
-    def __init__(self, token_id: object, vocab_size: int, position: int | None = None) -> None:
+    def __init__(
+        self, token_id: object, vocab_size: int, position: int | None = None, *, why: str | None = None
+    ) -> None:
         self.token_id = token_id
         self.vocab_size = vocab_size
         self.position = position
         where = "" if position is None else f" at position {position}"
-        if isinstance(token_id, int) and not isinstance(token_id, bool):
-            why = f"outside the vocabulary [0, {vocab_size})"
-        else:
-            why = f"not an int (got {type(token_id).__name__}); the vocabulary is [0, {vocab_size})"
+        if why is None:
+            if isinstance(token_id, int) and not isinstance(token_id, bool):
+                why = f"outside the vocabulary [0, {vocab_size})"
+            else:
+                why = f"not an int (got {type(token_id).__name__}); the vocabulary is [0, {vocab_size})"
         super().__init__(f"invalid token id {token_id!r}{where}: {why}")
 
 

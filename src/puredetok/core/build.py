@@ -18,11 +18,12 @@ from typing import Any
 import tokenizers
 
 from puredetok.core.chain import compile_chain
-from puredetok.core.codec import Codec
+from puredetok.core.codec import OUT_OF_VOCAB, Codec, OutOfVocab
 from puredetok.core.decoders import Unmodelled, from_config
 from puredetok.core.decoders.base import Decoder, Stage
 from puredetok.core.decoders.cleanup import cleanup_stages
 from puredetok.core.decoders.spaces import JoinWithSpaces
+from puredetok.core.out_of_vocab import ignoring_out_of_vocab
 from puredetok.core.protocols import TokenizerLike
 from puredetok.core.window import Window
 from puredetok.errors import UnsupportedTokenizerError
@@ -193,6 +194,7 @@ def codec_for(
     skip_special_tokens: bool = False,
     clean_up_tokenization_spaces: bool | None = None,
     max_byte_run: int | None = None,
+    out_of_vocab: OutOfVocab = "raise",
     window: bool = False,
 ) -> Codec:
     """Build the codec of a ``transformers`` tokenizer or a ``tokenizers.Tokenizer``.
@@ -200,6 +202,9 @@ def codec_for(
     ``clean_up_tokenization_spaces=None`` means whatever ``tokenizer.decode`` does by default.
     ``max_byte_run`` caps how many byte-fallback tokens a still-valid run may hold (None: no cap,
     always exact; with a cap, exact unless a valid run longer than the cap later turns invalid).
+    ``out_of_vocab`` says what an id in ``[vocab_size, 2**32)`` does: ``"raise"``
+    (:class:`~puredetok.InvalidTokenError`) or ``"ignore"`` (it decodes to nothing, exactly as
+    ``tokenizer.decode`` skips it; ``ValueError`` if this tokenizer's decode does not).
     ``window=True`` builds the generic window codec even when an exact model exists (to compare).
 
     The codec is exact when the tokenizer's decoder is one puredetok models; otherwise it is the
@@ -208,6 +213,19 @@ def codec_for(
     """
     if max_byte_run is not None and (type(max_byte_run) is not int or max_byte_run < 1):
         raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
+    if out_of_vocab not in OUT_OF_VOCAB:
+        raise ValueError(f"out_of_vocab must be 'raise' or 'ignore', not {out_of_vocab!r}")
+    codec = _codec(tokenizer, skip_special_tokens, clean_up_tokenization_spaces, max_byte_run, window)
+    return ignoring_out_of_vocab(codec, tokenizer) if out_of_vocab == "ignore" else codec
+
+
+def _codec(
+    tokenizer: TokenizerLike,
+    skip_special_tokens: bool,
+    clean_up_tokenization_spaces: bool | None,
+    max_byte_run: int | None,
+    window: bool,
+) -> Codec:
     name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
     backend = _backend_of(tokenizer)
     skip = bool(skip_special_tokens)

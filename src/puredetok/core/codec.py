@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-__all__ = ["Codec", "DecodeState", "Decoding"]
+__all__ = ["Codec", "DecodeState", "Decoding", "OutOfVocab", "OUT_OF_VOCAB", "ID_LIMIT"]
 
 from collections.abc import Hashable, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypeAlias
 
 import attrs
 
 from puredetok.core.classes import classes_of
+
+
+OutOfVocab: TypeAlias = Literal["raise", "ignore"]
+"""What a codec does with an id at or above its vocabulary size: raise :class:`InvalidTokenError`
+(the default), or ignore it, as ``tokenizer.decode`` does."""
+
+OUT_OF_VOCAB: tuple[OutOfVocab, ...] = ("raise", "ignore")
+"""The values of :data:`OutOfVocab`."""
+
+ID_LIMIT = 2**32
+"""Ids from here on are refused even with ``out_of_vocab="ignore"``: ``tokenizers`` stores ids as
+32-bit unsigned integers, and ``tokenizer.decode`` raises ``OverflowError`` for larger ones."""
 
 
 class Decoding(Protocol):
@@ -69,6 +81,10 @@ class Codec:
     """The streaming model."""
     added_ids: frozenset[int] = attrs.field(default=frozenset(), eq=False, repr=False)
     """The ids of added tokens (the special tokens among them)."""
+    out_of_vocab: OutOfVocab = "raise"
+    """What an id in ``[vocab_size, 2**32)`` does: ``"raise"`` (:class:`InvalidTokenError`) or
+    ``"ignore"`` (it decodes to nothing, as in ``tokenizer.decode``; see
+    ``codec_for(..., out_of_vocab=...)``). Negative and non-integer ids always raise."""
     classes: tuple[int, ...] = attrs.field(init=False, eq=False, repr=False)
     """Per id, the character classes of its fast text and whether it is an added token (see
     :mod:`puredetok.core.classes`): lets a layer above skip tokens that cannot hold what it looks
@@ -95,7 +111,9 @@ class DecodeState:
 
     codec: Codec
     hold: Hashable
-    """The decoder's memory: a small immutable value (bytes, tuples, ints, strings)."""
+    """The decoder's memory: a small immutable value (bytes, tuples, ints, strings); after a prompt
+    whose text the output may still repeat, an :class:`~puredetok.core.echo.Echo` that holds it
+    with that text (contract C)."""
 
     def __copy__(self) -> DecodeState:
         return self

@@ -2,18 +2,22 @@
 
 Each is pure: it reads a :class:`~puredetok.core.codec.DecodeState` and returns a new one (or the
 same one, when nothing changed) with the text that became certain.
+
+``step_hold`` and ``finish_hold`` are ``step`` and ``finish`` on a bare hold, for a layer that
+keeps the hold in a record of its own (the stop layer's :class:`~puredetok.stops.Stream`).
 """
 
 from __future__ import annotations
 
-__all__ = ["start", "step", "feed", "finish", "check_token"]
+__all__ = ["start", "step", "feed", "finish", "step_hold", "finish_hold", "check_token", "admit_token"]
 
 import operator
 from array import array
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any, SupportsIndex, cast
 
-from puredetok.core.codec import Codec, DecodeState
+from puredetok.core.codec import ID_LIMIT, Codec, DecodeState
+from puredetok.core.echo import Echo, consume, consume_tail
 from puredetok.errors import InvalidTokenError
 
 # A stream makes a new state for each token that changes it: filling the two slots of a fresh
@@ -47,37 +51,90 @@ def check_token(token_id: object, vocab_size: int, position: int | None = None) 
     return value
 
 
-def start(codec: Codec, prompt_ids: Iterable[int] = ()) -> DecodeState:
-    """A fresh stream; with ``prompt_ids``, one that continues after that prompt.
+def admit_token(codec: Codec, token_id: object, position: int | None = None) -> int:
+    """``token_id`` as an int that ``codec`` takes, or :class:`InvalidTokenError`.
 
-    The prompt's text is never emitted: the first deltas continue ``decode(prompt)`` from the
-    longest prefix that no continuation can change (contract C).
+    That is an id inside the vocabulary, or with ``codec.out_of_vocab == "ignore"`` also one in
+    ``[vocab_size, 2**32)``, which the streaming functions then ignore (it decodes to nothing).
+    """
+    size = codec.vocab_size
+    if codec.out_of_vocab == "raise":
+        return check_token(token_id, size, position)
+    try:
+        return check_token(token_id, ID_LIMIT, position)
+    except InvalidTokenError:
+        why = None
+        if not isinstance(token_id, bool) and hasattr(type(token_id), "__index__"):
+            if operator.index(cast(SupportsIndex, token_id)) >= ID_LIMIT:
+                why = (
+                    f"past the vocabulary [0, {size}) and past 2**32, the largest id tokenizer.decode takes "
+                    "(smaller ids past the vocabulary are ignored)"
+                )
+        raise InvalidTokenError(token_id, size, position, why=why) from None
+
+
+def start(codec: Codec, prompt_ids: Iterable[int] = ()) -> DecodeState:
+    """A fresh stream; with ``prompt_ids``, one that continues after that prompt (contract C).
+
+    The output's text is ``decode(prompt + output)`` after the longest prefix it shares with
+    ``decode(prompt)``: what the prompt already showed is never emitted again, and where the output
+    changes the prompt's own tail (a byte run poisoned, a space removed, a split character
+    completed) the changed text is emitted (see :mod:`puredetok.core.echo`).
     """
     state = DecodeState(codec, codec.decoding.initial)
     prompt = list(prompt_ids)
     if prompt:
         state, _ = feed(state, prompt)
+        echo = finish(state)
+        if echo:
+            state = _state(codec, Echo(state.hold, echo))
     return state
 
 
 def step(state: DecodeState, token_id: int) -> tuple[DecodeState, str]:
     """Advance by one token id: ``(new_state, delta)``; ``delta`` is the text that became certain.
 
-    Raises :class:`InvalidTokenError` for an id outside the vocabulary; ``state`` stays valid.
+    Raises :class:`InvalidTokenError` for an id outside the vocabulary (unless the codec ignores
+    ids past it); ``state`` stays valid.
     """
     codec = state.codec
     if type(token_id) is not int or not 0 <= token_id < codec.vocab_size:
-        token_id = check_token(token_id, codec.vocab_size)
+        token_id = admit_token(codec, token_id)
+        if token_id >= codec.vocab_size:
+            return state, ""
     decoding = codec.decoding
     old = state.hold
     if old is decoding.idle:
         text = decoding.fast[token_id]
         if text is not None:
             return state, text
-    hold, delta = decoding.step(old, token_id)
+    if type(old) is Echo:
+        hold, delta = decoding.step(old.hold, token_id)
+        hold, delta = consume(old, hold, delta)
+    else:
+        hold, delta = decoding.step(old, token_id)
     if hold is old:
         return state, delta
     return _state(codec, hold), delta
+
+
+def step_hold(codec: Codec, hold: Hashable, token_id: int) -> tuple[Hashable, str]:
+    """:func:`step` on a bare hold: ``(new_hold, delta)``, the new hold being ``hold`` itself when
+    nothing changed. Raises :class:`InvalidTokenError` as :func:`step` does."""
+    if type(token_id) is not int or not 0 <= token_id < codec.vocab_size:
+        token_id = admit_token(codec, token_id)
+        if token_id >= codec.vocab_size:
+            return hold, ""
+    decoding = codec.decoding
+    if hold is decoding.idle:
+        text = decoding.fast[token_id]
+        if text is not None:
+            return hold, text
+    if type(hold) is Echo:
+        new, delta = decoding.step(hold.hold, token_id)
+        return consume(hold, new, delta)
+    new, delta = decoding.step(hold, token_id)
+    return new, delta
 
 
 _INTS = {int}
@@ -90,11 +147,13 @@ def _integer_vector(values: object) -> bool:
     return kind in ("i", "u") and getattr(values, "ndim", 0) == 1
 
 
-def _checked(token_ids: Iterable[int], size: int) -> list[int]:
+def _checked(token_ids: Iterable[int], codec: Codec) -> list[int]:
     """The ids as a list of ints inside the vocabulary, or :class:`InvalidTokenError` naming the
-    first bad one. A list is checked in three C-level passes (types, minimum, maximum); an integer
-    ``array.array`` or NumPy array cannot hold a non-integer, so only its range is checked.
+    first bad one (ids past the vocabulary that the codec ignores are left out). A list is checked
+    in three C-level passes (types, minimum, maximum); an integer ``array.array`` or NumPy array
+    cannot hold a non-integer, so only its range is checked.
     """
+    size = codec.vocab_size
     if type(token_ids) is list:
         ids = token_ids
     elif isinstance(token_ids, array) and token_ids.typecode in _INTEGER_ARRAY_CODES:
@@ -115,7 +174,8 @@ def _checked(token_ids: Iterable[int], size: int) -> list[int]:
             return ids
     except TypeError:  # values that do not even compare
         pass
-    return [check_token(token_id, size, position) for position, token_id in enumerate(ids)]
+    admitted = [admit_token(codec, token_id, position) for position, token_id in enumerate(ids)]
+    return [token_id for token_id in admitted if token_id < size]
 
 
 def feed(state: DecodeState, token_ids: Iterable[int]) -> tuple[DecodeState, str]:
@@ -125,12 +185,25 @@ def feed(state: DecodeState, token_ids: Iterable[int]) -> tuple[DecodeState, str
     position) nothing has happened.
     """
     codec = state.codec
-    hold, delta = codec.decoding.feed(state.hold, _checked(token_ids, codec.vocab_size))
-    if hold is state.hold:
+    old = state.hold
+    ids = _checked(token_ids, codec)
+    if type(old) is Echo:
+        hold, delta = codec.decoding.feed(old.hold, ids)
+        hold, delta = consume(old, hold, delta)
+    else:
+        hold, delta = codec.decoding.feed(old, ids)
+    if hold is old:
         return state, delta
     return _state(codec, hold), delta
 
 
 def finish(state: DecodeState) -> str:
     """The text still held back, ended as the full decode ends it (the final flush)."""
-    return state.codec.decoding.finish(state.hold)
+    return finish_hold(state.codec, state.hold)
+
+
+def finish_hold(codec: Codec, hold: Hashable) -> str:
+    """:func:`finish` on a bare hold."""
+    if type(hold) is Echo:
+        return consume_tail(hold, codec.decoding.finish(hold.hold))
+    return codec.decoding.finish(hold)

@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 import attrs
 
 from puredetok.core.codec import Codec, DecodeState
-from puredetok.core.stream import _state, check_token, feed, start
+from puredetok.core.stream import _state, admit_token, feed, finish_hold, start, step_hold
 from puredetok.errors import InvalidTokenError, StreamFinishedError
 from puredetok.stops.matcher import Match, find_stop, held_from, scan
 from puredetok.stops.rules import FinishReason, StopRules
@@ -70,7 +70,8 @@ class Stream(_Storage):
     hold: Hashable = attrs.field(
         default=attrs.Factory(lambda self: self.codec.decoding.initial, takes_self=True)
     )
-    """The core's hold after the last token consumed (see :attr:`decode`)."""
+    """The core's hold after the last token consumed (see :attr:`decode`): after a prompt, it
+    carries what of the prompt's text the output may still repeat, so that it never is."""
     held: str = ""
     """Text the core has released but this layer holds: the longest suffix that could still start a
     stop string (always shorter than the longest stop string; empty once finished)."""
@@ -227,11 +228,11 @@ def _end_on_token(stream: Stream, hold: Hashable, delta: str, token_id: int) -> 
     """A stop or EOS token: the text before it is final; the token's own text only if included.
     A stop string completing in that final text comes first, and wins.
     """
-    held, finish = stream.held, stream.codec.decoding.finish
+    held, codec = stream.held, stream.codec
     if stream.rules.include_stop_str_in_output:
-        text = held + delta + finish(hold)
+        text = held + delta + finish_hold(codec, hold)
     else:
-        text = held + finish(stream.hold)
+        text = held + finish_hold(codec, stream.hold)
     max_left = _spent(stream.max_left)
     ended, emitted = _end(stream, hold, 0, max_left, text, len(held))
     if ended.finish_reason == _LENGTH:
@@ -251,7 +252,7 @@ def _early(stream: Stream, hold: Hashable, delta: str) -> tuple[Stream, str]:
         delta, held = text[:cut], text[cut:]
     min_left, max_left = stream.min_left - 1, _spent(stream.max_left)
     if max_left == 0:
-        tail = stream.codec.decoding.finish(hold)
+        tail = finish_hold(stream.codec, hold)
         ended, tail = _end(stream, hold, min_left, max_left, held + tail, len(held))
         return ended, delta + tail
     return _running(stream, hold, held, min_left, max_left), delta
@@ -280,13 +281,15 @@ def _advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
     if stream.finish_reason is not None:
         raise _refuse(stream)
     codec = stream.codec
-    if type(token_id) is not int or not 0 <= token_id < codec.vocab_size:
-        token_id = check_token(token_id, codec.vocab_size)
     decoding = codec.decoding
     old = stream.hold
-    delta = decoding.fast[token_id] if old is decoding.idle else None
+    if type(token_id) is int and 0 <= token_id < codec.vocab_size:
+        delta = decoding.fast[token_id] if old is decoding.idle else None
+    else:  # an ignored id past the vocabulary still counts as a generated token
+        token_id = admit_token(codec, token_id)
+        delta = None
     if delta is None:
-        hold, delta = decoding.step(old, token_id)
+        hold, delta = step_hold(codec, old, token_id)
     else:
         hold = old
     if stream.min_left:
@@ -308,7 +311,7 @@ def _advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
             return stream, delta
         return _record(codec, rules, stream.tables, hold, held, 0, None, None), delta
     if max_left == 1:
-        ended, tail = _end(stream, hold, 0, 0, held + decoding.finish(hold), len(held))
+        ended, tail = _end(stream, hold, 0, 0, held + finish_hold(codec, hold), len(held))
         return ended, delta + tail
     return _running(stream, hold, held, 0, max_left - 1), delta
 
@@ -323,7 +326,7 @@ def close(stream: Stream) -> tuple[Stream, str]:
     if stream.finish_reason is not None:
         return stream, ""
     held, hold = stream.held, stream.hold
-    text = held + stream.codec.decoding.finish(hold)
+    text = held + finish_hold(stream.codec, hold)
     return _end(stream, hold, stream.min_left, stream.max_left, text, len(held))
 
 

@@ -18,6 +18,14 @@ It needs ``hypothesis`` (``pip install 'puredetok[testing]'``). In a pytest suit
 A broken guarantee raises :class:`ConformanceError` (an ``AssertionError``, so pytest shows it)
 whose ``violation`` is a minimal counterexample: the guarantee (G1 exact, G2 prefix-safe, G4 no
 transient U+FFFD; G3 eager on request), the ids, where it broke, the text sent and the text expected.
+
+After a prompt (contract C: the prompt's text is never sent again), ``assert_continues`` searches
+prompts as engines send them (``strategies.prompt_ids``) with outputs::
+
+    PROMPTS = strategies.prompt_ids(TOKENIZER)
+
+    def test_my_detokenizer_continues_a_prompt():
+        assert_continues(my_factory, REFERENCE, PROMPTS, IDS)   # my_factory(prompt_ids) -> stream
 """
 
 from __future__ import annotations
@@ -28,7 +36,9 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError("puredetok.testing needs hypothesis: pip install 'puredetok[testing]'") from error
 
 __all__ = [
+    "CONTINUATION_GUARANTEES",
     "ConformanceError",
+    "ContinuingFactory",
     "CoreStream",
     "Detokenizer",
     "DetokenizerFactory",
@@ -37,10 +47,14 @@ __all__ = [
     "Reference",
     "STREAMING_GUARANTEES",
     "StepFunction",
+    "StreamOpener",
     "Violation",
     "assert_conforms",
+    "assert_continues",
+    "check_continuation",
     "check_ids",
     "core_detokenizer",
+    "find_continuation_violation",
     "find_violation",
     "from_step_function",
     "reference_for",
@@ -49,22 +63,28 @@ __all__ = [
 
 from puredetok.testing import strategies
 from puredetok.testing.checks import (
+    CONTINUATION_GUARANTEES,
     STREAMING_GUARANTEES,
     ConformanceError,
     Guarantee,
     Reference,
     Violation,
     assert_conforms,
+    assert_continues,
+    check_continuation,
     check_ids,
+    find_continuation_violation,
     find_violation,
     reference_for,
 )
 from puredetok.testing.detokenizers import (
+    ContinuingFactory,
     CoreStream,
     Detokenizer,
     DetokenizerFactory,
     FinishFunction,
     StepFunction,
+    StreamOpener,
     core_detokenizer,
     from_step_function,
 )

@@ -1,5 +1,8 @@
 """The checks: run a detokenizer over ids, compare with the tokenizer's own decode, report the first
 guarantee it breaks; and a hypothesis search that shrinks a breaking sequence to a minimal one.
+
+With a prompt, the text to compare with is contract C's: ``decode(prompt + ids)`` after the longest
+prefix it shares with ``decode(prompt)``.
 """
 
 from __future__ import annotations
@@ -13,11 +16,16 @@ __all__ = [
     "check_ids",
     "find_violation",
     "assert_conforms",
+    "check_continuation",
+    "find_continuation_violation",
+    "assert_continues",
     "STREAMING_GUARANTEES",
+    "CONTINUATION_GUARANTEES",
 ]
 
 import enum
 from collections.abc import Callable, Collection, Sequence
+from typing import TypeAlias
 
 import attrs
 import hypothesis
@@ -27,8 +35,9 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from puredetok.core import Codec, TokenizerLike, codec_for, start, step
+from puredetok.core.echo import continuation_text
 from puredetok.core.stream import check_token
-from puredetok.testing.detokenizers import Detokenizer, DetokenizerFactory
+from puredetok.testing.detokenizers import ContinuingFactory, Detokenizer, DetokenizerFactory
 
 REPLACEMENT = "\ufffd"
 
@@ -46,6 +55,10 @@ class Guarantee(enum.Enum):
     measured against puredetok's core, which sends exactly the certain text)."""
     NO_TRANSIENT_REPLACEMENT = "G4"
     """A sent U+FFFD is always one the final decode has at the same place."""
+    CONTINUATION = "C"
+    """After a prompt, the text sent adds up to ``decode(prompt + ids)`` after the longest prefix it
+    shares with ``decode(prompt)``, and after every id it is a prefix of that text for the ids so
+    far: what the prompt already showed is never sent again."""
 
     def __str__(self) -> str:
         return f"{self.value} {self.name.lower().replace('_', ' ')}"
@@ -55,6 +68,12 @@ STREAMING_GUARANTEES: frozenset[Guarantee] = frozenset(
     {Guarantee.EXACT, Guarantee.PREFIX_SAFE, Guarantee.NO_TRANSIENT_REPLACEMENT}
 )
 """What every correct streaming detokenizer keeps (G1, G2, G4); the default of the checks."""
+
+CONTINUATION_GUARANTEES: frozenset[Guarantee] = frozenset(
+    {Guarantee.CONTINUATION, Guarantee.PREFIX_SAFE, Guarantee.NO_TRANSIENT_REPLACEMENT}
+)
+"""What every correct streaming detokenizer keeps after a prompt (C, G2, G4); the default of the
+continuation checks."""
 
 
 @attrs.frozen
@@ -74,11 +93,15 @@ class Violation:
     """The reference text it was compared with."""
     detail: str
     """One line saying what went wrong."""
+    prompt: tuple[int, ...] = ()
+    """The prompt the stream continued (continuation checks); ``ids`` are the output's ids."""
 
     def __str__(self) -> str:
         where = "at the final flush" if self.at_finish else f"after {self.position} of {len(self.ids)} ids"
+        prompt = f"  prompt:   {list(self.prompt)}\n" if self.prompt else ""
         return (
             f"{self.guarantee} broken {where}: {self.detail}\n"
+            f"{prompt}"
             f"  ids:      {list(self.ids)}\n"
             f"  emitted:  {self.emitted!r}\n"
             f"  expected: {self.expected!r}"
@@ -170,8 +193,12 @@ def _repeat_at(emitted: str, now: str, at: int) -> str:
     return ""
 
 
-def _prefix_violation(emitted: str, now: str, full: str, position: int, total: int) -> tuple[str, str] | None:
-    """Why ``emitted`` breaks G2 after ``position`` ids (and the text it was compared with)."""
+def _prefix_violation(
+    emitted: str, now: str, full: str, position: int, total: int, shown: str = ""
+) -> tuple[str, str] | None:
+    """Why ``emitted`` is not a prefix of ``now`` (the text after ``position`` ids) or of ``full``
+    (after all ``total``), and the text it was compared with (``now`` or ``full`` itself); None if it
+    is a prefix of both. ``shown`` is the prompt's text, when there is a prompt."""
     if not now.startswith(emitted):
         at = _first_difference(emitted, now)
         repeated = _repeat_at(emitted, now, at)
@@ -181,6 +208,8 @@ def _prefix_violation(emitted: str, now: str, full: str, position: int, total: i
             why = f"sent {len(emitted) - len(now)} more characters than decode(ids[:{position}]) has"
         else:
             why = f"character {at} is {emitted[at]!r} but decode(ids[:{position}]) has {now[at]!r} there"
+        if shown and _repeats_prompt(emitted, now, shown):
+            why = f"sent again text the prompt already showed ({why})"
         return why, now
     if not full.startswith(emitted):
         at = _first_difference(emitted, full)
@@ -211,37 +240,85 @@ def check_ids(
     (at most ``max_lag`` certain characters unsent); then G1 on the final flush. An exception from
     the stream counts as breaking G1. Raises ``ValueError`` for an id outside the vocabulary.
     """
-    wanted = frozenset(guarantees)
-    ids = tuple(check_token(token_id, reference.vocab_size, index) for index, token_id in enumerate(ids))
+    return _check(lambda _: detokenizer(), reference, None, ids, frozenset(guarantees), max_lag)
+
+
+def check_continuation(
+    detokenizer: ContinuingFactory,
+    reference: Reference,
+    prompt: Sequence[int],
+    ids: Sequence[int],
+    *,
+    guarantees: Collection[Guarantee] = CONTINUATION_GUARANTEES,
+    max_lag: int = 0,
+) -> Violation | None:
+    """Stream ``ids`` through a fresh stream of ``detokenizer`` opened after ``prompt``; the first
+    guarantee broken, or None.
+
+    The text it must send is contract C's: ``decode(prompt + ids)`` after the longest prefix it
+    shares with ``decode(prompt)``. Checks after every id, in this order: G4 (a new U+FFFD that
+    text does not have there), C (the text sent is a prefix of C's text for the ids so far: what
+    the prompt showed is not sent again), G2 (and a prefix of C's text for all the ids: nothing
+    sent early), G3 if asked; then C on the final flush. An exception from the stream counts as
+    breaking C. Raises ``ValueError`` for an id outside the vocabulary.
+    """
+    return _check(detokenizer, reference, tuple(prompt), ids, frozenset(guarantees), max_lag)
+
+
+def _check(
+    opener: ContinuingFactory,
+    reference: Reference,
+    prompt: tuple[int, ...] | None,
+    ids: Sequence[int],
+    wanted: frozenset[Guarantee],
+    max_lag: int,
+) -> Violation | None:
+    """:func:`check_ids` (``prompt`` None) or :func:`check_continuation`."""
+    size = reference.vocab_size
+    ids = tuple(check_token(token_id, size, index) for index, token_id in enumerate(ids))
     if Guarantee.EAGER in wanted and not reference.codec.exact:
         raise ValueError(f"G3 needs an exact codec; this one is not: {reference.codec.reason}")
-    full = reference.decode(list(ids))
-    certain_state, certain = start(reference.codec), ""
-    stream: Detokenizer = detokenizer()
+    continuing = prompt is not None
+    before = tuple(check_token(token_id, size, index) for index, token_id in enumerate(prompt or ()))
+    exact = Guarantee.CONTINUATION if continuing else Guarantee.EXACT
+    agrees = Guarantee.CONTINUATION if continuing else Guarantee.PREFIX_SAFE
+    shown = reference.decode(list(before)) if continuing else ""
+
+    def expected_after(count: int) -> str:
+        return continuation_text(shown, reference.decode([*before, *ids[:count]]))
+
+    full = expected_after(len(ids))
+    certain_state, certain = start(reference.codec, before), ""
     emitted = ""
 
     def broken(guarantee: Guarantee, position: int, expected: str, detail: str) -> Violation:
-        return Violation(guarantee, ids, position, False, emitted, expected, detail)
+        return Violation(guarantee, ids, position, False, emitted, expected, detail, before)
 
+    try:
+        stream: Detokenizer = opener(before)
+    except Exception as error:
+        return broken(exact, 0, full, _stream_error(error, "opening the stream"))
     for position, token_id in enumerate(ids, 1):
         try:
             delta: object = stream.step(token_id)
         except Exception as error:
-            return broken(Guarantee.EXACT, position, full, _stream_error(error, f"step({token_id})"))
+            return broken(exact, position, full, _stream_error(error, f"step({token_id})"))
         if not isinstance(delta, str):
-            return broken(Guarantee.EXACT, position, full, f"step returned a {type(delta).__name__}")
-        before, emitted = len(emitted), emitted + delta
+            return broken(exact, position, full, f"step returned a {type(delta).__name__}")
+        sent_before, emitted = len(emitted), emitted + delta
         if Guarantee.NO_TRANSIENT_REPLACEMENT in wanted:
-            for at in range(before, len(emitted)):
+            for at in range(sent_before, len(emitted)):
                 if emitted[at] == REPLACEMENT and full[at : at + 1] != REPLACEMENT:
                     there = f"has {full[at]!r}" if at < len(full) else f"ends after {len(full)} characters"
                     detail = f"sent U+FFFD as character {at}, where the final decode {there}"
                     return broken(Guarantee.NO_TRANSIENT_REPLACEMENT, position, full, detail)
-        if Guarantee.PREFIX_SAFE in wanted:
-            now = reference.decode(list(ids[:position]))
-            problem = _prefix_violation(emitted, now, full, position, len(ids))
+        if agrees in wanted or Guarantee.PREFIX_SAFE in wanted:
+            now = expected_after(position)
+            problem = _prefix_violation(emitted, now, full, position, len(ids), shown)
             if problem is not None:
-                return broken(Guarantee.PREFIX_SAFE, position, problem[1], problem[0])
+                guarantee = agrees if not now.startswith(emitted) else Guarantee.PREFIX_SAFE
+                if guarantee in wanted:
+                    return broken(guarantee, position, problem[1], problem[0])
         if Guarantee.EAGER in wanted:
             certain_state, more = step(certain_state, token_id)
             certain += more
@@ -256,9 +333,9 @@ def check_ids(
     try:
         tail: object = stream.finish()
     except Exception as error:
-        return broken(Guarantee.EXACT, len(ids), full, _stream_error(error, "finish()"))
+        return broken(exact, len(ids), full, _stream_error(error, "finish()"))
     text = emitted + str(tail)
-    if Guarantee.EXACT in wanted and text != full:
+    if exact in wanted and text != full:
         if full.startswith(text):
             detail = f"the stream lost its last {len(full) - len(text)} characters {full[len(text) :]!r}"
         elif text.startswith(full):
@@ -266,8 +343,19 @@ def check_ids(
         else:
             at = _first_difference(text, full)
             detail = f"the texts differ from character {at}: {text[at : at + 8]!r} vs {full[at : at + 8]!r}"
-        return Violation(Guarantee.EXACT, ids, len(ids), True, text, full, detail)
+        if continuing and _repeats_prompt(text, full, shown):
+            detail += "; it starts with text the prompt already showed"
+        return Violation(exact, ids, len(ids), True, text, full, detail, before)
     return None
+
+
+def _repeats_prompt(emitted: str, expected: str, shown: str) -> bool:
+    """Whether ``emitted`` went wrong by sending again a tail of the prompt's text ``shown``."""
+    at = _first_difference(emitted, expected)
+    return any(
+        shown.endswith(emitted[at:end]) and emitted[at:end] != expected[at:end]
+        for end in range(at + 1, len(emitted) + 1)
+    )
 
 
 def _search_settings(given: hypothesis.settings | None) -> hypothesis.settings:
@@ -303,31 +391,70 @@ def find_violation(
     Call it from a plain test, not from inside a ``@given`` test (use :func:`check_ids` there).
     """
 
-    def check(drawn: Sequence[int]) -> Violation | None:
+    def check(prompt: Sequence[int], drawn: Sequence[int]) -> Violation | None:
         return check_ids(detokenizer, reference, drawn, guarantees=guarantees, max_lag=max_lag)
 
+    pairs = ids.map(lambda drawn: (list[int](), drawn))
+    return _search(check, pairs, settings)
+
+
+def find_continuation_violation(
+    detokenizer: ContinuingFactory,
+    reference: Reference,
+    prompts: st.SearchStrategy[list[int]],
+    ids: st.SearchStrategy[list[int]],
+    *,
+    guarantees: Collection[Guarantee] = CONTINUATION_GUARANTEES,
+    max_lag: int = 0,
+    settings: hypothesis.settings | None = None,
+) -> Violation | None:
+    """:func:`find_violation` for streams after a prompt: searches prompts drawn from ``prompts``
+    (:func:`puredetok.testing.strategies.prompt_ids` draws them as engines send them) and outputs
+    drawn from ``ids``; the minimal breaking pair found, as :func:`check_continuation` reports it
+    (no id of its prompt or of its output can be removed), or None.
+    """
+
+    def check(prompt: Sequence[int], drawn: Sequence[int]) -> Violation | None:
+        return check_continuation(
+            detokenizer, reference, prompt, drawn, guarantees=guarantees, max_lag=max_lag
+        )
+
+    return _search(check, st.tuples(prompts, ids), settings)
+
+
+_Check: TypeAlias = Callable[[Sequence[int], Sequence[int]], Violation | None]
+"""``(prompt, ids) -> violation``: one of the checks, with its options bound."""
+
+
+def _search(
+    check: _Check, pairs: st.SearchStrategy[tuple[list[int], list[int]]], settings: hypothesis.settings | None
+) -> Violation | None:
     try:
-        shrunk = find(ids, lambda drawn: check(drawn) is not None, settings=_search_settings(settings))
+        shrunk = find(pairs, lambda pair: check(*pair) is not None, settings=_search_settings(settings))
     except NoSuchExample:
         return None
-    violation = check(shrunk)
+    violation = check(*shrunk)
     if violation is None:
         raise RuntimeError(f"the detokenizer is not deterministic: {shrunk} broke a guarantee only once")
     return _without_needless_ids(violation, check)
 
 
-def _without_needless_ids(
-    violation: Violation, check: Callable[[Sequence[int]], Violation | None]
-) -> Violation:
-    """Drop single ids (last first) while the same guarantee still breaks: no id can then be removed."""
-    ids, changed = list(violation.ids), True
+def _without_needless_ids(violation: Violation, check: _Check) -> Violation:
+    """Drop single ids (of the output, then of the prompt; last first) while the same guarantee
+    still breaks: no id can then be removed."""
+    prompt, ids, changed = list(violation.prompt), list(violation.ids), True
     while changed:
         changed = False
         for index in reversed(range(len(ids))):
             candidate = ids[:index] + ids[index + 1 :]
-            found = check(candidate)
+            found = check(prompt, candidate)
             if found is not None and found.guarantee is violation.guarantee:
                 ids, violation, changed = candidate, found, True
+        for index in reversed(range(len(prompt))):
+            shorter = prompt[:index] + prompt[index + 1 :]
+            found = check(shorter, ids)
+            if found is not None and found.guarantee is violation.guarantee:
+                prompt, violation, changed = shorter, found, True
     return violation
 
 
@@ -343,6 +470,24 @@ def assert_conforms(
     """:func:`find_violation`, raising :class:`ConformanceError` (an ``AssertionError``) on a break."""
     violation = find_violation(
         detokenizer, reference, ids, guarantees=guarantees, max_lag=max_lag, settings=settings
+    )
+    if violation is not None:
+        raise ConformanceError(violation)
+
+
+def assert_continues(
+    detokenizer: ContinuingFactory,
+    reference: Reference,
+    prompts: st.SearchStrategy[list[int]],
+    ids: st.SearchStrategy[list[int]],
+    *,
+    guarantees: Collection[Guarantee] = CONTINUATION_GUARANTEES,
+    max_lag: int = 0,
+    settings: hypothesis.settings | None = None,
+) -> None:
+    """:func:`find_continuation_violation`, raising :class:`ConformanceError` on a break."""
+    violation = find_continuation_violation(
+        detokenizer, reference, prompts, ids, guarantees=guarantees, max_lag=max_lag, settings=settings
     )
     if violation is not None:
         raise ConformanceError(violation)

@@ -1,7 +1,8 @@
 """What the conformance kit tests: one stream of an incremental detokenizer, behind a tiny protocol.
 
-Wrap your detokenizer in a :data:`DetokenizerFactory` (a callable that opens a fresh stream), or
-give a plain step function to :func:`from_step_function`.
+Wrap your detokenizer in a :data:`DetokenizerFactory` (a callable that opens a fresh stream; a
+:data:`ContinuingFactory` opens one after a prompt), or give a plain step function to
+:func:`from_step_function`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 __all__ = [
     "Detokenizer",
     "DetokenizerFactory",
+    "ContinuingFactory",
+    "StreamOpener",
     "StepFunction",
     "FinishFunction",
     "from_step_function",
@@ -39,6 +42,18 @@ class Detokenizer(Protocol):
 DetokenizerFactory: TypeAlias = Callable[[], Detokenizer]
 """Opens a fresh stream of the detokenizer under test."""
 
+ContinuingFactory: TypeAlias = Callable[[Sequence[int]], Detokenizer]
+"""Opens a fresh stream that continues after a prompt (its ids are the argument): the stream must
+send only the output's text (contract C), never the prompt's."""
+
+
+class StreamOpener(Protocol):
+    """Both kinds of factory at once: opens a fresh stream, after ``prompt`` if one is given."""
+
+    def __call__(self, prompt: Sequence[int] = ()) -> Detokenizer:
+        """A fresh stream (primed with ``prompt``)."""
+        ...
+
 StepFunction: TypeAlias = Callable[[Sequence[int], int], str]
 """``(ids so far, new id) -> delta``: a detokenizer written as one function of the whole history."""
 
@@ -61,15 +76,16 @@ class _StepFunctionStream:
         return "" if self.finish_function is None else self.finish_function(tuple(self.ids))
 
 
-def from_step_function(step: StepFunction, finish: FinishFunction | None = None) -> DetokenizerFactory:
+def from_step_function(step: StepFunction, finish: FinishFunction | None = None) -> StreamOpener:
     """A detokenizer made of a step function ``(ids so far, new id) -> delta``.
 
     ``finish(all ids) -> tail`` is the final flush; without it the stream has none (its tail is
-    ``""``). Each function receives a tuple: the history before the new id, or all ids.
+    ``""``). Each function receives a tuple: the history before the new id, or all ids; after a
+    prompt, the history starts with the prompt's ids.
     """
 
-    def open_stream() -> Detokenizer:
-        return _StepFunctionStream(step, finish)
+    def open_stream(prompt: Sequence[int] = ()) -> Detokenizer:
+        return _StepFunctionStream(step, finish, list(prompt))
 
     return open_stream
 
@@ -96,10 +112,11 @@ class CoreStream:
         return finish(self.state)
 
 
-def core_detokenizer(codec: Codec) -> DetokenizerFactory:
-    """Puredetok's core over ``codec``, as a detokenizer the kit can check (it passes)."""
+def core_detokenizer(codec: Codec) -> StreamOpener:
+    """Puredetok's core over ``codec``, as a detokenizer the kit can check (it passes); after a
+    prompt, its stream starts with :func:`puredetok.start` ``(codec, prompt)``."""
 
-    def open_stream() -> Detokenizer:
-        return CoreStream(start(codec))
+    def open_stream(prompt: Sequence[int] = ()) -> Detokenizer:
+        return CoreStream(start(codec, prompt))
 
     return open_stream

@@ -17,6 +17,8 @@ __all__ = [
     "special_ids",
     "split_characters",
     "token_ids",
+    "PROMPT_ENDINGS",
+    "prompt_ids",
 ]
 
 import json
@@ -55,6 +57,10 @@ MULTILINGUAL = (
     " 한국어 텍스트도 스트리밍됩니다. ภาษาไทยก็ได้ครับ Ελληνικά Русский текст 🏳️‍🌈👍🏽 ┌──┐ it's don't ."
 )
 """The default alphabet of :func:`text_ids`."""
+
+PROMPT_ENDINGS: tuple[str, ...] = ("\n", ":\n", " ", "\n\n", ": ", "")
+"""How the text of a prompt ends, as engines send prompts: a newline (a chat template's turn, a
+``"...:\n"`` instruction), a space, or nothing."""
 
 _PUNCTUATION = (".", ",", "?", "!", "'", "'s", "n't", " .", " ,", " '", " 's", " n't", "  ", "\n", " ")
 
@@ -118,6 +124,11 @@ class Vocabulary:
     byte has a token); empty for other vocabularies."""
     encode: Callable[[str], list[int]] = attrs.field(repr=False)
     """The tokenizer's encoding of a text, without special tokens."""
+    encode_prompt: Callable[[str], list[int]] = attrs.field(repr=False)
+    """The same with the special tokens the tokenizer adds (a BOS, for one), as a prompt is encoded."""
+    chat: Callable[[str], list[int]] | None = attrs.field(default=None, repr=False)
+    """The ids of a one-message chat (the text as the user's message) rendered by the tokenizer's
+    own chat template with the generation prompt; None without a chat template."""
 
     @classmethod
     def of(cls, tokenizer: TokenizerLike) -> Vocabulary:
@@ -130,6 +141,9 @@ class Vocabulary:
         def encode(text: str) -> list[int]:
             return list(backend.encode(text, add_special_tokens=False).ids)
 
+        def encode_prompt(text: str) -> list[int]:
+            return list(backend.encode(text, add_special_tokens=True).ids)
+
         alone = backend.decode_batch([[i] for i in range(size)], skip_special_tokens=False)
         edges = set(added)
         edges.update(i for i, text in enumerate(alone) if text.strip() == "" or "\ufffd" in text)
@@ -138,7 +152,15 @@ class Vocabulary:
         for text in _PUNCTUATION:
             edges.update(encode(text))
         edges.update(token_id for token, token_id in by_token.items() if token in {"\u2581", "Ġ", "Ċ", "##s"})
-        return cls(size, tuple(sorted(added)), tuple(sorted(edges)), MappingProxyType(pieces), encode)
+        return cls(
+            size,
+            tuple(sorted(added)),
+            tuple(sorted(edges)),
+            MappingProxyType(pieces),
+            encode,
+            encode_prompt,
+            _chat(tokenizer, encode),
+        )
 
     def spell(self, data: bytes) -> list[int]:
         """Ids that stand for ``data``: one token if the vocabulary has it, else one per byte.
@@ -149,6 +171,23 @@ class Vocabulary:
             raise ValueError("this vocabulary has no byte tokens")
         whole = self.pieces.get(data)
         return [whole] if whole is not None else [self.pieces[bytes([byte])] for byte in data]
+
+
+def _chat(tokenizer: object, encode: Callable[[str], list[int]]) -> Callable[[str], list[int]] | None:
+    """A renderer of one-message chats, if the tokenizer has a chat template that renders one."""
+    apply = getattr(tokenizer, "apply_chat_template", None)
+    if not getattr(tokenizer, "chat_template", None) or not callable(apply):
+        return None
+
+    def chat(text: str) -> list[int]:
+        conversation = [{"role": "user", "content": text}]
+        return encode(str(apply(conversation, tokenize=False, add_generation_prompt=True)))
+
+    try:
+        chat("Hello")
+    except Exception:  # a template that needs more than one user message: no chat prompts
+        return None
+    return chat
 
 
 def _vocabulary(tokenizer: TokenizerLike | Vocabulary) -> Vocabulary:
@@ -257,3 +296,36 @@ def token_ids(tokenizer: TokenizerLike | Vocabulary, max_size: int = 40) -> st.S
         special_ids(vocabulary),
         whole_vocabulary(vocabulary, max_size=max_size),
     )
+
+
+def prompt_ids(
+    tokenizer: TokenizerLike | Vocabulary, alphabet: str = MULTILINGUAL, max_size: int = 30
+) -> st.SearchStrategy[list[int]]:
+    """Prompts as engines send them, for continuation checks: text ending in one of
+    :data:`PROMPT_ENDINGS` (encoded with or without the tokenizer's own special tokens), the same
+    followed by a run of byte tokens (whole characters, incomplete ones, single bytes: a held
+    byte-fallback run, a character the prompt ends inside), or by an added token and an ending, a
+    one-message chat rendered by the tokenizer's chat template (if it has one), and any ids.
+    Shrinks towards short plain text.
+    """
+    vocabulary = _vocabulary(tokenizer)
+    text = st.text(st.sampled_from(sorted(set(alphabet))), max_size=max_size)
+    ending = st.sampled_from(PROMPT_ENDINGS)
+
+    def encoded(parts: tuple[str, str, bool]) -> list[int]:
+        body, end, with_specials = parts
+        return (vocabulary.encode_prompt if with_specials else vocabulary.encode)(body + end)
+
+    plain = st.tuples(text, ending, st.booleans()).map(encoded)
+    kinds = [plain]
+    if vocabulary.pieces:
+        spell = vocabulary.spell
+        tails = st.lists(_fragments(), min_size=1, max_size=4)
+        kinds.append(st.tuples(plain, tails).map(lambda p: p[0] + [i for part in p[1] for i in spell(part)]))
+    if vocabulary.added_ids:
+        added = st.sampled_from(vocabulary.added_ids)
+        kinds.append(st.tuples(plain, added, ending).map(lambda p: [*p[0], p[1], *vocabulary.encode(p[2])]))
+    if vocabulary.chat is not None:
+        kinds.append(text.map(vocabulary.chat))
+    kinds.append(whole_vocabulary(vocabulary, max_size=max_size))
+    return st.one_of(*kinds)
