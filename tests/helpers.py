@@ -243,3 +243,16 @@ def output_lists(name: str) -> st.SearchStrategy[list[int]]:
     from puredetok.testing.strategies import token_ids
 
     return st.one_of(id_lists(name, max_size=30), token_ids(vocabulary(name), max_size=30))
+
+
+def continuation(name: str, prompt: Sequence[int], output: Sequence[int], skip: bool = False) -> str:
+    """Contract C's text from the tokenizer's decode alone: ``decode(p + s)`` after the longest
+    prefix it shares with ``decode(p)``."""
+    shown = reference(name, prompt, skip)
+    full = reference(name, [*prompt, *output], skip)
+    same = 0
+    for x, y in zip(shown, full):
+        if x != y:
+            break
+        same += 1
+    return full[same:]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from helpers import codec, reference
+from helpers import codec, continuation
 from puredetok import FinishReason, StopRules, feed, start
 
 
@@ -48,8 +48,7 @@ def expected(
         kept = list(ids[: stop_at + 1] if rules.include_stop_str_in_output else ids[:stop_at])
         consumed = stop_at + 1
     c = codec(name, skip)
-    _, prompt_text = feed(start(c), prompt)  # the prompt's certain prefix is never output
-    text = reference(name, [*prompt, *kept], skip)[len(prompt_text) :]
+    text = continuation(name, prompt, kept, skip)  # contract C: the prompt's text is never output
     if consumed >= rules.min_tokens:
         _, unsearched = feed(start(c, prompt), ids[: rules.min_tokens])
         hit = earliest_stop(text, rules.stop, len(unsearched))

@@ -21,29 +21,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import puredetok
-from helpers import TOKENIZERS, codec, id_lists, output_lists, prompt_lists, reference, tokenizer
+from helpers import (
+    TOKENIZERS,
+    codec,
+    continuation,
+    id_lists,
+    output_lists,
+    prompt_lists,
+    reference,
+    tokenizer,
+)
 from puredetok import DecodeState, StopRules, advance, close, feed, finish, open_stream, start, step
 from puredetok.core.echo import Echo
 
 CASES = [(name, skip) for name in TOKENIZERS for skip in (False, True)]
 IDS = [f"{name}-{'skip' if skip else 'keep'}" for name, skip in CASES]
 R = "\ufffd"
-
-
-def common_prefix_length(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def continuation(name: str, prompt: Sequence[int], output: Sequence[int], skip: bool = False) -> str:
-    """Contract C's text, from the tokenizer's decode alone."""
-    shown = reference(name, prompt, skip)
-    full = reference(name, [*prompt, *output], skip)
-    return full[common_prefix_length(shown, full) :]
 
 
 def streamed(c: puredetok.Codec, prompt: Sequence[int], output: Sequence[int]) -> str:
@@ -97,7 +90,9 @@ def test_c_g2_g4_after_prompts_as_engines_send_them(name: str, skip: bool, data:
 
 @pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
 @given(data=st.data())
-def test_what_the_prompt_holds_is_bounded_by_its_held_text(name: str, skip: bool, data: st.DataObject) -> None:
+def test_what_the_prompt_holds_is_bounded_by_its_held_text(
+    name: str, skip: bool, data: st.DataObject
+) -> None:
     """G5: the echo is at most the text the prompt's state held; without any, no echo at all (and
     the per-token fast path is untouched)."""
     prompt = data.draw(prompt_lists(name), label="prompt")
@@ -166,7 +161,9 @@ def test_a_t5_prompt_ending_in_a_space() -> None:
         expected = continuation("t5_small", prompt, output)
         assert streamed(codec("t5_small"), prompt, output) == expected
     # A piece without a space of its own continues the prompt's space: it is not sent again.
-    assert streamed(codec("t5_small"), prompt, [piece]) == reference("t5_small", [*prompt, piece])[len(shown) :]
+    assert (
+        streamed(codec("t5_small"), prompt, [piece]) == reference("t5_small", [*prompt, piece])[len(shown) :]
+    )
     old, _ = feed(start(codec("t5_small")), prompt)  # the old priming: feed and discard
     assert feed(old, [piece])[1] + finish(feed(old, [piece])[0]) != continuation("t5_small", prompt, [piece])
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import byte_ids, codec, id_lists, reference, tokenizer
+from helpers import byte_ids, codec, continuation, id_lists, reference, tokenizer
 from puredetok import Codec, feed, finish, start
 from puredetok.adapters.detokenize_manager import DetokenizeManager
 from puredetok.adapters.messages import (
@@ -117,6 +117,7 @@ def test_interleaved_batches_give_each_request_its_pure_text(name: str, data: st
         if not params.stop and params.ignore_eos and params.max_new_tokens is None:
             state, text = feed(start(codec(name, params.skip_special_tokens), prompt), ids)
             assert texts[i] == text + finish(state)
+            assert texts[i] == continuation(name, prompt, ids, params.skip_special_tokens)
             if not prompt:
                 assert texts[i] == reference(name, ids, params.skip_special_tokens)
 
@@ -267,6 +268,7 @@ def test_a_prompt_ending_inside_a_character_leaks_no_prompt_text(text: str) -> N
             whole, prompt_text = reference("qwen3", ids), reference("qwen3", prompt)
             stable = prompt_text.rstrip("\ufffd")
             assert whole == stable + out, (split, out)
+            assert out == continuation("qwen3", prompt, rest)
 
 
 def test_capacity_is_not_a_limit_on_live_requests() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import puredetok
-from helpers import BYTE_LEVEL, SENTENCEPIECE, byte_ids, codec, reference, stream, tokenizer
+from helpers import BYTE_LEVEL, SENTENCEPIECE, byte_ids, codec, continuation, reference, stream, tokenizer
 from puredetok import InvalidTokenError, feed, finish, start, step
 
 
@@ -120,6 +120,7 @@ def test_vllm_48853_prompt_ending_in_a_partial_character_does_not_leak(name: str
         output = [b[x] for x in raw[cut:]]
         _, certain = feed(start(codec(name)), prompt)
         state, deltas = stream(start(codec(name), prompt), output)
+        assert "".join(deltas) + finish(state) == continuation(name, prompt, output)
         assert certain + "".join(deltas) + finish(state) == text
         assert not deltas or not deltas[0].startswith(certain) or certain == ""
 

@@ -5,7 +5,7 @@ without a final flush) and of transformers' own TextStreamer."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy
@@ -16,19 +16,25 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 from tokenizers.models import WordLevel
 
-from helpers import codec, tokenizer
-from puredetok import InvalidTokenError, UnsupportedTokenizerError
+from helpers import codec, continuation, tokenizer
+from puredetok import InvalidTokenError, UnsupportedTokenizerError, feed, start
 from puredetok.baselines import TwoWindow
 from puredetok.testing import (
+    CONTINUATION_GUARANTEES,
     STREAMING_GUARANTEES,
     ConformanceError,
+    ContinuingFactory,
+    CoreStream,
     DetokenizerFactory,
     Guarantee,
     Reference,
     Violation,
     assert_conforms,
+    assert_continues,
+    check_continuation,
     check_ids,
     core_detokenizer,
+    find_continuation_violation,
     find_violation,
     from_step_function,
     reference_for,
@@ -38,6 +44,7 @@ from puredetok.testing.strategies import Vocabulary
 
 R = "\ufffd"
 G1, G2, G3, G4 = Guarantee.EXACT, Guarantee.PREFIX_SAFE, Guarantee.EAGER, Guarantee.NO_TRANSIENT_REPLACEMENT
+C = Guarantee.CONTINUATION
 
 Summary = tuple[Guarantee, tuple[int, ...], int, bool, str, str]
 
@@ -313,12 +320,93 @@ def test_reference_for_checks_its_options() -> None:
 
 def test_default_guarantees_are_g1_g2_g4() -> None:
     assert STREAMING_GUARANTEES == {G1, G2, G4}
+    assert CONTINUATION_GUARANTEES == {C, G2, G4}
     assert [str(g) for g in Guarantee] == [
         "G1 exact",
         "G2 prefix safe",
         "G3 eager",
         "G4 no transient replacement",
+        "C continuation",
     ]
+
+
+# Continuation after a prompt (contract C).
+
+
+def old_priming(name: str) -> ContinuingFactory:
+    """The core as it primed before contract C was redefined: feed the prompt, discard its deltas,
+    and stream on from that state (whatever the prompt's state held is sent again)."""
+    c = reference(name).codec
+    return lambda prompt: CoreStream(feed(start(c), prompt)[0])
+
+
+@pytest.mark.parametrize(
+    ("name", "skip"), [("qwen3", False), ("llama2", False), ("llama2", True), ("t5_small", False)]
+)
+def test_the_core_continues_prompts(name: str, skip: bool) -> None:
+    ref = reference(name, skip)
+    vocab = vocabulary(name)
+    prompts, ids = strategies.prompt_ids(vocab), strategies.token_ids(vocab)
+    assert_continues(core_detokenizer(ref.codec), ref, prompts, ids, guarantees={C, G2, G3, G4})
+
+
+@pytest.mark.parametrize("name", ["llama2", "mistral_v03", "phi3_mini", "qwen3"])
+def test_the_old_priming_is_reported_as_breaking_c(name: str) -> None:
+    ref = reference(name)
+    vocab = vocabulary(name)
+    found = find_continuation_violation(
+        old_priming(name), ref, strategies.prompt_ids(vocab), strategies.token_ids(vocab)
+    )
+    assert found is not None and found.guarantee is C
+    assert "the prompt already showed" in found.detail
+    # It reproduces, it is minimal, and what it sent again is the tail of the prompt's own text.
+    assert summary(check_continuation(old_priming(name), ref, found.prompt, found.ids)) == summary(found)
+    for index in range(len(found.prompt)):
+        shorter = found.prompt[:index] + found.prompt[index + 1 :]
+        again = check_continuation(old_priming(name), ref, shorter, found.ids)
+        assert again is None or again.guarantee is not C
+    shown = ref.decode(list(found.prompt))
+    assert found.expected == continuation(name, found.prompt, found.ids)
+    assert any(shown.endswith(found.emitted[:n]) for n in range(1, len(found.emitted) + 1))
+    assert check_continuation(core_detokenizer(ref.codec), ref, found.prompt, found.ids) is None
+
+
+def test_the_old_priming_sends_the_newline_of_a_prompt_again() -> None:
+    # The issue's case: Llama-2's "...:\n" ends in the byte token <0x0A>, held until the run ends.
+    ref, encode = reference("llama2"), tokenizer("llama2").encode
+    prompt, output = encode("A story about vLLM:\n"), encode(" VLLM is great.", add_special_tokens=False)
+    found = check_continuation(old_priming("llama2"), ref, prompt, output)
+    expected = continuation("llama2", prompt, output)
+    assert found is not None and found.guarantee is C and found.position == 1 and not found.at_finish
+    assert found.emitted.startswith("\n") and expected.startswith(found.emitted[1:])
+    assert found.prompt == tuple(prompt) and "prompt:   [" in str(found)
+    assert check_continuation(core_detokenizer(ref.codec), ref, prompt, output) is None
+
+
+def test_a_step_function_sees_the_prompt_as_its_history() -> None:
+    ref = reference("qwen3")
+    seen: list[tuple[int, ...]] = []
+
+    def step_fn(ids_so_far: Sequence[int], new_id: int) -> str:
+        seen.append(tuple(ids_so_far))
+        return continuation("qwen3", [9707], [*ids_so_far[1:], new_id])[
+            len(continuation("qwen3", [9707], ids_so_far[1:])) :
+        ]
+
+    assert check_continuation(from_step_function(step_fn), ref, [9707], [11, 1879]) is None
+    assert seen == [(9707,), (9707, 11)]
+
+
+def test_assert_continues_raises_with_the_prompt_in_the_message() -> None:
+    vocab = vocabulary("llama2")
+    with pytest.raises(ConformanceError) as raised:
+        assert_continues(
+            old_priming("llama2"),
+            reference("llama2"),
+            strategies.prompt_ids(vocab),
+            strategies.token_ids(vocab),
+        )
+    assert raised.value.violation.guarantee is C and str(raised.value).startswith("C continuation broken")
 
 
 # The strategies.

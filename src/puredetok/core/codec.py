@@ -11,7 +11,6 @@ import attrs
 
 from puredetok.core.classes import classes_of
 
-
 OutOfVocab: TypeAlias = Literal["raise", "ignore"]
 """What a codec does with an id at or above its vocabulary size: raise :class:`InvalidTokenError`
 (the default), or ignore it, as ``tokenizer.decode`` does."""

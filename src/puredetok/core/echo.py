@@ -39,7 +39,8 @@ class Echo:
 
 def continuation_text(prompt_text: str, text: str) -> str:
     """Contract C's output: ``text[len(L):]``, ``L`` the longest common prefix of ``prompt_text``
-    (``decode(p)``) and ``text`` (``decode(p + s)``). The reference the tests check against."""
+    (``decode(p)``) and ``text`` (``decode(p + s)``). The reference the tests check against.
+    """
     return text[len(commonprefix([prompt_text, text])) :]
 
 

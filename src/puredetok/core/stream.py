@@ -120,7 +120,8 @@ def step(state: DecodeState, token_id: int) -> tuple[DecodeState, str]:
 
 def step_hold(codec: Codec, hold: Hashable, token_id: int) -> tuple[Hashable, str]:
     """:func:`step` on a bare hold: ``(new_hold, delta)``, the new hold being ``hold`` itself when
-    nothing changed. Raises :class:`InvalidTokenError` as :func:`step` does."""
+    nothing changed. Raises :class:`InvalidTokenError` as :func:`step` does.
+    """
     if type(token_id) is not int or not 0 <= token_id < codec.vocab_size:
         token_id = admit_token(codec, token_id)
         if token_id >= codec.vocab_size:

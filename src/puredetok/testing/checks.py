@@ -198,7 +198,8 @@ def _prefix_violation(
 ) -> tuple[str, str] | None:
     """Why ``emitted`` is not a prefix of ``now`` (the text after ``position`` ids) or of ``full``
     (after all ``total``), and the text it was compared with (``now`` or ``full`` itself); None if it
-    is a prefix of both. ``shown`` is the prompt's text, when there is a prompt."""
+    is a prefix of both. ``shown`` is the prompt's text, when there is a prompt.
+    """
     if not now.startswith(emitted):
         at = _first_difference(emitted, now)
         repeated = _repeat_at(emitted, now, at)
@@ -441,7 +442,8 @@ def _search(
 
 def _without_needless_ids(violation: Violation, check: _Check) -> Violation:
     """Drop single ids (of the output, then of the prompt; last first) while the same guarantee
-    still breaks: no id can then be removed."""
+    still breaks: no id can then be removed.
+    """
     prompt, ids, changed = list(violation.prompt), list(violation.ids), True
     while changed:
         changed = False

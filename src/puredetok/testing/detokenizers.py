@@ -54,6 +54,7 @@ class StreamOpener(Protocol):
         """A fresh stream (primed with ``prompt``)."""
         ...
 
+
 StepFunction: TypeAlias = Callable[[Sequence[int], int], str]
 """``(ids so far, new id) -> delta``: a detokenizer written as one function of the whole history."""
 
@@ -114,7 +115,8 @@ class CoreStream:
 
 def core_detokenizer(codec: Codec) -> StreamOpener:
     """Puredetok's core over ``codec``, as a detokenizer the kit can check (it passes); after a
-    prompt, its stream starts with :func:`puredetok.start` ``(codec, prompt)``."""
+    prompt, its stream starts with :func:`puredetok.start` ``(codec, prompt)``.
+    """
 
     def open_stream(prompt: Sequence[int] = ()) -> Detokenizer:
         return CoreStream(start(codec, prompt))
