@@ -8,10 +8,11 @@ weights, no torch: tensors are anything with ``.tolist()``.
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy
 import pytest
@@ -19,9 +20,9 @@ import transformers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import codec, id_lists, reference, tokenizer
-from puredetok import InvalidTokenError, feed, start
-from puredetok.streamer import TextIteratorStreamer, TextStreamer, TokenBatch
+from helpers import codec, continuation, id_lists, reference, tokenizer
+from puredetok import InvalidTokenError, codec_for, feed, start
+from puredetok.streamer import AsyncTextIteratorStreamer, TextIteratorStreamer, TextStreamer, TokenBatch
 
 
 class FakeTensor:
@@ -103,15 +104,16 @@ def test_the_text_adds_up_to_decode(name: str, skip: bool, data: st.DataObject) 
     skip_prompt = data.draw(st.booleans())
     streamer = Recording(tokenizer(name), skip_prompt=skip_prompt, codec=codec(name, skip))
     generate(streamer, prompt, output, per_step)
-    expected = reference(name, output if skip_prompt else prompt + output, skip)
+    # With skip_prompt, the output continues the prompt (contract C); without, all of it is text.
+    expected = (
+        continuation(name, prompt, output, skip) if skip_prompt else reference(name, prompt + output, skip)
+    )
     assert "".join(streamer.texts()) == expected
     # one call per put (the skipped prompt has none), then the end
     assert len(streamer.calls) == (0 if skip_prompt else 1) + -(-len(output) // per_step) + 1
     assert [end for _, end in streamer.calls] == [False] * (len(streamer.calls) - 1) + [True]
     # and each put sends exactly what the core makes certain
-    state = start(codec(name, skip))
-    if not skip_prompt:
-        state, _ = feed(state, prompt)
+    state = start(codec(name, skip), prompt) if skip_prompt else feed(start(codec(name, skip)), prompt)[0]
     texts = streamer.texts()[(0 if skip_prompt else 1) :]
     for index in range(0, len(output), per_step):
         state, delta = feed(state, output[index : index + per_step])
@@ -194,7 +196,7 @@ def test_special_tokens_and_cleanup_options() -> None:
     t5 = encode("t5_small", "Hello . It's .")
     for cleanup in (True, False):
         streamer = Recording(tokenizer("t5_small"), True, clean_up_tokenization_spaces=cleanup)
-        generate(streamer, [0], t5)
+        generate(streamer, [], t5)  # an empty prompt: the output is all the text
         assert "".join(streamer.texts()) == tokenizer("t5_small").decode(
             t5, clean_up_tokenization_spaces=cleanup
         )
@@ -255,21 +257,122 @@ def test_box_drawing_streams_per_character() -> None:
 
 
 def test_cleanup_loses_text_in_transformers_but_not_here() -> None:
-    # T5 decodes with clean_up_tokenization_spaces: " ." becomes "." once the "." arrives.
+    # T5 decodes with clean_up_tokenization_spaces: " ." becomes "." once the "." arrives. (An
+    # empty prompt: transformers' streamer decodes the output alone, and so do we then.)
     output = encode("t5_small", "Hello . It's .")
     full = tokenizer("t5_small").decode(output)
     assert full == "Hello. It's."
-    assert "".join(ours_texts("t5_small", [0], output)) == full
-    assert "".join(transformers_texts("t5_small", [0], output)) == "Hello  It's "
+    assert "".join(ours_texts("t5_small", [], output)) == full
+    assert "".join(transformers_texts("t5_small", [], output)) == "Hello  It's "
 
 
 def test_a_byte_fallback_run_is_held_until_it_ends() -> None:
     # Llama-2 spells "🦩" with four <0xNN> tokens; a fifth byte token could still turn the whole
     # run into U+FFFD, so the run is held until a non-byte token ends it.
     output = encode("llama2", "🦩 x")
-    assert ours_texts("llama2", [1], output) == ["", "", "", "", "", "🦩 x", ""]
-    assert transformers_texts("llama2", [1], output) == ["", "", "", "", "", "🦩 ", "x"]
+    assert ours_texts("llama2", [], output) == ["", "", "", "", "", "🦩 x", ""]
+    assert transformers_texts("llama2", [], output) == ["", "", "", "", "", "🦩 ", "x"]
     n, c3 = 113, 198  # <0x6E> ("n"), <0xC3> (a lead byte with nothing after it)
     assert tokenizer("llama2").decode([n, c3]) == "\ufffd\ufffd"
-    assert transformers_texts("llama2", [1], [n, c3])[0] == "n"  # sent, then spoiled
-    assert ours_texts("llama2", [1], [n, c3]) == ["", "", "\ufffd\ufffd"]
+    assert transformers_texts("llama2", [], [n, c3])[0] == "n"  # sent, then spoiled
+    assert ours_texts("llama2", [], [n, c3]) == ["", "", "\ufffd\ufffd"]
+
+
+# transformers' classes and options.
+
+
+def test_the_streamers_are_transformers_base_streamers() -> None:
+    from transformers.generation.streamers import BaseStreamer
+
+    for cls in (TextStreamer, TextIteratorStreamer, AsyncTextIteratorStreamer):
+        assert issubclass(cls, BaseStreamer)
+    assert isinstance(Recording(tokenizer("qwen3"), codec=codec("qwen3")), BaseStreamer)
+
+
+@pytest.mark.parametrize("name", ["llama2", "mistral_v03", "phi3_mini"])
+def test_skip_prompt_continues_a_prompt_that_ends_in_a_newline(name: str) -> None:
+    """Contract C through the streamer: Llama-2's "...:\n" ends in the byte token <0x0A>, which the
+    output must not send again."""
+    prompt = list(tokenizer(name).encode("A story about vLLM:\n"))
+    output = encode(name, " VLLM is great.")
+    expected = continuation(name, prompt, output)
+    assert not expected.startswith("\n")
+    assert "".join(ours_texts(name, prompt, output)) == expected
+
+
+def test_the_decode_options_pass_through() -> None:
+    llama = tokenizer("llama2")
+    run = [243, 162, 169, 172] * 3  # three flamingos spelled with <0xNN> tokens
+    capped = Recording(llama, True, max_byte_run=4)
+    whole = Recording(llama, True)
+    generate(capped, [1], run)
+    generate(whole, [1], run)
+    assert capped.texts()[:12] == ["", "", "", "🦩"] * 3  # each one sent when the cap is reached
+    assert whole.texts()[:12] == [""] * 12 and whole.texts()[12] == "🦩🦩🦩"
+    assert capped.decode_kwargs == {"max_byte_run": 4} and capped.codec == codec_for(llama, max_byte_run=4)
+    size = codec("qwen3").vocab_size
+    ignoring = Recording(tokenizer("qwen3"), True, out_of_vocab="ignore")
+    generate(ignoring, [9707], [100024, size, size + 5, 119])
+    assert "".join(ignoring.texts()) == tokenizer("qwen3").decode([100024, size, size + 5, 119]) == "鱻"
+    with pytest.raises(InvalidTokenError):
+        Recording(tokenizer("qwen3"), True, codec=codec("qwen3")).put(numpy.array([size]))
+
+
+def test_an_unknown_decode_option_is_named() -> None:
+    options: dict[str, Any] = {"spaces_between_special_tokens": False, "use_source_tokenizer": True}
+    for cls in (TextStreamer, TextIteratorStreamer):
+        with pytest.raises(TypeError, match="spaces_between_special_tokens, use_source_tokenizer"):
+            cls(tokenizer("qwen3"), **options)
+    with pytest.raises(ValueError, match="out_of_vocab"):
+        TextStreamer(tokenizer("qwen3"), out_of_vocab=cast(Any, "skip"))
+    with pytest.raises(ValueError, match="max_byte_run"):
+        TextStreamer(tokenizer("qwen3"), max_byte_run=0)
+    with pytest.raises(ValueError, match="not both"):
+        TextStreamer(tokenizer("qwen3"), codec=codec("qwen3"), max_byte_run=8)
+
+
+def test_the_async_iterator_streamer_feeds_a_coroutine() -> None:
+    prompt, output = encode("qwen3", "Q:"), encode("qwen3", "推理 😀 streams")
+
+    async def main() -> list[str]:
+        streamer = AsyncTextIteratorStreamer(
+            tokenizer("qwen3"), skip_prompt=True, timeout=10, codec=codec("qwen3")
+        )
+        worker = threading.Thread(target=generate, args=(streamer, prompt, output))
+        worker.start()
+        received = [text async for text in streamer]
+        worker.join()
+        return received
+
+    received = asyncio.run(main())
+    assert received == ours_texts("qwen3", prompt, output)
+    assert "".join(received) == continuation("qwen3", prompt, output)
+
+
+def test_the_async_iterator_streamer_times_out_and_needs_a_loop() -> None:
+    async def main() -> None:
+        streamer = AsyncTextIteratorStreamer(tokenizer("qwen3"), timeout=0.01, codec=codec("qwen3"))
+        with pytest.raises(TimeoutError):
+            await anext(streamer)
+        streamer.put(numpy.array([[9707]]))  # from the loop's own thread too
+        assert await anext(streamer) == "Hello"
+
+    asyncio.run(main())
+    with pytest.raises(RuntimeError):
+        AsyncTextIteratorStreamer(tokenizer("qwen3"), codec=codec("qwen3"))  # no running loop
+
+
+def test_put_takes_the_shapes_generate_passes() -> None:
+    """input_ids (1, n) first, then next_tokens (1,) per step, or valid_tokens (1, n) in assisted
+    decoding, all as tensors with .shape and .tolist()."""
+    prompt, output = encode("qwen3", "Hi"), encode("qwen3", " 鱻 and 🦩")
+    streamer = Recording(tokenizer("qwen3"), skip_prompt=True, codec=codec("qwen3"))
+    streamer.put(FakeTensor([prompt]))
+    assert FakeTensor([prompt]).shape == (1, len(prompt))
+    streamer.put(FakeTensor(output[:1]))
+    streamer.put(FakeTensor([output[1:3]]))
+    for token_id in output[3:]:
+        streamer.put(FakeTensor([token_id]))
+    streamer.end()
+    assert "".join(streamer.texts()) == continuation("qwen3", prompt, output)
+    assert streamer.calls[-1][1] is True and len(streamer.calls) == 2 + len(output[3:]) + 1
