@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
     class BaseStreamer:
         """``transformers.generation.streamers.BaseStreamer``, as the type checker sees it (mypy
-        does not read ``transformers``)."""
+        does not read ``transformers``).
+        """
 
         def put(self, value: Any) -> None:
             """Take the next ids."""

@@ -38,6 +38,7 @@ from puredetok.adapters.messages import (
     UserReply,
 )
 from puredetok.core import Codec, codec_for
+from puredetok.core.codec import OUT_OF_VOCAB, OutOfVocab
 from puredetok.errors import InvalidTokenError
 from puredetok.stops import StopRules, Stream, abort, advance, advance_many, close, open_stream
 
@@ -52,9 +53,12 @@ class DetokenizeManager:
     """Streams text for many requests of one tokenizer.
 
     ``defaults`` are the options of a request that starts without an :class:`Opening`.
-    Codecs are built once per ``(skip_special_tokens, clean_up_tokenization_spaces)`` and shared
-    by every request with those options; pass the same ``codecs`` dict to several managers of
-    one tokenizer to share them between managers too.
+    ``max_byte_run`` and ``out_of_vocab`` are the manager's setting of those codec options
+    (see :func:`puredetok.codec_for`), for every request whose :class:`SamplingParams` leave them
+    None. Codecs are built once per set of codec options (``skip_special_tokens``,
+    ``clean_up_tokenization_spaces``, ``max_byte_run``, ``out_of_vocab``) and shared by every
+    request with those options; pass the same ``codecs`` dict to several managers of one tokenizer
+    to share them between managers too.
     """
 
     def __init__(
@@ -63,18 +67,28 @@ class DetokenizeManager:
         *,
         defaults: SamplingParams = DEFAULT_PARAMS,
         remember_ended: int = DEFAULT_REMEMBER_ENDED,
-        codecs: dict[tuple[bool, bool | None], Codec] | None = None,
+        codecs: dict[tuple[Any, ...], Codec] | None = None,
+        max_byte_run: int | None = None,
+        out_of_vocab: OutOfVocab = "raise",
     ) -> None:
         if remember_ended < 0:
             raise ValueError(f"remember_ended must be >= 0, got {remember_ended}")
+        if max_byte_run is not None and (type(max_byte_run) is not int or max_byte_run < 1):
+            raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
+        if out_of_vocab not in OUT_OF_VOCAB:
+            raise ValueError(f"out_of_vocab must be 'raise' or 'ignore', not {out_of_vocab!r}")
         self.tokenizer = tokenizer
         self.remember_ended = remember_ended
+        self.max_byte_run = max_byte_run
+        """The cap on held byte-fallback runs of requests that do not set one (None: no cap)."""
+        self.out_of_vocab: OutOfVocab = out_of_vocab
+        """What ids past the vocabulary do in requests that do not say."""
         self.eos_token_ids = eos_token_ids(tokenizer)
         self._codecs = {} if codecs is None else codecs
         self._rules: dict[tuple[object, ...], StopRules] = {}
         self._live: dict[Uid, Stream] = {}
         self._ended: OrderedDict[Uid, str] = OrderedDict()
-        self._default_codec = self.codec(defaults.skip_special_tokens, defaults.clean_up_tokenization_spaces)
+        self._default_codec = self.codec_of(defaults)
         self._default_rules = self.rules(defaults)
 
     def __len__(self) -> int:
@@ -86,19 +100,45 @@ class DetokenizeManager:
         return uid in self._live
 
     def codec(
-        self, skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool | None = None
+        self,
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+        *,
+        max_byte_run: int | None = None,
+        out_of_vocab: OutOfVocab | None = None,
     ) -> Codec:
-        """The shared codec for these decode options (built on first use)."""
-        key = (skip_special_tokens, clean_up_tokenization_spaces)
+        """The shared codec for these decode options (built on first use). ``max_byte_run`` and
+        ``out_of_vocab`` as in :class:`SamplingParams`: None for the manager's setting, and
+        ``max_byte_run=0`` for no cap. Raises ``ValueError`` for an invalid option.
+        """
+        if max_byte_run is None:
+            cap = self.max_byte_run
+        elif type(max_byte_run) is not int or max_byte_run < 0:
+            raise ValueError(f"max_byte_run must be an int >= 0 (0: no cap) or None, not {max_byte_run!r}")
+        else:
+            cap = max_byte_run or None
+        ignore = self.out_of_vocab if out_of_vocab is None else out_of_vocab
+        key = (skip_special_tokens, clean_up_tokenization_spaces, cap, ignore)
         codec = self._codecs.get(key)
         if codec is None:
             codec = codec_for(
                 self.tokenizer,
                 skip_special_tokens=skip_special_tokens,
                 clean_up_tokenization_spaces=clean_up_tokenization_spaces,
+                max_byte_run=cap,
+                out_of_vocab=ignore,
             )
             self._codecs[key] = codec
         return codec
+
+    def codec_of(self, params: SamplingParams) -> Codec:
+        """The shared codec for the decode options of ``params``."""
+        return self.codec(
+            params.skip_special_tokens,
+            params.clean_up_tokenization_spaces,
+            max_byte_run=params.max_byte_run,
+            out_of_vocab=params.out_of_vocab,
+        )
 
     def rules(self, params: SamplingParams) -> StopRules:
         """The stop rules of ``params``, with this tokenizer's EOS ids (raises ValueError if invalid).
@@ -289,8 +329,7 @@ class DetokenizeManager:
         if uid in self._ended:
             raise ValueError(f"request {uid!r} has already ended ({self._ended[uid]})")
         params = opening.params
-        codec = self.codec(params.skip_special_tokens, params.clean_up_tokenization_spaces)
-        return open_stream(codec, self.rules(params), opening.prompt_ids)
+        return open_stream(self.codec_of(params), self.rules(params), opening.prompt_ids)
 
     def _late(self, uid: Uid) -> str:
         return f"request {uid!r} has already ended ({self._ended[uid]}): message ignored"

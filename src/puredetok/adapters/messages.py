@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
 
@@ -76,6 +76,16 @@ class SamplingParams:
     """Drop special tokens from the text, as ``decode(..., skip_special_tokens=True)`` does."""
     clean_up_tokenization_spaces: bool | None = None
     """transformers' space cleanup; None means what the tokenizer's ``decode`` does by default."""
+    max_byte_run: int | None = None
+    """The cap on a held byte-fallback run (``codec_for(..., max_byte_run=...)``): None for the
+    manager's setting (no cap unless the manager or ``serve --max-byte-run`` sets one), 0 for no
+    cap whatever the manager's setting, N >= 1 to hold at most N byte tokens of a still-valid run
+    (exact unless a valid run longer than N later turns invalid)."""
+    out_of_vocab: Literal["raise", "ignore"] | None = None
+    """What an id past the vocabulary does (``codec_for(..., out_of_vocab=...)``): None for the
+    manager's setting (``"raise"`` unless the manager or ``serve --out-of-vocab`` sets
+    ``"ignore"``), ``"raise"`` (the id is skipped and named in the reply's error), ``"ignore"``
+    (it decodes to nothing, exactly as ``tokenizer.decode`` skips it)."""
     extra: dict[str, Any] = attrs.field(factory=dict)
     """Other sampling parameters, passed through to the scheduler as they are."""
 

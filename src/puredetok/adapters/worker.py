@@ -57,6 +57,7 @@ from puredetok.adapters.wire import (
     encode_batch,
     encode_frame,
 )
+from puredetok.core.codec import OutOfVocab
 
 DEFAULT_LOCAL_BS = 4096
 """Messages drained per loop at most."""
@@ -84,6 +85,8 @@ class Worker:
     """One worker: its sockets and its two managers. :meth:`serve` runs the loop.
 
     ``tokenizer`` is a loaded tokenizer, or a name or path for :func:`load_tokenizer`.
+    ``max_byte_run`` and ``out_of_vocab`` are the detokenizer's setting of those codec options
+    for requests that do not set them (see :class:`DetokenizeManager`).
     """
 
     def __init__(
@@ -100,6 +103,8 @@ class Worker:
         context: zmq.Context[Any] | None = None,
         poll_ms: int = 100,
         send_timeout_ms: int = 30_000,
+        max_byte_run: int | None = None,
+        out_of_vocab: OutOfVocab = "raise",
     ) -> None:
         if local_bs < 1:
             raise ValueError(f"local_bs must be >= 1, got {local_bs}")
@@ -110,7 +115,9 @@ class Worker:
         self.local_bs = local_bs
         self.poll_ms = poll_ms
         self.tokenize_manager = TokenizeManager(tokenizer)
-        self.detokenize_manager = DetokenizeManager(tokenizer, defaults=defaults)
+        self.detokenize_manager = DetokenizeManager(
+            tokenizer, defaults=defaults, max_byte_run=max_byte_run, out_of_vocab=out_of_vocab
+        )
         self.decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
         self.drops = DropCounter(logger)
         self.handled: dict[str, int] = {}
@@ -401,6 +408,8 @@ def tokenize_worker(
     name: str | None = None,
     on_ready: Callable[[ReadyMsg], None] | None = None,
     stop_event: threading.Event | None = None,
+    max_byte_run: int | None = None,
+    out_of_vocab: OutOfVocab = "raise",
 ) -> WorkerStats:
     """Run a worker until SIGINT/SIGTERM (in the main thread) or ``stop_event``; its stats at the end.
 
@@ -416,6 +425,8 @@ def tokenize_worker(
         max_frame_bytes=max_frame_bytes,
         defaults=defaults,
         name=name,
+        max_byte_run=max_byte_run,
+        out_of_vocab=out_of_vocab,
     )
     previous: dict[signal.Signals, Any] = {}
 

@@ -21,6 +21,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_tokenizer_option(parser)
     parser.add_argument("--skip-special-tokens", action="store_true", help="drop special tokens")
     parser.add_argument("--add-special-tokens", action="store_true", help="let the tokenizer add BOS/EOS")
+    parser.add_argument(
+        "--max-byte-run",
+        type=int,
+        metavar="N",
+        help="hold at most N byte-fallback tokens of a still-valid run (default: no cap, always exact)",
+    )
+    parser.add_argument(
+        "--out-of-vocab",
+        choices=("raise", "ignore"),
+        default="raise",
+        help="ids past the vocabulary: an error, or nothing as tokenizer.decode skips them "
+        "(default: %(default)s)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
 
@@ -44,7 +57,12 @@ def _show(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     """Print the table; exit 1 if the streamed text differs from the full decode."""
     tokenizer = load_tokenizer(args.tokenizer)
-    codec = codec_for(tokenizer, skip_special_tokens=args.skip_special_tokens)
+    codec = codec_for(
+        tokenizer,
+        skip_special_tokens=args.skip_special_tokens,
+        max_byte_run=args.max_byte_run,
+        out_of_vocab=args.out_of_vocab,
+    )
     ids = _ids(args, tokenizer)
     decode_kwargs: dict[str, Any] = {"skip_special_tokens": args.skip_special_tokens}
     rows, state = [], start(codec)
@@ -56,7 +74,13 @@ def run(args: argparse.Namespace) -> int:
     full = tokenizer.decode(ids, **decode_kwargs)
     report = {
         "tokenizer": codec.name,
-        "codec": {"family": codec.family, "exact": codec.exact, "reason": codec.reason},
+        "codec": {
+            "family": codec.family,
+            "exact": codec.exact,
+            "reason": codec.reason,
+            "max_byte_run": args.max_byte_run,
+            "out_of_vocab": codec.out_of_vocab,
+        },
         "tokens": rows,
         "finish": tail,
         "streamed": streamed,

@@ -51,6 +51,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_FRAME_BYTES,
         help="larger frames are dropped unread (default: %(default)s)",
     )
+    parser.add_argument(
+        "--max-byte-run",
+        type=int,
+        default=None,
+        metavar="N",
+        help="hold at most N byte-fallback tokens of a still-valid run (Llama-2, Mistral, Phi-3) for "
+        "requests that do not set max_byte_run; exact unless a longer valid run later turns invalid "
+        "(default: no cap, always exact)",
+    )
+    parser.add_argument(
+        "--out-of-vocab",
+        choices=("raise", "ignore"),
+        default="raise",
+        help="what an id past the tokenizer's vocabulary does in requests that do not say: an error "
+        "for that request, or nothing, as tokenizer.decode skips it (models pad their embedding table "
+        "and can sample such ids) (default: %(default)s)",
+    )
     parser.add_argument("--quiet", action="store_true", help="log warnings only")
 
 
@@ -58,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
     """Run one worker here, or start ``--workers`` worker processes and wait for them."""
     if args.workers < 1 or args.local_bs < 1 or args.max_frame_bytes < 1 or args.index < 0:
         raise ValueError("--workers, --local-bs and --max-frame-bytes must be >= 1, --index >= 0")
+    if args.max_byte_run is not None and args.max_byte_run < 1:
+        raise ValueError("--max-byte-run must be >= 1 (leave it out for no cap)")
     if args.workers > 1 and "{index}" not in args.listen:
         raise ValueError(
             "with --workers > 1, --listen must contain '{index}' (each worker binds its own address)"
@@ -82,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
         max_frame_bytes=args.max_frame_bytes,
         name=f"worker-{args.index}",
         on_ready=ready,
+        max_byte_run=args.max_byte_run,
+        out_of_vocab=args.out_of_vocab,
     )
     return 0
 
@@ -91,8 +112,18 @@ def _pool(args: argparse.Namespace) -> int:
     children = []
     for index in range(args.index, args.index + args.workers):
         command = [sys.executable, "-m", "puredetok.cli", "serve", "--workers", "1", "--index", str(index)]
-        for option in ("tokenizer", "listen", "backend", "frontend", "local_bs", "max_frame_bytes"):
+        for option in (
+            "tokenizer",
+            "listen",
+            "backend",
+            "frontend",
+            "local_bs",
+            "max_frame_bytes",
+            "out_of_vocab",
+        ):
             command += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
+        if args.max_byte_run is not None:
+            command += ["--max-byte-run", str(args.max_byte_run)]
         if args.quiet:
             command.append("--quiet")
         children.append(subprocess.Popen(command))

@@ -18,6 +18,6 @@ __all__ = [
 
 from puredetok.core.build import codec_for
 from puredetok.core.codec import Codec, DecodeState
-from puredetok.core.protocols import TokenizerLike
 from puredetok.core.echo import continuation_text
+from puredetok.core.protocols import TokenizerLike
 from puredetok.core.stream import feed, finish, finish_hold, start, step, step_hold

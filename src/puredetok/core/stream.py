@@ -67,8 +67,8 @@ def admit_token(codec: Codec, token_id: object, position: int | None = None) -> 
         if not isinstance(token_id, bool) and hasattr(type(token_id), "__index__"):
             if operator.index(cast(SupportsIndex, token_id)) >= ID_LIMIT:
                 why = (
-                    f"past the vocabulary [0, {size}) and past 2**32, the largest id tokenizer.decode takes "
-                    "(smaller ids past the vocabulary are ignored)"
+                    f"past the vocabulary [0, {size}) and not below 2**32, where tokenizer.decode "
+                    "stops taking ids (ids in between are ignored)"
                 )
         raise InvalidTokenError(token_id, size, position, why=why) from None
 
