@@ -41,6 +41,29 @@ def test_explain_ids_and_a_raw_tokenizer_file(capsys: pytest.CaptureFixture[str]
     assert code == 0 and json.loads(out)["streamed"] == "Hello world"
 
 
+def test_explain_codec_options(capsys: pytest.CaptureFixture[str]) -> None:
+    llama = str(_folder("llama2"))
+    flamingos = "243 162 169 172 243 162 169 172"
+    code, out, _ = run(capsys, "explain", "--ids", flamingos, "--tokenizer", llama, "--json")
+    report = json.loads(out)  # without a cap, the valid run is held to the end
+    assert code == 0 and [row["delta"] for row in report["tokens"]] == [""] * 8 and report["finish"] == "🦩🦩"
+    code, out, _ = run(
+        capsys, "explain", "--ids", flamingos, "--tokenizer", llama, "--max-byte-run", "4", "--json"
+    )
+    report = json.loads(out)
+    assert code == 0 and [row["delta"] for row in report["tokens"]] == ["", "", "", "🦩"] * 2
+    assert report["codec"]["max_byte_run"] == 4 and report["codec"]["out_of_vocab"] == "raise"
+    code, out, _ = run(
+        capsys, "explain", "--ids", "100024 151669 119 4294967295", "--out-of-vocab", "ignore", "--json"
+    )
+    report = json.loads(out)
+    assert (
+        code == 0
+        and report["streamed"] == report["decode"] == "鱻"
+        and report["codec"]["out_of_vocab"] == "ignore"
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -51,6 +74,10 @@ def test_explain_ids_and_a_raw_tokenizer_file(capsys: pytest.CaptureFixture[str]
         (["explain"], "give either TEXT or --ids"),
         (["explain", "x", "--ids", "1"], "give either TEXT or --ids"),
         (["bench", "--tokens", "3"], "--tokens must be"),
+        (["explain", "--ids", "1", "--max-byte-run", "0"], "max_byte_run must be a positive int"),
+        (["explain", "--ids", "151669"], "outside the vocabulary [0, 151669)"),
+        (["explain", "--ids", "-1", "--out-of-vocab", "ignore"], "invalid token id -1"),
+        (["explain", "--ids", "4294967296", "--out-of-vocab", "ignore"], "not below 2**32"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -387,3 +388,53 @@ def test_a_batch_column_by_column_is_its_messages_one_by_one(
         replies = together.handle_batch(batch).items
         assert list(replies) == [alone.handle([message])[0] for message in messages]
     assert sorted(together._live) == sorted(alone._live)
+
+
+def test_max_byte_run_per_request_and_as_the_managers_setting() -> None:
+    """Codecs are keyed by every codec option: a request's max_byte_run (0: no cap) or the
+    manager's own setting."""
+    llama = tokenizer("llama2")
+    run = [243, 162, 169, 172] * 3  # three flamingos spelled with <0xNN> tokens
+    shared: dict[tuple[Any, ...], Any] = {}
+    m = DetokenizeManager(llama, codecs=shared)
+    capped = DetokenizeManager(llama, max_byte_run=4, codecs=shared)
+
+    uids = iter(range(100))
+
+    def texts(manager: DetokenizeManager, params: SamplingParams | None) -> list[str]:
+        uid, opening = next(uids), None if params is None else Opening((1,), params)
+        first = manager.handle([DetokenizeMsg(uid, tuple(run[:1]), False, opening)])
+        rest = manager.handle([DetokenizeMsg(uid, (token,)) for token in run[1:]])
+        tail = manager.handle([DetokenizeMsg(uid, (), True)])
+        return [reply.incremental_output for reply in first + rest + tail]
+
+    held = [""] * 12 + ["🦩🦩🦩"]
+    each = ["", "", "", "🦩"] * 3 + [""]
+    assert texts(m, SamplingParams()) == held
+    assert texts(m, SamplingParams(max_byte_run=4)) == each
+    assert texts(capped, None) == each and texts(capped, SamplingParams()) == each
+    assert texts(capped, SamplingParams(max_byte_run=0)) == held  # no cap, whatever the setting
+    assert m.codec_of(SamplingParams(max_byte_run=4)) is capped.codec() is m.codec(max_byte_run=4)
+    assert m.codec_of(SamplingParams(max_byte_run=4)) != m.codec()
+    with pytest.raises(ValueError, match="max_byte_run"):
+        DetokenizeManager(llama, max_byte_run=0)
+    [bad] = m.handle([DetokenizeMsg("bad", (5,), True, Opening((), SamplingParams(max_byte_run=-2)))])
+    assert bad.error is not None and "max_byte_run" in bad.error
+
+
+@pytest.mark.parametrize("name", ["llama2", "mistral_v03", "phi3_mini"])
+def test_stop_at_a_newline_after_a_prompt_ending_in_a_newline(name: str) -> None:
+    """Contract C through the manager: the prompt's held "\n" (<0x0A>) is neither sent again nor
+    matched by stop=["\n"]; the request stops at the output's first newline."""
+    prompt = list(tokenizer(name).encode("A story about vLLM:\n"))
+    output = encode(" VLLM is great.\nSecond line.", name)
+    expected = continuation(name, prompt, output)
+    m = manager(name)
+    opening = Opening(tuple(prompt), SamplingParams(stop=("\n",)))
+    replies = m.handle(
+        [DetokenizeMsg(1, (token,), False, opening if i == 0 else None) for i, token in enumerate(output)]
+    )
+    sent = "".join(reply.incremental_output for reply in replies if reply.error is None)
+    assert sent == expected[: expected.index("\n")] and sent.strip()
+    ended = [reply for reply in replies if reply.finished]
+    assert ended and ended[0].finish_reason == "stop" and ended[0].matched_stop == "\n"

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import codec, id_lists, tokenizer
+from helpers import _folder, codec, continuation, id_lists, tokenizer
 from puredetok import feed, finish, start
 from puredetok.adapters.messages import (
     AbortBackendMsg,
@@ -388,4 +388,50 @@ def test_an_internal_error_costs_only_its_batch_and_an_empty_batch_no_reply(
         assert not h.frontend.poll(300)  # nothing to answer, no frame
     finally:
         worker.close()
+        h.close()
+
+
+def test_serve_takes_the_codec_options_and_continues_prompts(tmp_path: Path) -> None:
+    """``serve --out-of-vocab ignore --max-byte-run 4`` (forwarded to every worker of a pool) are the
+    settings of requests that do not choose; contract C end to end: after a Llama-2 prompt ending
+    in the byte token <0x0A>, stop=["\\n"] ends at the output's first newline."""
+    llama = tokenizer("llama2")
+    h = Harness(tmp_path)
+    try:
+        h.start(
+            2,
+            "--quiet",
+            "--tokenizer",
+            str(_folder("llama2")),
+            "--out-of-vocab",
+            "ignore",
+            "--max-byte-run",
+            "4",
+        )
+        h.wait_ready(2)
+        pool = h.pool([0, 1])
+        size = codec("llama2").vocab_size
+        flamingos = [243, 162, 169, 172] * 2
+        prompt = list(llama.encode("A story about vLLM:\n"))
+        output = list(llama.encode(" VLLM is great.\nSecond line.", add_special_tokens=False))
+        pool.send(
+            [
+                DetokenizeMsg("oov", (size,)),
+                DetokenizeMsg("strict", (size,), True, Opening((), SamplingParams(out_of_vocab="raise"))),
+                DetokenizeMsg(
+                    "nl", tuple(output), True, Opening(tuple(prompt), SamplingParams(stop=("\n",)))
+                ),
+            ]
+        )
+        for token in flamingos:
+            pool.send([DetokenizeMsg("oov", (token,))])
+        pool.send([DetokenizeMsg("oov", (size + 7,), True)])
+        replies = h.replies_until_finished({"oov", "strict", "nl"})
+        assert [r.incremental_output for r in replies["oov"]] == ["", *(["", "", "", "🦩"] * 2), ""]
+        assert all(r.error is None for r in replies["oov"])
+        assert replies["strict"][-1].error is not None and str(size) in replies["strict"][-1].error
+        expected = continuation("llama2", prompt, output)
+        assert texts(replies)["nl"] == expected[: expected.index("\n")]
+        assert replies["nl"][-1].finish_reason == "stop" and replies["nl"][-1].matched_stop == "\n"
+    finally:
         h.close()
