@@ -369,6 +369,9 @@ def test_the_old_priming_is_reported_as_breaking_c(name: str) -> None:
     assert found.expected == continuation(name, found.prompt, found.ids)
     assert any(shown.endswith(found.emitted[:n]) for n in range(1, len(found.emitted) + 1))
     assert check_continuation(core_detokenizer(ref.codec), ref, found.prompt, found.ids) is None
+    # The minimal case: a prompt of one held token, and no output at all.
+    lone = {"qwen3": ["Â"]}.get(name, ["<0x0A>"])  # Qwen3 126 is the byte 0xC2, a lead byte
+    assert tokenizer(name).convert_ids_to_tokens(list(found.prompt)) == lone and found.ids == ()
 
 
 def test_the_old_priming_sends_the_newline_of_a_prompt_again() -> None:
