@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import pickle
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import puredetok
@@ -184,3 +185,69 @@ def test_stop_at_a_newline_after_a_newline_prompt_ends_at_the_next_newline(name:
     assert text == first_line
     assert stream.finish_reason == puredetok.FinishReason("stop", "\n")
     assert close(stream) == (stream, "")
+
+
+# The synthetic tokenizers (every decoder module, holes, specials, lone bytes), and the generic
+# window codec where the decode only grows.
+
+
+@functools.cache
+def synthetic_tokenizer(name: str) -> Any:
+    import synthetic
+
+    return {**synthetic.EXACT, **synthetic.UNMODELLED}[name]()
+
+
+@functools.cache
+def synthetic_codec(name: str, skip: bool) -> puredetok.Codec:
+    return puredetok.codec_for(synthetic_tokenizer(name), skip_special_tokens=skip)
+
+
+def synthetic_names() -> list[str]:
+    import synthetic
+
+    return sorted({**synthetic.EXACT, **synthetic.UNMODELLED})
+
+
+@pytest.mark.parametrize("name", synthetic_names())
+@pytest.mark.parametrize("skip", [False, True])
+@given(data=st.data())
+def test_c_on_synthetic_tokenizers(name: str, skip: bool, data: st.DataObject) -> None:
+    built = synthetic_tokenizer(name)
+    size = max(built.get_vocab(with_added_tokens=True).values()) + 1
+    ids = st.lists(st.integers(0, size - 1), max_size=20)
+    prompt, output = data.draw(ids, label="prompt"), data.draw(ids, label="output")
+
+    def decode(sequence: list[int]) -> str:
+        try:
+            return str(built.decode(sequence, skip_special_tokens=skip))
+        except BaseException as error:  # tokenizers 0.23's Strip(stop>0) panics on some inputs
+            if type(error).__name__ != "PanicException":
+                raise
+            assume(False)
+            raise
+
+    shown, full = decode(prompt), decode([*prompt, *output])
+    expected = full[len(os.path.commonprefix([shown, full])) :]
+    c = synthetic_codec(name, skip)
+    state, emitted = start(c, prompt), ""
+    for count, token_id in enumerate(output, 1):
+        state, delta = step(state, token_id)
+        emitted += delta
+        assert expected.startswith(emitted), (prompt, output[:count])
+    assert emitted + finish(state) == expected
+
+
+@pytest.mark.parametrize("name", ["qwen3", "distilbert_base_uncased"])
+@given(data=st.data())
+def test_c_with_the_window_codec(name: str, data: st.DataObject) -> None:
+    prompt = data.draw(prompt_lists(name), label="prompt")
+    output = data.draw(output_lists(name), label="output")
+    c = window_codec(name)
+    assert not c.exact
+    assert streamed(c, prompt, output) == continuation(name, prompt, output)
+
+
+@functools.cache
+def window_codec(name: str) -> puredetok.Codec:
+    return puredetok.codec_for(tokenizer(name), window=True)

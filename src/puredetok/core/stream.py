@@ -134,8 +134,7 @@ def step_hold(codec: Codec, hold: Hashable, token_id: int) -> tuple[Hashable, st
     if type(hold) is Echo:
         new, delta = decoding.step(hold.hold, token_id)
         return consume(hold, new, delta)
-    new, delta = decoding.step(hold, token_id)
-    return new, delta
+    return decoding.step(hold, token_id)
 
 
 _INTS = {int}
