@@ -78,6 +78,7 @@ def test_explain_codec_options(capsys: pytest.CaptureFixture[str]) -> None:
         (["explain", "--ids", "151669"], "outside the vocabulary [0, 151669)"),
         (["explain", "--ids", "-1", "--out-of-vocab", "ignore"], "invalid token id -1"),
         (["explain", "--ids", "4294967296", "--out-of-vocab", "ignore"], "not below 2**32"),
+        (["serve", "--max-byte-run", "0"], "--max-byte-run must be >= 1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(
@@ -88,7 +89,16 @@ def test_bad_input_is_one_line_and_exit_code_2(
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
-@pytest.mark.parametrize("argv", [[], ["nonsense"], ["explain", "--no-such-option"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["nonsense"],
+        ["explain", "--no-such-option"],
+        ["serve", "--out-of-vocab", "skip"],
+        ["explain", "--max-byte-run", "x"],
+    ],
+)
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(argv)

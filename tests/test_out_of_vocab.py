@@ -247,3 +247,22 @@ def test_the_manager_takes_the_option_per_request_and_as_its_setting() -> None:
         [DetokenizeMsg(5, ids, True, Opening((), SamplingParams(out_of_vocab=cast(Any, "x"))))]
     )
     assert bad.error is not None and "out_of_vocab" in bad.error
+
+
+def test_trace_options_and_wire_params_carry_the_codec_options() -> None:
+    from puredetok.adapters.trace import TraceError, TraceHeader, read_trace
+    from puredetok.adapters.wire import FrameDecoder, encode_batch
+
+    header = '{"tokenizer": "qwen3", "options": {"out_of_vocab": "ignore", "max_byte_run": 8}}'
+    [read] = list(read_trace([header]))
+    assert isinstance(read, TraceHeader) and read.options == SamplingParams(
+        max_byte_run=8, out_of_vocab="ignore"
+    )
+    for bad in ('{"out_of_vocab": "skip"}', '{"max_byte_run": "eight"}'):
+        with pytest.raises(TraceError, match="line 1"):
+            list(read_trace([f'{{"uid": 1, "tokens": [], "options": {bad}}}']))
+    message = DetokenizeMsg(
+        7, (1,), False, Opening((), SamplingParams(out_of_vocab="ignore", max_byte_run=0))
+    )
+    decoded = FrameDecoder().decode(encode_batch([message]))
+    assert decoded.batch.items == (message,) and not decoded.rejected
