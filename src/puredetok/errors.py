@@ -9,7 +9,7 @@ class InvalidTokenError(ValueError):
     """A token id that is not in the codec's vocabulary (negative, too large, or not an int).
 
     The state the id was offered to is untouched and still valid. ``why`` replaces the usual
-    explanation (the message still names the id and the vocabulary size).
+    explanation after the id (a caller that gives one names the vocabulary size in it).
     """
 
     def __init__(
