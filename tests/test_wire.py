@@ -49,7 +49,13 @@ params = st.builds(
     include_stop_str_in_output=st.booleans(),
     skip_special_tokens=st.booleans(),
     clean_up_tokenization_spaces=st.none() | st.booleans(),
+    spaces_between_special_tokens=st.none() | st.booleans(),
     extra=st.dictionaries(st.text(max_size=8), json_values, max_size=3),
+)
+endings = st.one_of(
+    st.tuples(st.booleans(), st.none(), st.none()),
+    st.tuples(st.just(True), st.sampled_from(["length", "abort"]), st.none()),
+    st.tuples(st.just(True), st.just("stop"), st.none() | st.text(max_size=4) | st.integers(0, 2**31)),
 )
 messages_by_kind: dict[str, st.SearchStrategy[Any]] = {
     "tokenize": st.builds(
@@ -62,7 +68,11 @@ messages_by_kind: dict[str, st.SearchStrategy[Any]] = {
         add_special_tokens=st.booleans(),
     ),
     "detokenize": st.builds(
-        DetokenizeMsg, uids, ids, st.booleans(), st.none() | st.builds(Opening, ids, params)
+        lambda uid, token_ids, opening, end: DetokenizeMsg(uid, token_ids, end[0], opening, end[1], end[2]),
+        uids,
+        ids,
+        st.none() | st.builds(Opening, ids, params),
+        endings,
     ),
     "abort": st.builds(AbortMsg, uids),
     "health": st.builds(HealthCheckMsg, st.integers(-(2**63), 2**63 - 1)),
@@ -113,7 +123,14 @@ def test_the_wire_is_msgpack_columns_for_the_per_token_kinds_and_field_maps_for_
     frame = encode_batch([DetokenizeMsg(7, (1, 2)), DetokenizeMsg("a", (), True)])
     assert msgspec.msgpack.decode(frame) == [
         "detokenize",
-        {"uids": [7, "a"], "token_ids": [1, 2], "counts": [2, 0], "finished": [1], "opens": []},
+        {
+            "uids": [7, "a"],
+            "token_ids": [1, 2],
+            "counts": [2, 0],
+            "finished": [1],
+            "opens": [],
+            "reasons": [],
+        },
     ]
     frame = encode_batch([DetokenizeMsg(7, (1,)), DetokenizeMsg(8, (2,))])
     assert msgspec.msgpack.decode(frame)[1]["counts"] is None  # one id each: no counts
@@ -298,7 +315,8 @@ def test_random_bytes_never_raise_anything_but_a_frame_error(frame: bytes) -> No
         pass
 
 
-def test_sampling_params_default_to_the_library_defaults() -> None:
+def test_sampling_params_default_as_engines_do() -> None:
     params = SamplingParams()
-    assert not params.skip_special_tokens and params.clean_up_tokenization_spaces is None
+    assert params.skip_special_tokens and params.clean_up_tokenization_spaces is None
+    assert params.spaces_between_special_tokens is None
     assert params.stop == () and params.max_new_tokens is None and not params.ignore_eos

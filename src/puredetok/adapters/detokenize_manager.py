@@ -16,11 +16,11 @@ forgetting one never loses text.
 
 from __future__ import annotations
 
-__all__ = ["DetokenizeManager", "DEFAULT_REMEMBER_ENDED"]
+__all__ = ["DetokenizeManager", "DEFAULT_REMEMBER_ENDED", "CodecKey"]
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import attrs
 
@@ -39,10 +39,23 @@ from puredetok.adapters.messages import (
 )
 from puredetok.core import Codec, codec_for
 from puredetok.errors import InvalidTokenError
-from puredetok.stops import StopRules, Stream, abort, advance, advance_many, close, open_stream
+from puredetok.stops import (
+    FinishReason,
+    StopRules,
+    Stream,
+    abort,
+    advance,
+    advance_many,
+    close,
+    open_stream,
+)
 
 DEFAULT_REMEMBER_ENDED = 65_536
 """How many ended uids the manager remembers (to report late messages for them)."""
+
+CodecKey: TypeAlias = tuple[bool, bool | None, bool | None]
+"""The decode options a codec is built for: ``(skip_special_tokens, clean_up_tokenization_spaces,
+spaces_between_special_tokens)``."""
 
 RULES_CACHE = 4_096
 """Distinct stop rules kept for sharing between requests (the cache starts over when full)."""
@@ -52,9 +65,9 @@ class DetokenizeManager:
     """Streams text for many requests of one tokenizer.
 
     ``defaults`` are the options of a request that starts without an :class:`Opening`.
-    Codecs are built once per ``(skip_special_tokens, clean_up_tokenization_spaces)`` and shared
-    by every request with those options; pass the same ``codecs`` dict to several managers of
-    one tokenizer to share them between managers too.
+    Codecs are built once per set of decode options (:data:`CodecKey`) and shared by every
+    request with those options; pass the same ``codecs`` dict to several managers of one
+    tokenizer to share them between managers too.
     """
 
     def __init__(
@@ -63,7 +76,7 @@ class DetokenizeManager:
         *,
         defaults: SamplingParams = DEFAULT_PARAMS,
         remember_ended: int = DEFAULT_REMEMBER_ENDED,
-        codecs: dict[tuple[bool, bool | None], Codec] | None = None,
+        codecs: dict[CodecKey, Codec] | None = None,
     ) -> None:
         if remember_ended < 0:
             raise ValueError(f"remember_ended must be >= 0, got {remember_ended}")
@@ -74,7 +87,7 @@ class DetokenizeManager:
         self._rules: dict[tuple[object, ...], StopRules] = {}
         self._live: dict[Uid, Stream] = {}
         self._ended: OrderedDict[Uid, str] = OrderedDict()
-        self._default_codec = self.codec(defaults.skip_special_tokens, defaults.clean_up_tokenization_spaces)
+        self._default_codec = self.codec_of(defaults)
         self._default_rules = self.rules(defaults)
 
     def __len__(self) -> int:
@@ -86,19 +99,38 @@ class DetokenizeManager:
         return uid in self._live
 
     def codec(
-        self, skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool | None = None
+        self,
+        skip_special_tokens: bool = True,
+        clean_up_tokenization_spaces: bool | None = None,
+        spaces_between_special_tokens: bool | None = None,
     ) -> Codec:
-        """The shared codec for these decode options (built on first use)."""
-        key = (skip_special_tokens, clean_up_tokenization_spaces)
+        """The shared codec for these decode options (built on first use).
+
+        ``spaces_between_special_tokens`` only matters to a tokenizer whose class overrides
+        transformers' decode (see :func:`~puredetok.codec_for`); for every other one the codec
+        built without it is shared.
+        """
+        if spaces_between_special_tokens is not None and _ignores_spaces_option(self.tokenizer):
+            spaces_between_special_tokens = None
+        key = (skip_special_tokens, clean_up_tokenization_spaces, spaces_between_special_tokens)
         codec = self._codecs.get(key)
         if codec is None:
             codec = codec_for(
                 self.tokenizer,
                 skip_special_tokens=skip_special_tokens,
                 clean_up_tokenization_spaces=clean_up_tokenization_spaces,
+                spaces_between_special_tokens=spaces_between_special_tokens,
             )
             self._codecs[key] = codec
         return codec
+
+    def codec_of(self, params: SamplingParams) -> Codec:
+        """The shared codec for the decode options of ``params``."""
+        return self.codec(
+            params.skip_special_tokens,
+            params.clean_up_tokenization_spaces,
+            params.spaces_between_special_tokens,
+        )
 
     def rules(self, params: SamplingParams) -> StopRules:
         """The stop rules of ``params``, with this tokenizer's EOS ids (raises ValueError if invalid).
@@ -172,17 +204,17 @@ class DetokenizeManager:
                                 self._end(uid, new, position, replies)
                         append(text)
                         continue
-                append(self._message(position, uid, (token_id,), None, False, replies))
+                append(self._message(position, uid, (token_id,), None, None, replies))
         else:
             opening, closing = dict(batch.opens), frozenset(batch.finished)
+            why = {position: FinishReason(reason, matched) for position, reason, matched in batch.reasons}
             cursor = 0
             for position, uid in enumerate(uids):
                 count = 1 if counts is None else counts[position]
                 token_ids = ids[cursor : cursor + count]
                 cursor += count
-                text = self._message(
-                    position, uid, token_ids, opening.get(position), position in closing, replies
-                )
+                end = (why.get(position) or _SCHEDULER_LENGTH) if position in closing else None
+                text = self._message(position, uid, token_ids, opening.get(position), end, replies)
                 replies.outputs.append(text)
         return ReplyBatch(uids, tuple(replies.outputs), tuple(replies.ended), tuple(replies.errors))
 
@@ -192,10 +224,13 @@ class DetokenizeManager:
         uid: Uid,
         token_ids: Sequence[int],
         opening: Opening | None,
-        finished: bool,
+        end: FinishReason | None,
         replies: _Replies,
     ) -> str:
-        """One message, any message: its text; its ending and error go into ``replies``."""
+        """One message, any message: its text; its ending and error go into ``replies``.
+
+        ``end`` is the scheduler's reason when the message ends its request (None if it does not).
+        """
         stream = old = self._live.get(uid)
         if stream is None or opening is not None:
             first = self._first(uid, opening, stream)
@@ -206,13 +241,23 @@ class DetokenizeManager:
                 replies.errors.append((position, message))
                 return ""
             stream = first
+        last = None
+        stopped_on = end.matched if end is not None and type(end.matched) is int else None
+        if (
+            stopped_on is not None
+            and 0 <= stopped_on < stream.codec.vocab_size
+            and token_ids
+            and token_ids[-1] == stopped_on
+        ):
+            # The scheduler stopped on this token: its text goes as a stop token's would.
+            token_ids, last = token_ids[:-1], token_ids[-1]
         try:
             stream, text = _advance_ids(stream, token_ids)
         except InvalidTokenError:
             stream, text, error = _skipping_invalid(stream, token_ids)
             replies.errors.append((position, error))
-        if finished and stream.finish_reason is None:
-            stream, tail = close(stream)
+        if end is not None and stream.finish_reason is None:
+            stream, tail = _end_by_scheduler(stream, end, last)
             text += tail
         if stream.finish_reason is not None:
             self._end(uid, stream, position, replies)
@@ -289,8 +334,7 @@ class DetokenizeManager:
         if uid in self._ended:
             raise ValueError(f"request {uid!r} has already ended ({self._ended[uid]})")
         params = opening.params
-        codec = self.codec(params.skip_special_tokens, params.clean_up_tokenization_spaces)
-        return open_stream(codec, self.rules(params), opening.prompt_ids)
+        return open_stream(self.codec_of(params), self.rules(params), opening.prompt_ids)
 
     def _late(self, uid: Uid) -> str:
         return f"request {uid!r} has already ended ({self._ended[uid]}): message ignored"
@@ -310,6 +354,51 @@ class _Replies:
     outputs: list[str] = attrs.Factory(list)
     ended: list[Ended] = attrs.Factory(list)
     errors: list[Failed] = attrs.Factory(list)
+
+
+def _ignores_spaces_option(tokenizer: object) -> bool:
+    """Whether ``tokenizer.decode`` ignores ``spaces_between_special_tokens``: a raw
+    ``tokenizers.Tokenizer`` (no such option) or a transformers class that keeps the
+    ``tokenizers``-backed decode as it is (which drops the option).
+    """
+    import tokenizers
+    from transformers import PreTrainedTokenizerBase
+    from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+    if isinstance(tokenizer, tokenizers.Tokenizer):
+        return True
+    cls = type(tokenizer)
+    return (
+        issubclass(cls, TokenizersBackend)
+        and getattr(cls, "decode", None) is PreTrainedTokenizerBase.decode
+        and getattr(cls, "_decode", None) is TokenizersBackend._decode
+    )
+
+
+_SCHEDULER_LENGTH = FinishReason("length")
+"""The reason of a request the scheduler ended without saying why."""
+
+
+def _end_by_scheduler(stream: Stream, end: FinishReason, last: int | None) -> tuple[Stream, str]:
+    """The scheduler ended a running stream, for reason ``end``: the text it still holds, and the
+    ended stream. A stop string found in that text ends it first (the stop layer's reason wins);
+    ``last`` is the token the scheduler stopped on, not yet consumed (its text only if included).
+    """
+    if end.kind == "abort":
+        return abort(stream), ""
+    text = ""
+    if last is not None and stream.rules.include_stop_str_in_output:
+        try:
+            stream, text = advance(stream, last)
+        except InvalidTokenError:
+            pass
+        if stream.finish_reason is not None:
+            return stream, text
+    stream, tail = close(stream)
+    assert stream.finish_reason is not None
+    if stream.finish_reason.kind == "length" and end.kind != "length":
+        stream = attrs.evolve(stream, finish_reason=end)
+    return stream, text + tail
 
 
 SHORT_RUN = 8
