@@ -16,6 +16,7 @@ from puredetok.adapters.detokenize_manager import CodecKey, DetokenizeManager
 from puredetok.adapters.messages import (
     DetokenizeBatch,
     DetokenizeMsg,
+    FinishKind,
     Opening,
     SamplingParams,
     Uid,
@@ -473,7 +474,7 @@ def test_an_abort_from_the_scheduler_sends_nothing_held() -> None:
     pieces=st.integers(1, 3),
 )
 def test_any_end_the_scheduler_gives_is_the_replys_reason_with_decodes_text(
-    ids: list[int], reason: str | None, matched: str | None, include: bool, pieces: int
+    ids: list[int], reason: FinishKind | None, matched: str | None, include: bool, pieces: int
 ) -> None:
     """Without stop rules of its own (no stop strings, EOS ignored), a request ends with the
     scheduler's reason, and its text is ``decode`` of its ids (less the stop token it stopped on,
