@@ -57,8 +57,6 @@ Uid = int | str
 FinishKind: TypeAlias = Literal["stop", "length", "abort"]
 """Why a request ended: a stop string, stop token or EOS; its token limit; or an abort."""
 
-_UNSET: Any = object()
-
 
 @attrs.frozen(init=False)
 class SamplingParams:
@@ -96,7 +94,7 @@ class SamplingParams:
 
     def __init__(
         self,
-        max_new_tokens: int | None = _UNSET,
+        max_new_tokens: int | None = None,
         min_tokens: int = 0,
         stop: tuple[str, ...] = (),
         stop_token_ids: tuple[int, ...] = (),
@@ -107,14 +105,13 @@ class SamplingParams:
         spaces_between_special_tokens: bool | None = None,
         extra: dict[str, Any] | None = None,
         *,
-        max_tokens: int | None = _UNSET,
+        max_tokens: int | None = None,
     ) -> None:
         """The parameters; ``max_tokens`` is vLLM's name for ``max_new_tokens`` (give one of them)."""
-        if max_tokens is not _UNSET and max_new_tokens is not _UNSET:
+        if max_tokens is not None and max_new_tokens is not None:
             raise ValueError("give max_tokens or max_new_tokens (two names of one limit), not both")
-        limit = max_tokens if max_tokens is not _UNSET else max_new_tokens
         self.__attrs_init__(
-            None if limit is _UNSET else limit,
+            max_new_tokens if max_tokens is None else max_tokens,
             min_tokens,
             stop,
             stop_token_ids,
