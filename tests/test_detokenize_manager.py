@@ -457,6 +457,15 @@ def test_the_stop_layers_reason_wins_where_it_ended_the_stream_first() -> None:
     }
 
 
+def test_a_stop_on_an_invalid_id_is_an_error_and_the_reason_still_arrives() -> None:
+    m = manager()
+    size = m.codec().vocab_size
+    [reply] = m.handle([DetokenizeMsg(1, (32, size + 3), True, None, "stop", size + 3)])
+    assert reply.error is not None and f"{size + 3} at position 1" in reply.error
+    assert (reply.incremental_output, reply.finish_reason, reply.matched_stop) == ("A", "stop", size + 3)
+    assert len(m) == 0
+
+
 def test_an_abort_from_the_scheduler_sends_nothing_held() -> None:
     m = manager()
     emoji = encode("ok 🦩")

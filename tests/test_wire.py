@@ -255,6 +255,9 @@ def test_a_frame_from_encode_batch_with_one_bad_cell_keeps_the_others() -> None:
         {"uids": [1, 2], "token_ids": [5, "x"], "opens": [7]},
         {"uids": None, "token_ids": [5]},
         {"token_ids": [5]},
+        {"uids": [1, 2], "token_ids": [5, "x"], "finished": [0], "reasons": [[2, "stop", None]]},
+        {"uids": [1, 2], "token_ids": [5, "x"], "finished": [0], "reasons": [[0, "stop"]]},
+        {"uids": [1, 2], "token_ids": [5, "x"], "finished": [0], "reasons": ["stop"]},
     ],
 )
 def test_columns_that_do_not_say_where_each_message_is_refuse_the_frame(columns: dict[str, Any]) -> None:
@@ -270,11 +273,49 @@ def test_columns_that_do_not_say_where_each_message_is_refuse_the_frame(columns:
         {"uids": [1], "token_ids": [5], "counts": [2]},
         {"uids": [1], "token_ids": [5], "finished": [3]},
         {"uids": [1], "token_ids": [5], "opens": [[1, {}]]},
+        {"uids": [1], "token_ids": [5], "finished": [0], "reasons": [[1, "stop", None]]},
+        {"uids": [1], "token_ids": [5], "reasons": [[0, "stop", None]]},  # not finished
+        {"uids": [1], "token_ids": [5], "finished": [0], "reasons": [[0, "done", None]]},
+        {"uids": [1], "token_ids": [5], "finished": [0], "reasons": [[0, "length", 7]]},
+        {"uids": [1], "token_ids": [5], "finished": [0], "reasons": [[0, "stop", 1], [0, "stop", 2]]},
     ],
 )
 def test_columns_that_do_not_add_up_are_refused_when_built(columns: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         DetokenizeBatch(**{key: tuple(value) for key, value in columns.items()})
+
+
+def test_a_bad_reason_costs_its_message_only() -> None:
+    frame = msgspec.msgpack.encode(
+        [
+            "detokenize",
+            {
+                "uids": [1, 2, 3, 4],
+                "token_ids": [5, 6, 7, 8],
+                "finished": [0, 1, 3],
+                "reasons": [
+                    [0, "stop", 151645],
+                    [1, "stopped", None],
+                    [2, "length", None],
+                    [3, "length", "x"],
+                ],
+            },
+        ]
+    )
+    decoded = FrameDecoder().decode(frame)
+    assert decoded.batch.items == (DetokenizeMsg(1, (5,), True, None, "stop", 151645),)
+    assert [(r.index, r.uid) for r in decoded.rejected] == [(1, 2), (2, 3), (3, 4)]
+    assert "needs finished=True" in decoded.rejected[1].reason
+    assert "needs finish_reason='stop'" in decoded.rejected[2].reason
+
+
+def test_a_detokenize_message_says_why_only_when_it_ends() -> None:
+    with pytest.raises(ValueError, match="needs finished=True"):
+        DetokenizeMsg(1, (), False, None, "length")
+    with pytest.raises(ValueError, match="finish_reason must be"):
+        DetokenizeMsg(1, (), True, None, "eos")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="needs finish_reason='stop'"):
+        DetokenizeMsg(1, (), True, None, "abort", 5)
 
 
 def test_a_reply_that_has_not_finished_has_no_reason() -> None:
