@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Project tasks with nothing but Python 3.11 and pip: ``python3 tasks.py demo|test|bench|docs``.
 
-Each task first makes sure ``.venv`` exists with the project installed (with its dev extras); it
-reinstalls when pyproject.toml changes.
+Each task first makes sure ``.venv`` exists with the project installed: ``demo`` and ``bench``
+install the package alone (what a user gets), ``test`` and ``docs`` add the dev extras (type
+checker, linter, docs builder, test tools). It reinstalls when pyproject.toml changes.
 """
 
 from __future__ import annotations
@@ -23,23 +24,60 @@ STAMP = VENV / ".puredetok-installed"
 DEMO_TEXT = "鱻䨻🦩 is rare, 推理 naïve"
 
 
-def run(*command: str | Path, env: dict[str, str] | None = None) -> None:
+def run(*command: str | Path, env: dict[str, str] | None = None, cwd: str | Path = ROOT) -> None:
     """Run a command, stopping the task with its exit code if it fails."""
     print("+", " ".join(str(part) for part in command), flush=True)
-    completed = subprocess.run([str(part) for part in command], cwd=ROOT, env=env)
+    completed = subprocess.run([str(part) for part in command], cwd=cwd, env=env)
     if completed.returncode:
         sys.exit(completed.returncode)
 
 
-def ensure_venv() -> None:
-    """Create .venv and install the project with dev extras (again when pyproject.toml changed)."""
-    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if STAMP.exists() and STAMP.read_text() == wanted:
+def ensure_venv(dev: bool) -> None:
+    """Create .venv and install the project, with the dev extras if ``dev`` (again when
+    pyproject.toml changed; an install with the extras also serves the tasks that need none).
+    """
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    installed = STAMP.read_text() if STAMP.exists() else ""
+    if installed == f"{digest} dev" or installed == f"{digest} package" and not dev:
         return
     if not PYTHON.exists():
         venv.create(VENV, with_pip=True)
-    run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", ".[dev]")
-    STAMP.write_text(wanted)
+    target = ".[dev]" if dev else "."
+    run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", target)
+    STAMP.write_text(f"{digest} {'dev' if dev else 'package'}")
+
+
+def _purelib(python: Path) -> Path:
+    """The site-packages folder of the environment of ``python``."""
+    query = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    return Path(
+        subprocess.run([str(python), "-c", query], capture_output=True, text=True, check=True).stdout.strip()
+    )
+
+
+def wheel_check() -> None:
+    """Build the wheel, install it alone in a fresh venv and run ``puredetok`` from there, offline.
+
+    The fresh venv sees the dependencies through a ``.pth`` line naming the dev venv's
+    site-packages (nothing is downloaded; the editable install there is not picked up, since only
+    a site folder's own ``.pth`` files are read), and the check makes sure ``puredetok`` comes from
+    the wheel: its package data (the embedded tokenizer) and its entry point.
+    """
+    with tempfile.TemporaryDirectory(prefix="puredetok-wheel-") as scratch:
+        dist, fresh = Path(scratch) / "dist", Path(scratch) / "venv"
+        pip = (PYTHON, "-m", "pip", "--disable-pip-version-check")
+        run(*pip, "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", dist, ".")
+        [wheel] = dist.glob("puredetok-*.whl")
+        venv.create(fresh, with_pip=False)
+        fresh_bin = fresh / BIN.name
+        fresh_python = fresh_bin / PYTHON.name
+        (_purelib(fresh_python) / "puredetok-deps.pth").write_text(f"{_purelib(PYTHON)}\n")
+        run(*pip, "--python", fresh_python, "install", "--quiet", "--no-deps", "--no-index", wheel)
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": ""}
+        origin = "import puredetok, sys; assert puredetok.__file__.startswith(sys.prefix), puredetok.__file__"
+        run(fresh_python, "-c", origin, env=env, cwd=scratch)
+        run(fresh_bin / "puredetok", "--version", env=env, cwd=scratch)
+        run(fresh_bin / "puredetok", "explain", DEMO_TEXT, env=env, cwd=scratch)
 
 
 def demo() -> None:
@@ -48,12 +86,15 @@ def demo() -> None:
 
 
 def test() -> None:
-    """The whole test suite: types, lint, format, the docs build, tests (HYPOTHESIS_PROFILE=ci for CI)."""
+    """The whole test suite: types, lint, format, the docs build, the wheel installed alone, tests
+    (HYPOTHESIS_PROFILE=ci for CI).
+    """
     run(BIN / "mypy")
-    run(BIN / "ruff", "check", "src", "tests", "tasks.py")
-    run(BIN / "ruff", "format", "--check", "src", "tests", "tasks.py")
+    run(BIN / "ruff", "check", "src", "tests", "tools", "tasks.py")
+    run(BIN / "ruff", "format", "--check", "src", "tests", "tools", "tasks.py")
     with tempfile.TemporaryDirectory() as site:
         run(BIN / "mkdocs", "build", "--strict", "--quiet", "--site-dir", site)
+    wheel_check()
     env = {**os.environ, "HYPOTHESIS_PROFILE": os.environ.get("HYPOTHESIS_PROFILE", "dev")}
     run(PYTHON, "-m", "pytest", "-n", os.environ.get("PYTEST_WORKERS", "auto"), env=env)
 
@@ -69,10 +110,12 @@ def docs() -> None:
 
 
 TASKS = {"demo": demo, "test": test, "bench": bench, "docs": docs}
+DEV = {"test", "docs"}
+"""The tasks that need the dev extras."""
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in TASKS:
         print(f"usage: python3 tasks.py {{{'|'.join(TASKS)}}}", file=sys.stderr)
         sys.exit(2)
-    ensure_venv()
+    ensure_venv(dev=sys.argv[1] in DEV)
     TASKS[sys.argv[1]]()

@@ -1,4 +1,4 @@
-"""The command line: explain and bench, exit codes, one-line errors."""
+"""The command line: explain and bench, --version, exit codes (SPEC section 6), whole one-line errors."""
 
 from __future__ import annotations
 
@@ -6,11 +6,14 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from helpers import _folder
-from puredetok.cli import main
+from puredetok import step
+from puredetok.cli import explain, main
 from test_vectors import SEED, SEED_DELTAS
 
 
@@ -122,3 +125,103 @@ def test_installed_entry_point_works_offline() -> None:
     done = subprocess.run([script, "explain", SEED], env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0 and "equals the full decode: yes" in done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_version_is_the_installed_distributions(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"puredetok {metadata.version('puredetok')}\n"
+
+
+def test_a_folder_without_a_tokenizer_gets_the_whole_message_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was cut at "...from one of: " (the first line of transformers' message)."""
+    code, _, err = run(capsys, "explain", "x", "--tokenizer", str(tmp_path))
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "the folder has none of the usual tokenizer files (tokenizer.json," in err
+    assert "from one of: (1) a `tokenizers` library serialization file, (2)" in err
+    assert "(3) an equivalent slow tokenizer class to instantiate and convert." in err
+
+
+def test_an_error_message_of_several_lines_is_printed_whole_on_one(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(name: str) -> None:
+        raise ValueError("first line:\n  second line\n\nlast line")
+
+    monkeypatch.setattr(explain, "load_tokenizer", broken)
+    code, _, err = run(capsys, "explain", "x")
+    assert (code, err) == (2, "puredetok explain: error: first line: second line last line\n")
+
+
+def _corrupted_step(state: Any, token_id: int) -> tuple[Any, str]:
+    state, delta = step(state, token_id)
+    return state, delta + "!"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        (["--help"], 0),
+        (["explain", "--help"], 0),
+        (["replay", "--help"], 0),
+        (["serve", "--help"], 0),
+        (["bench", "--help"], 0),
+        (["--version"], 0),
+        ([], 2),
+        (["explain", "--tokenz", "x"], 2),
+        (["replay"], 2),
+    ],
+)
+def test_argument_parsing_exits_0_or_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], code: int
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == code
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        (["explain", SEED], 0),
+        (["explain", "--ids", "100024 119"], 0),
+        (["explain", SEED, "corrupt"], 1),  # the stream differs from the full decode: a failure
+        (["explain", "--ids", "x"], 2),
+        (["explain", "x", "--tokenizer", "/no/such/folder"], 2),
+        (["replay", "docs/sample-trace.jsonl", "--quiet"], 0),
+        (["replay", "/no/such/trace.jsonl"], 2),
+        (["serve", "--workers", "0"], 2),
+        (["serve", "--workers", "2", "--listen", "ipc:///tmp/puredetok-no-index"], 2),
+        (["serve", "--local-bs", "0"], 2),
+        (["bench", "--tokens", "3"], 2),
+    ],
+)
+def test_each_command_exits_0_on_success_1_on_a_failure_found_2_on_bad_input(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], code: int
+) -> None:
+    """SPEC section 6: 0 success, 1 the command ran and found a failure, 2 bad usage or input."""
+    if argv[-1] == "corrupt":
+        argv = argv[:-1]
+        monkeypatch.setattr(explain, "step", _corrupted_step)
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    got, _, err = run(capsys, *argv)
+    assert got == code, err
+    assert "Traceback" not in err and err.count("\n") <= 1
+
+
+def test_the_installed_entry_point_exits_as_documented(tmp_path: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    script = os.path.join(os.path.dirname(sys.executable), "puredetok")
+
+    def code(*argv: str) -> int:
+        return subprocess.run([script, *argv], env=env, capture_output=True, check=False).returncode
+
+    assert code("--version") == 0
+    assert code("explain", "--tokenizer", str(tmp_path), "x") == 2
+    assert code("frobnicate") == 2

@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 
 from helpers import byte_ids, codec, continuation, id_lists, reference, tokenizer
 from puredetok import Codec, feed, finish, start
-from puredetok.adapters.detokenize_manager import DetokenizeManager
+from puredetok.adapters.detokenize_manager import CodecKey, DetokenizeManager
 from puredetok.adapters.messages import (
     DetokenizeBatch,
     DetokenizeMsg,
+    FinishKind,
     Opening,
     SamplingParams,
     Uid,
@@ -24,7 +25,7 @@ from puredetok.adapters.messages import (
 )
 from puredetok.stops import advance_many, close, open_stream
 
-CODECS: dict[str, dict[tuple[bool, bool | None], Codec]] = {}
+CODECS: dict[str, dict[CodecKey, Codec]] = {}
 
 
 def manager(name: str = "qwen3", remember_ended: int = 65_536) -> DetokenizeManager:
@@ -438,3 +439,135 @@ def test_stop_at_a_newline_after_a_prompt_ending_in_a_newline(name: str) -> None
     assert sent == expected[: expected.index("\n")] and sent.strip()
     ended = [reply for reply in replies if reply.finished]
     assert ended and ended[0].finish_reason == "stop" and ended[0].matched_stop == "\n"
+
+
+# --- the scheduler's finish reason (issue 14) -------------------------------------------------
+
+
+def test_the_schedulers_reason_reaches_the_reply() -> None:
+    m = manager()
+    text = encode("Hello there")
+    eos = 151645
+    replies = m.handle(
+        [
+            DetokenizeMsg("eos", (*text, eos), True, None, "stop", eos),
+            DetokenizeMsg("other-id", tuple(text), True, None, "stop", 7),
+            DetokenizeMsg("string", tuple(text), True, None, "stop", "</answer>"),
+            DetokenizeMsg("length", tuple(text), True, None, "length"),
+            DetokenizeMsg("unsaid", tuple(text), True),
+        ]
+    )
+    said = {r.uid: (r.incremental_output, r.finish_reason, r.matched_stop) for r in replies}
+    assert said == {
+        "eos": ("Hello there", "stop", eos),
+        "other-id": ("Hello there", "stop", 7),
+        "string": ("Hello there", "stop", "</answer>"),
+        "length": ("Hello there", "length", None),
+        "unsaid": ("Hello there", "length", None),
+    }
+    assert len(m) == 0
+
+
+def test_a_stop_token_the_request_did_not_name_is_still_not_text() -> None:
+    """The scheduler stopped on a token the opening did not list (its own stop_token_ids): the
+    token's text goes as a stop token's would, and is only sent with include_stop_str_in_output."""
+    m = manager()
+    text, stop_id = encode("Hello"), encode("!")[0]
+    include = Opening((), SamplingParams(include_stop_str_in_output=True))
+    dropped, kept = m.handle(
+        [
+            DetokenizeMsg(1, (*text, stop_id), True, None, "stop", stop_id),
+            DetokenizeMsg(2, (*text, stop_id), True, include, "stop", stop_id),
+        ]
+    )
+    assert (dropped.incremental_output, dropped.matched_stop) == ("Hello", stop_id)
+    assert (kept.incremental_output, kept.matched_stop) == ("Hello!", stop_id)
+    # Not the message's last id: the scheduler's word is the reason, every id is text.
+    [elsewhere] = m.handle([DetokenizeMsg(3, (stop_id, *text), True, None, "stop", stop_id)])
+    assert (elsewhere.incremental_output, elsewhere.finish_reason) == ("!Hello", "stop")
+
+
+def test_the_stop_layers_reason_wins_where_it_ended_the_stream_first() -> None:
+    m = manager()
+    stop = Opening((), SamplingParams(stop=("\n",)))
+    cut = encode("one\ntwo")
+    held = Opening((), SamplingParams(stop=("lo!",)))
+    replies = m.handle(
+        [
+            # a stop string inside the message's ids
+            DetokenizeMsg("string", tuple(cut), True, stop, "length"),
+            # an EOS inside the ids, the scheduler still says length
+            DetokenizeMsg("eos", (*encode("ok"), 151645, *encode("more")), True, None, "length"),
+            # a stop string completed by the text the end flushes: its own tokens say "lo!"
+            DetokenizeMsg("flush", tuple(encode("Hello!")), True, held, "stop", 151643),
+        ]
+    )
+    said = {r.uid: (r.incremental_output, r.finish_reason, r.matched_stop) for r in replies}
+    assert said == {
+        "string": ("one", "stop", "\n"),
+        "eos": ("ok", "stop", 151645),
+        "flush": ("Hel", "stop", "lo!"),
+    }
+
+
+def test_a_stop_on_an_invalid_id_is_an_error_and_the_reason_still_arrives() -> None:
+    m = manager()
+    size = m.codec().vocab_size
+    [reply] = m.handle([DetokenizeMsg(1, (32, size + 3), True, None, "stop", size + 3)])
+    assert reply.error is not None and f"{size + 3} at position 1" in reply.error
+    assert (reply.incremental_output, reply.finish_reason, reply.matched_stop) == ("A", "stop", size + 3)
+    assert len(m) == 0
+
+
+def test_an_abort_from_the_scheduler_sends_nothing_held() -> None:
+    m = manager()
+    emoji = encode("ok 🦩")
+    [reply] = m.handle([DetokenizeMsg(1, tuple(emoji[:-1]), True, None, "abort")])
+    assert (reply.incremental_output, reply.finish_reason, reply.matched_stop) == ("ok ", "abort", None)
+    assert len(m) == 0
+
+
+@settings(max_examples=max(10, settings().max_examples // 2))
+@given(
+    ids=id_lists("qwen3", max_size=24),
+    reason=st.sampled_from([None, "length", "stop", "abort"]),
+    matched=st.sampled_from(["last", "other", "string", None]),
+    include=st.booleans(),
+    pieces=st.integers(1, 3),
+)
+def test_any_end_the_scheduler_gives_is_the_replys_reason_with_decodes_text(
+    ids: list[int], reason: FinishKind | None, matched: str | None, include: bool, pieces: int
+) -> None:
+    """Without stop rules of its own (no stop strings, EOS ignored), a request ends with the
+    scheduler's reason, and its text is ``decode`` of its ids (less the stop token it stopped on,
+    unless included); an abort's text is a prefix of that."""
+    m = manager()
+    stop: str | int | None = None
+    if reason == "stop":
+        stop = {"last": ids[-1] if ids else 0, "other": 7, "string": "</s>", None: None}[matched]
+    params = SamplingParams(ignore_eos=True, include_stop_str_in_output=include)
+    cuts = [len(ids) * k // pieces for k in range(pieces + 1)]
+    chunks = [tuple(ids[a:b]) for a, b in zip(cuts, cuts[1:])]
+    out = ""
+    for n, chunk in enumerate(chunks):
+        last = n == len(chunks) - 1
+        msg = DetokenizeMsg(
+            "r",
+            chunk,
+            last,
+            Opening((), params) if n == 0 else None,
+            reason if last else None,
+            stop if last else None,
+        )
+        [reply] = m.handle([msg])
+        assert reply.error is None
+        out += reply.incremental_output
+    assert reply.finished and reply.finish_reason == (reason or "length") and reply.matched_stop == stop
+    dropped = reason == "stop" and matched == "last" and ids and not include and ids[-1] == stop
+    text_ids = ids[:-1] if dropped else ids
+    full = reference("qwen3", text_ids, skip=True)
+    if reason == "abort":
+        assert full.startswith(out)
+    else:
+        assert out == full
+    assert len(m) == 0

@@ -6,10 +6,12 @@ import functools
 import io
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -66,7 +68,9 @@ def test_json_lines_stream_each_reply_and_end_with_a_summary(capsys: pytest.Capt
     assert main(["replay", str(SAMPLE), "--json"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     summary = lines.pop()["summary"]
-    assert summary["requests"] == 6 and summary["failed"] == 0
+    assert summary["requests"] == 6 and summary["failed"] == 0 and summary["ignored_after_stop"] == 2
+    requests = [line["request"] for line in lines if "request" in line]
+    lines = [line for line in lines if "request" not in line]
     text: dict[int, str] = {}
     for line in lines:
         text[line["uid"]] = text.get(line["uid"], "") + line["delta"]
@@ -76,7 +80,7 @@ def test_json_lines_stream_each_reply_and_end_with_a_summary(capsys: pytest.Capt
     finished = {line["uid"]: line for line in lines if line["finished"]}
     assert finished[3]["finish_reason"] == "stop" and finished[3]["matched_stop"] == "\n"
     assert finished[4]["finish_reason"] == "abort" and finished[5]["matched_stop"] == 151645
-    checks = {r["uid"]: r["checks"] for r in summary["per_request"]}
+    checks = {r["uid"]: r["checks"] for r in requests}
     assert checks[4] == {"G1": None, "G2": True, "G4": True}
     assert all(all(v in (True, None) for v in c.values()) for c in checks.values())
 
@@ -100,6 +104,10 @@ def test_a_trace_on_standard_input(
         ({"uid": 1, "finished": True, "abort": True}, "both finish and abort"),
         ({"uid": 1, "options": {"stopp": ["x"]}}, "unknown field `stopp`"),
         ({"tokenizer": "qwen3"}, "line 2"),
+        ({"uid": 1, "options": {"stop": [""]}}, "line 2: stop strings must not be empty"),
+        ({"uid": 1, "options": {"min_tokens": 5, "max_tokens": 2}}, "line 2: min_tokens (5) must not exceed"),
+        ({"uid": 1, "options": {"max_tokens": 2, "max_new_tokens": 2}}, "give max_tokens or max_new_tokens"),
+        ({"uid": 1, "options": {"max_new_tokens": 0}}, "line 2: max_new_tokens must be >= 1"),
     ],
 )
 def test_a_malformed_line_is_a_one_line_error_and_exit_2(
@@ -131,9 +139,10 @@ def test_bad_ids_and_events_after_the_end_are_input_errors(
     )
     assert main(["replay", str(path)]) == 2
     out = capsys.readouterr().out
-    assert "99999999 at position 1" in out and "event after the request ended" in out
+    assert "99999999 at position 1" in out and "--- line 3: event for request 2 after it ended" in out
     assert "closed at end of trace" in out and "FAIL" not in out
-    assert "--- request 1 (length, 2 tokens) ---\nAB\n" in out
+    assert "--- request 1 (length, 2 tokens, 1 event) G1 ok, G2 ok, G4 ok; line 1: invalid token id" in out
+    assert "---\nAB\n" in out and "2 with input errors" in out
 
 
 def _extra_character(reply: UserReply) -> UserReply:
@@ -190,17 +199,22 @@ def test_an_unknown_tokenizer_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["replay", str(tmp_path / "missing.jsonl")]) == 2
 
 
-def test_the_progress_bar_shows_on_long_replays_when_asked(
+def test_the_progress_bar_shows_rate_and_time_left_when_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = write(tmp_path, [{"uid": n % 7, "tokens": [32 + n % 20]} for n in range(300)])
+    path = write(tmp_path, [{"uid": n % 7, "tokens": [32 + n % 20]} for n in range(600)])
     monkeypatch.setattr(replay_cli, "PROGRESS_AFTER", 0.0)
-    monkeypatch.setattr(replay_cli.Progress, "INTERVAL", 0.0)
+    monkeypatch.setattr(replay_cli, "PROGRESS_INTERVAL", 0.0)
     assert main(["replay", str(path), "--quiet"]) == 0
     assert capsys.readouterr().err == ""  # stderr is not a tty here: no bar unless asked
     assert main(["replay", str(path), "--quiet", "--progress"]) == 0
-    err = capsys.readouterr().err
-    assert "events" in err and "%" in err and "#" in err and err.endswith("\x1b[K")
+    captured = capsys.readouterr()
+    size = path.stat().st_size
+    # tqdm's bar: the share of the trace read, bytes per second, elapsed<left, the events so far
+    assert "replay:" in captured.err and "%|" in captured.err and "B/s" in captured.err
+    assert re.search(r"\[\d\d:\d\d<\d\d:\d\d", captured.err) and "512 events" in captured.err
+    assert f"{size / 1024:.1f}k/{size / 1024:.1f}k" in captured.err
+    assert captured.out.splitlines() == [captured.out.strip()]  # --quiet: the summary alone
 
 
 def test_the_progress_bar_waits_a_moment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -216,11 +230,12 @@ def traces(draw: st.DrawFn, name: str) -> list[TraceEvent]:
         ids = draw(id_lists(name, max_size=24))
         cuts = sorted(draw(st.lists(st.integers(0, len(ids)), max_size=3)))
         pieces = [ids[a:b] for a, b in zip([0, *cuts], [*cuts, len(ids)])]
+        skip = draw(st.booleans())
         prompt = tuple(draw(id_lists(name, max_size=5))) if draw(st.booleans()) else None
         text = reference(name, ids)
         stop = (text[len(text) // 2 : len(text) // 2 + 2],) if text and draw(st.booleans()) else ()
         options = SamplingParams(
-            skip_special_tokens=draw(st.booleans()),
+            skip_special_tokens=skip,
             stop=stop,
             include_stop_str_in_output=draw(st.booleans()),
             ignore_eos=draw(st.booleans()),
@@ -248,13 +263,16 @@ def traces(draw: st.DrawFn, name: str) -> list[TraceEvent]:
 @given(data=st.data())
 def test_random_traces_pass_every_check(name: str, data: st.DataObject) -> None:
     replayer = Replayer(tokenizer(name), SamplingParams(), codecs=CODECS.setdefault(name, {}))
-    for event in data.draw(traces(name)):
+    drawn = data.draw(traces(name))
+    for event in drawn:
         replayer.event(event)
     replayer.close_all()
-    for report in replayer.requests.values():
+    reports = replayer.take_ended()
+    assert len(reports) == replayer.summary.requests == len({event.uid for event in drawn})
+    for report in reports:
         assert report.ok, report.failures
         assert not report.errors
-    assert len(replayer.manager) == 0
+    assert len(replayer.manager) == 0 and not replayer.live
 
 
 def test_read_trace_gives_the_header_then_numbered_events() -> None:
@@ -278,5 +296,171 @@ def test_detokenize_message_after_a_stop_is_ignored_not_an_error(
     )
     assert main(["replay", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "1 later event(s) ignored after the stop" in out
-    assert os.linesep.join(['--- request 1 (stop "\\n", 2 tokens) ---', "one"]) in out
+    assert "1 event ignored after a stop" in out
+    assert (
+        os.linesep.join(['--- request 1 (stop "\\n", 2 tokens, 1 event) G1 ok, G2 ok, G4 ok ---', "one"])
+        in out
+    )
+
+
+# --- contract C, computed from decode alone ----------------------------------------------------
+
+
+class Scripted(DetokenizeManager):
+    """A manager that streams a given text (to test replay's checks, not the core)."""
+
+    script: dict[Any, list[str]] = {}
+
+    def handle(self, messages: Any) -> list[UserReply]:
+        replies = super().handle(messages)
+        return [
+            UserReply(r.uid, self.script[r.uid].pop(0), r.finished, r.finish_reason, r.matched_stop, r.error)
+            for r in replies
+        ]
+
+
+@pytest.mark.parametrize(
+    ("name", "prompt_text", "cut", "output", "right", "wrong"),
+    [
+        # Llama-2's "...:\n" ends in the byte token <0x0A>: the newline is the prompt's own text.
+        ("llama2", "Answer:\n", 0, "Yes", " Yes", "\n Yes"),
+        # A prompt ending inside a character that the output (the prompt's last id) completes: the
+        # character is new text.
+        ("qwen3", "ok 🦩", 1, "", "🦩", "ok 🦩"),
+        # ... and one that the output spoils: the prompt already showed that U+FFFD.
+        ("qwen3", "ok 🦩", 1, " a", " a", "\ufffd a"),
+    ],
+)
+def test_replay_expects_the_text_contract_c_gives_after_a_prompt(
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    prompt_text: str,
+    cut: int,
+    output: str,
+    right: str,
+    wrong: str,
+) -> None:
+    """``decode(p + s)[len(L):]``, L the longest common prefix of ``decode(p)`` and ``decode(p + s)``:
+    replay computes the expected text from decode itself; text the prompt showed is never new."""
+    tok = tokenizer(name)
+    whole = tuple(tok.encode(prompt_text, add_special_tokens=False))
+    prompt = whole[: len(whole) - cut]
+    ids = tuple(tok.encode(output, add_special_tokens=False)) if output else whole[len(prompt) :]
+    monkeypatch.setattr(replay_module, "DetokenizeManager", Scripted)
+    for text, ok in ((right, True), (wrong, False)):
+        Scripted.script = {1: [text]}
+        replayer = Replayer(tok, SamplingParams())
+        replayer.event(TraceEvent(1, 1, ids, prompt, None, True))
+        [report] = replayer.take_ended()
+        assert report.text == text and report.ok is ok, report.failures
+        if not ok:
+            assert report.checks["G1"] is False and report.checks["G2"] is False
+
+
+def test_a_stop_string_that_completes_earlier_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stop layer that missed the earlier stop string would agree with itself; the decode does not."""
+
+    class MissesTheFirstStop(DetokenizeManager):
+        def rules(self, params: SamplingParams) -> Any:
+            return super().rules(attrs.evolve(params, stop=params.stop[1:]))
+
+    monkeypatch.setattr(replay_module, "DetokenizeManager", MissesTheFirstStop)
+    tok = tokenizer("qwen3")
+    ids = tuple(tok.encode("a Z b XY c", add_special_tokens=False))
+    replayer = Replayer(tok, SamplingParams())
+    replayer.event(TraceEvent(1, 1, ids, None, SamplingParams(stop=("Z", "XY")), True))
+    [report] = replayer.take_ended()
+    assert report.text == "a Z b " and report.matched == "XY"
+    assert report.failures == ["G1: the stop string 'Z' completes before the text ends"]
+
+
+# --- linear time, bounded memory --------------------------------------------------------------
+
+
+def _one_request(n: int, prompt: tuple[int, ...] = (), per_event: int = 1) -> tuple[int, int]:
+    """Replay one request of ``n`` ids; the work its checks did, and its size (ids and characters
+    of the prompt and of the output)."""
+    tok = tokenizer("qwen3")
+    ids = tok.encode(helpers.MULTILINGUAL * (1 + n // 50), add_special_tokens=False)[:n]
+    replayer = Replayer(tok, SamplingParams(), codecs=CODECS.setdefault("qwen3", {}))
+    starts = range(0, n, per_event)
+    for line, begin in enumerate(starts, 1):
+        chunk = tuple(ids[begin : begin + per_event])
+        replayer.event(TraceEvent(line, 1, chunk, prompt if line == 1 else None, None, line == len(starts)))
+    [report] = replayer.take_ended()
+    assert report.ok and report.checks == {"G1": True, "G2": True, "G4": True}
+    size = len(prompt) + len(tok.decode(list(prompt))) + n + len(report.text)
+    return replayer.work, size
+
+
+@pytest.mark.parametrize(("prompt", "per_event"), [(0, 1), (300, 1), (0, 7)])
+def test_replay_work_grows_linearly_with_a_requests_events(prompt: int, per_event: int) -> None:
+    """The cost of the checks, counted (ids decoded, characters decoded and compared), per unit of
+    the request's size stays a small constant as its events grow 16x (it grew with them: every
+    event decoded everything so far, 2k events 0.38 s, 8k 5.3 s). Measured: 3.6 to 5.1."""
+    ids = tuple(tokenizer("qwen3").encode(helpers.MULTILINGUAL * 20, add_special_tokens=False)[:prompt])
+    per_size = [work / size for work, size in (_one_request(n, ids, per_event) for n in (500, 2000, 8000))]
+    assert max(per_size) < 6 and max(per_size) < 1.5 * min(per_size), per_size
+
+
+def test_replay_still_checks_a_long_request_as_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks made while a request runs grow rarer with its length, but go on to its end."""
+    checked: list[int] = []
+    original = Replayer._continuation
+
+    def counting(self: Replayer, report: Any, ids: Any) -> str:
+        checked.append(len(ids))
+        return original(self, report, ids)
+
+    monkeypatch.setattr(Replayer, "_continuation", counting)
+    _one_request(2000)
+    during = checked[:-1]  # the last is the final check
+    assert during[:10] == list(range(1, 11))  # every event of a short request
+    assert 15 < len(during) < 200 and during[-1] > 1500  # then fewer, up to the end
+
+
+def test_replay_memory_is_bounded_by_the_live_requests() -> None:
+    """tracemalloc's peak over a replay: the same for 500 and 3,000 requests one after the other,
+    and larger with 300 requests live at once (the measure sees live requests)."""
+    import tracemalloc
+
+    tok = tokenizer("qwen3")
+    ids = tok.encode(helpers.MULTILINGUAL, add_special_tokens=False)
+
+    def peak(requests: int, live: int) -> int:
+        replayer = Replayer(tok, SamplingParams(), codecs=CODECS.setdefault("qwen3", {}), remember_ended=200)
+        tracemalloc.start()
+        try:
+            line = 0
+            for first in range(0, requests, live):
+                for part in range(3):
+                    for uid in range(first, min(requests, first + live)):
+                        line += 1
+                        chunk = tuple(ids[(uid + 5 * part) % 60 : (uid + 5 * part) % 60 + 5])
+                        replayer.event(TraceEvent(line, uid, chunk, None, None, part == 2))
+                replayer.take_ended()
+            assert replayer.summary.requests == requests and replayer.summary.failed == 0
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    peak(300, 1)  # first-use allocations (caches, interned values) out of the way
+    few, many, wide = peak(500, 1), peak(3000, 1), peak(3000, 300)
+    assert many < 1.5 * few + 50_000, (few, many)
+    assert wide > 4 * many, (many, wide)
+
+
+def test_quiet_names_the_first_failures_and_counts_them_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class Broken(DetokenizeManager):
+        def handle(self, messages: Any) -> list[UserReply]:
+            return [_extra_character(reply) for reply in super().handle(messages)]
+
+    monkeypatch.setattr(replay_module, "DetokenizeManager", Broken)
+    path = write(tmp_path, [{"uid": n, "tokens": [32, 33], "finished": True} for n in range(25)])
+    assert main(["replay", str(path), "--quiet"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 22 and all(line.startswith("FAILED request ") for line in lines[:20])
+    assert lines[20] == "... and 5 more failed (the first 20 are named)"
+    assert lines[21].startswith("25 requests, 50 tokens, 25 failed, 0 with input errors [")

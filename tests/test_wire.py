@@ -49,7 +49,13 @@ params = st.builds(
     include_stop_str_in_output=st.booleans(),
     skip_special_tokens=st.booleans(),
     clean_up_tokenization_spaces=st.none() | st.booleans(),
+    spaces_between_special_tokens=st.none() | st.booleans(),
     extra=st.dictionaries(st.text(max_size=8), json_values, max_size=3),
+)
+endings = st.one_of(
+    st.tuples(st.booleans(), st.none(), st.none()),
+    st.tuples(st.just(True), st.sampled_from(["length", "abort"]), st.none()),
+    st.tuples(st.just(True), st.just("stop"), st.none() | st.text(max_size=4) | st.integers(0, 2**31)),
 )
 messages_by_kind: dict[str, st.SearchStrategy[Any]] = {
     "tokenize": st.builds(
@@ -62,7 +68,11 @@ messages_by_kind: dict[str, st.SearchStrategy[Any]] = {
         add_special_tokens=st.booleans(),
     ),
     "detokenize": st.builds(
-        DetokenizeMsg, uids, ids, st.booleans(), st.none() | st.builds(Opening, ids, params)
+        lambda uid, token_ids, opening, end: DetokenizeMsg(uid, token_ids, end[0], opening, end[1], end[2]),
+        uids,
+        ids,
+        st.none() | st.builds(Opening, ids, params),
+        endings,
     ),
     "abort": st.builds(AbortMsg, uids),
     "health": st.builds(HealthCheckMsg, st.integers(-(2**63), 2**63 - 1)),
@@ -113,7 +123,14 @@ def test_the_wire_is_msgpack_columns_for_the_per_token_kinds_and_field_maps_for_
     frame = encode_batch([DetokenizeMsg(7, (1, 2)), DetokenizeMsg("a", (), True)])
     assert msgspec.msgpack.decode(frame) == [
         "detokenize",
-        {"uids": [7, "a"], "token_ids": [1, 2], "counts": [2, 0], "finished": [1], "opens": []},
+        {
+            "uids": [7, "a"],
+            "token_ids": [1, 2],
+            "counts": [2, 0],
+            "finished": [1],
+            "opens": [],
+            "reasons": [],
+        },
     ]
     frame = encode_batch([DetokenizeMsg(7, (1,)), DetokenizeMsg(8, (2,))])
     assert msgspec.msgpack.decode(frame)[1]["counts"] is None  # one id each: no counts
@@ -238,6 +255,9 @@ def test_a_frame_from_encode_batch_with_one_bad_cell_keeps_the_others() -> None:
         {"uids": [1, 2], "token_ids": [5, "x"], "opens": [7]},
         {"uids": None, "token_ids": [5]},
         {"token_ids": [5]},
+        {"uids": [1, 2], "token_ids": [5, "x"], "finished": [0], "reasons": [[2, "stop", None]]},
+        {"uids": [1, 2], "token_ids": [5, "x"], "finished": [0], "reasons": [[0, "stop"]]},
+        {"uids": [1, 2], "token_ids": [5, "x"], "finished": [0], "reasons": ["stop"]},
     ],
 )
 def test_columns_that_do_not_say_where_each_message_is_refuse_the_frame(columns: dict[str, Any]) -> None:
@@ -253,11 +273,49 @@ def test_columns_that_do_not_say_where_each_message_is_refuse_the_frame(columns:
         {"uids": [1], "token_ids": [5], "counts": [2]},
         {"uids": [1], "token_ids": [5], "finished": [3]},
         {"uids": [1], "token_ids": [5], "opens": [[1, {}]]},
+        {"uids": [1], "token_ids": [5], "finished": [0], "reasons": [[1, "stop", None]]},
+        {"uids": [1], "token_ids": [5], "reasons": [[0, "stop", None]]},  # not finished
+        {"uids": [1], "token_ids": [5], "finished": [0], "reasons": [[0, "done", None]]},
+        {"uids": [1], "token_ids": [5], "finished": [0], "reasons": [[0, "length", 7]]},
+        {"uids": [1], "token_ids": [5], "finished": [0], "reasons": [[0, "stop", 1], [0, "stop", 2]]},
     ],
 )
 def test_columns_that_do_not_add_up_are_refused_when_built(columns: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         DetokenizeBatch(**{key: tuple(value) for key, value in columns.items()})
+
+
+def test_a_bad_reason_costs_its_message_only() -> None:
+    frame = msgspec.msgpack.encode(
+        [
+            "detokenize",
+            {
+                "uids": [1, 2, 3, 4],
+                "token_ids": [5, 6, 7, 8],
+                "finished": [0, 1, 3],
+                "reasons": [
+                    [0, "stop", 151645],
+                    [1, "stopped", None],
+                    [2, "length", None],
+                    [3, "length", "x"],
+                ],
+            },
+        ]
+    )
+    decoded = FrameDecoder().decode(frame)
+    assert decoded.batch.items == (DetokenizeMsg(1, (5,), True, None, "stop", 151645),)
+    assert [(r.index, r.uid) for r in decoded.rejected] == [(1, 2), (2, 3), (3, 4)]
+    assert "needs finished=True" in decoded.rejected[1].reason
+    assert "needs finish_reason='stop'" in decoded.rejected[2].reason
+
+
+def test_a_detokenize_message_says_why_only_when_it_ends() -> None:
+    with pytest.raises(ValueError, match="needs finished=True"):
+        DetokenizeMsg(1, (), False, None, "length")
+    with pytest.raises(ValueError, match="finish_reason must be"):
+        DetokenizeMsg(1, (), True, None, "eos")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="needs finish_reason='stop'"):
+        DetokenizeMsg(1, (), True, None, "abort", 5)
 
 
 def test_a_reply_that_has_not_finished_has_no_reason() -> None:
@@ -298,7 +356,8 @@ def test_random_bytes_never_raise_anything_but_a_frame_error(frame: bytes) -> No
         pass
 
 
-def test_sampling_params_default_to_the_library_defaults() -> None:
+def test_sampling_params_default_as_engines_do() -> None:
     params = SamplingParams()
-    assert not params.skip_special_tokens and params.clean_up_tokenization_spaces is None
+    assert params.skip_special_tokens and params.clean_up_tokenization_spaces is None
+    assert params.spaces_between_special_tokens is None
     assert params.stop == () and params.max_new_tokens is None and not params.ignore_eos

@@ -143,6 +143,64 @@ def test_detokenize_with_stops_and_aborts(harness: Harness, worker: WorkerPool) 
     assert {m.uid for m in aborts if isinstance(m, AbortBackendMsg)} == {"s1", "s2", "s-unknown"}
 
 
+def test_the_schedulers_finish_reason_reaches_the_api_server(harness: Harness, worker: WorkerPool) -> None:
+    """Issue 14: the reply said "length" whenever the scheduler ended a request; now the
+    scheduler's reason (and stop) crosses the wire, column by column, to the reply."""
+    text, eos = encode("The answer is 42."), 151645
+    stop_opening = Opening((), SamplingParams(stop=("answer",)))
+    worker.send(
+        [
+            DetokenizeMsg("f-eos", (*text, eos), True, None, "stop", eos),
+            DetokenizeMsg("f-id", tuple(text), True, None, "stop", 9),
+            DetokenizeMsg("f-length", tuple(text), True, None, "length"),
+            DetokenizeMsg("f-abort", tuple(text), True, None, "abort"),
+            DetokenizeMsg("f-plain", tuple(text), True),
+            DetokenizeMsg("f-rule", tuple(text), True, stop_opening, "length"),
+        ]
+    )
+    replies = harness.replies_until_finished({"f-eos", "f-id", "f-length", "f-abort", "f-plain", "f-rule"})
+    last = {uid: rs[-1] for uid, rs in replies.items()}
+    assert {uid: (r.finish_reason, r.matched_stop) for uid, r in last.items()} == {
+        "f-eos": ("stop", eos),
+        "f-id": ("stop", 9),
+        "f-length": ("length", None),
+        "f-abort": ("abort", None),
+        "f-plain": ("length", None),
+        "f-rule": ("stop", "answer"),
+    }
+    said = texts(replies)
+    assert (
+        said["f-eos"] == said["f-id"] == said["f-plain"] == "The answer is 42." and said["f-rule"] == "The "
+    )
+    assert all(r.error is None for r in last.values())
+    # A frame whose reason is malformed costs that message only, with an error reply.
+    frame = msgspec.msgpack.encode(
+        (
+            "detokenize",
+            {
+                "uids": ["f-bad", "f-good"],
+                "token_ids": [32, 33],
+                "finished": [0, 1],
+                "reasons": [[0, "finished", None], [1, "stop", 5]],
+            },
+        )
+    )
+    worker.send_frame(harness.worker_address(0), frame)
+    got = harness.receive(harness.frontend, lambda got: len(got) >= 2)
+    [bad] = [m for m in got if isinstance(m, UserReply) and m.uid == "f-bad"]
+    [good] = [m for m in got if isinstance(m, UserReply) and m.uid == "f-good"]
+    assert bad.error is not None and "finish_reason" in bad.error and not bad.finished
+    assert (good.incremental_output, good.finish_reason, good.matched_stop) == ("B", "stop", 5)
+
+
+def test_routing_hashes_the_uids_text_as_utf8_as_documented() -> None:
+    """docs/worker.md: ``zlib.crc32(str(uid).encode("utf-8")) % N``; any sender in any language
+    can compute it (the CRC-32 values here are of the UTF-8 bytes)."""
+    assert route("请求-1", 1 << 31) == 304410444 % (1 << 31)
+    assert route("naïve", 1000) == 3574563174 % 1000
+    assert route(7, 1000) == route("7", 1000) == 1790921346 % 1000
+
+
 def test_health_probe_is_answered_by_the_loop_even_after_work(harness: Harness, worker: WorkerPool) -> None:
     """SGLang 22511: a detokenizer that stopped answering was only found by a failed health check."""
     ids = encode("heartbeat " * 50)

@@ -16,11 +16,11 @@ forgetting one never loses text.
 
 from __future__ import annotations
 
-__all__ = ["DetokenizeManager", "DEFAULT_REMEMBER_ENDED"]
+__all__ = ["DetokenizeManager", "DEFAULT_REMEMBER_ENDED", "CodecKey"]
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import attrs
 
@@ -40,10 +40,23 @@ from puredetok.adapters.messages import (
 from puredetok.core import Codec, codec_for
 from puredetok.core.codec import OUT_OF_VOCAB, OutOfVocab
 from puredetok.errors import InvalidTokenError
-from puredetok.stops import StopRules, Stream, abort, advance, advance_many, close, open_stream
+from puredetok.stops import (
+    FinishReason,
+    StopRules,
+    Stream,
+    abort,
+    advance,
+    advance_many,
+    close,
+    open_stream,
+)
 
 DEFAULT_REMEMBER_ENDED = 65_536
 """How many ended uids the manager remembers (to report late messages for them)."""
+
+CodecKey: TypeAlias = tuple[bool, bool | None, bool | None, int | None, str]
+"""The decode options a codec is built for: ``(skip_special_tokens, clean_up_tokenization_spaces,
+spaces_between_special_tokens, max_byte_run, out_of_vocab)``."""
 
 RULES_CACHE = 4_096
 """Distinct stop rules kept for sharing between requests (the cache starts over when full)."""
@@ -55,8 +68,7 @@ class DetokenizeManager:
     ``defaults`` are the options of a request that starts without an :class:`Opening`.
     ``max_byte_run`` and ``out_of_vocab`` are the manager's setting of those codec options
     (see :func:`puredetok.codec_for`), for every request whose :class:`SamplingParams` leave them
-    None. Codecs are built once per set of codec options (``skip_special_tokens``,
-    ``clean_up_tokenization_spaces``, ``max_byte_run``, ``out_of_vocab``) and shared by every
+    None. Codecs are built once per set of codec options (:data:`CodecKey`) and shared by every
     request with those options; pass the same ``codecs`` dict to several managers of one tokenizer
     to share them between managers too.
     """
@@ -67,7 +79,7 @@ class DetokenizeManager:
         *,
         defaults: SamplingParams = DEFAULT_PARAMS,
         remember_ended: int = DEFAULT_REMEMBER_ENDED,
-        codecs: dict[tuple[Any, ...], Codec] | None = None,
+        codecs: dict[CodecKey, Codec] | None = None,
         max_byte_run: int | None = None,
         out_of_vocab: OutOfVocab = "raise",
     ) -> None:
@@ -101,8 +113,9 @@ class DetokenizeManager:
 
     def codec(
         self,
-        skip_special_tokens: bool = False,
+        skip_special_tokens: bool = True,
         clean_up_tokenization_spaces: bool | None = None,
+        spaces_between_special_tokens: bool | None = None,
         *,
         max_byte_run: int | None = None,
         out_of_vocab: OutOfVocab | None = None,
@@ -110,6 +123,10 @@ class DetokenizeManager:
         """The shared codec for these decode options (built on first use). ``max_byte_run`` and
         ``out_of_vocab`` as in :class:`SamplingParams`: None for the manager's setting, and
         ``max_byte_run=0`` for no cap. Raises ``ValueError`` for an invalid option.
+
+        ``spaces_between_special_tokens`` only matters to a tokenizer whose class overrides
+        transformers' decode (see :func:`~puredetok.codec_for`); for every other one the codec
+        built without it is shared.
         """
         if max_byte_run is None:
             cap = self.max_byte_run
@@ -118,13 +135,16 @@ class DetokenizeManager:
         else:
             cap = max_byte_run or None
         ignore = self.out_of_vocab if out_of_vocab is None else out_of_vocab
-        key = (skip_special_tokens, clean_up_tokenization_spaces, cap, ignore)
+        if spaces_between_special_tokens is not None and _ignores_spaces_option(self.tokenizer):
+            spaces_between_special_tokens = None
+        key = (skip_special_tokens, clean_up_tokenization_spaces, spaces_between_special_tokens, cap, ignore)
         codec = self._codecs.get(key)
         if codec is None:
             codec = codec_for(
                 self.tokenizer,
                 skip_special_tokens=skip_special_tokens,
                 clean_up_tokenization_spaces=clean_up_tokenization_spaces,
+                spaces_between_special_tokens=spaces_between_special_tokens,
                 max_byte_run=cap,
                 out_of_vocab=ignore,
             )
@@ -136,6 +156,7 @@ class DetokenizeManager:
         return self.codec(
             params.skip_special_tokens,
             params.clean_up_tokenization_spaces,
+            params.spaces_between_special_tokens,
             max_byte_run=params.max_byte_run,
             out_of_vocab=params.out_of_vocab,
         )
@@ -212,17 +233,17 @@ class DetokenizeManager:
                                 self._end(uid, new, position, replies)
                         append(text)
                         continue
-                append(self._message(position, uid, (token_id,), None, False, replies))
+                append(self._message(position, uid, (token_id,), None, None, replies))
         else:
             opening, closing = dict(batch.opens), frozenset(batch.finished)
+            why = {position: FinishReason(reason, matched) for position, reason, matched in batch.reasons}
             cursor = 0
             for position, uid in enumerate(uids):
                 count = 1 if counts is None else counts[position]
                 token_ids = ids[cursor : cursor + count]
                 cursor += count
-                text = self._message(
-                    position, uid, token_ids, opening.get(position), position in closing, replies
-                )
+                end = (why.get(position) or _SCHEDULER_LENGTH) if position in closing else None
+                text = self._message(position, uid, token_ids, opening.get(position), end, replies)
                 replies.outputs.append(text)
         return ReplyBatch(uids, tuple(replies.outputs), tuple(replies.ended), tuple(replies.errors))
 
@@ -232,10 +253,13 @@ class DetokenizeManager:
         uid: Uid,
         token_ids: Sequence[int],
         opening: Opening | None,
-        finished: bool,
+        end: FinishReason | None,
         replies: _Replies,
     ) -> str:
-        """One message, any message: its text; its ending and error go into ``replies``."""
+        """One message, any message: its text; its ending and error go into ``replies``.
+
+        ``end`` is the scheduler's reason when the message ends its request (None if it does not).
+        """
         stream = old = self._live.get(uid)
         if stream is None or opening is not None:
             first = self._first(uid, opening, stream)
@@ -246,13 +270,23 @@ class DetokenizeManager:
                 replies.errors.append((position, message))
                 return ""
             stream = first
+        last = None
+        stopped_on = end.matched if end is not None and type(end.matched) is int else None
+        if (
+            stopped_on is not None
+            and 0 <= stopped_on < stream.codec.vocab_size
+            and token_ids
+            and token_ids[-1] == stopped_on
+        ):
+            # The scheduler stopped on this token: its text goes as a stop token's would.
+            token_ids, last = token_ids[:-1], token_ids[-1]
         try:
             stream, text = _advance_ids(stream, token_ids)
         except InvalidTokenError:
             stream, text, error = _skipping_invalid(stream, token_ids)
             replies.errors.append((position, error))
-        if finished and stream.finish_reason is None:
-            stream, tail = close(stream)
+        if end is not None and stream.finish_reason is None:
+            stream, tail = _end_by_scheduler(stream, end, last)
             text += tail
         if stream.finish_reason is not None:
             self._end(uid, stream, position, replies)
@@ -349,6 +383,51 @@ class _Replies:
     outputs: list[str] = attrs.Factory(list)
     ended: list[Ended] = attrs.Factory(list)
     errors: list[Failed] = attrs.Factory(list)
+
+
+def _ignores_spaces_option(tokenizer: object) -> bool:
+    """Whether ``tokenizer.decode`` ignores ``spaces_between_special_tokens``: a raw
+    ``tokenizers.Tokenizer`` (no such option) or a transformers class that keeps the
+    ``tokenizers``-backed decode as it is (which drops the option).
+    """
+    import tokenizers
+    from transformers import PreTrainedTokenizerBase
+    from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+    if isinstance(tokenizer, tokenizers.Tokenizer):
+        return True
+    cls = type(tokenizer)
+    return (
+        issubclass(cls, TokenizersBackend)
+        and getattr(cls, "decode", None) is PreTrainedTokenizerBase.decode
+        and getattr(cls, "_decode", None) is TokenizersBackend._decode
+    )
+
+
+_SCHEDULER_LENGTH = FinishReason("length")
+"""The reason of a request the scheduler ended without saying why."""
+
+
+def _end_by_scheduler(stream: Stream, end: FinishReason, last: int | None) -> tuple[Stream, str]:
+    """The scheduler ended a running stream, for reason ``end``: the text it still holds, and the
+    ended stream. A stop string found in that text ends it first (the stop layer's reason wins);
+    ``last`` is the token the scheduler stopped on, not yet consumed (its text only if included).
+    """
+    if end.kind == "abort":
+        return abort(stream), ""
+    text = ""
+    if last is not None and stream.rules.include_stop_str_in_output:
+        try:
+            stream, text = advance(stream, last)
+        except InvalidTokenError:
+            pass
+        if stream.finish_reason is not None:
+            return stream, text
+    stream, tail = close(stream)
+    assert stream.finish_reason is not None
+    if stream.finish_reason.kind == "length" and end.kind != "length":
+        stream = attrs.evolve(stream, finish_reason=end)
+    return stream, text + tail
 
 
 SHORT_RUN = 8

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_TOKENIZER", "default_tokenizer_path", "load_tokenizer", "TokenizerLoadError"]
+__all__ = [
+    "DEFAULT_TOKENIZER",
+    "TOKENIZER_FILES",
+    "default_tokenizer_path",
+    "load_tokenizer",
+    "TokenizerLoadError",
+]
 
 import contextlib
 import io
@@ -14,6 +20,10 @@ from typing import Any
 
 DEFAULT_TOKENIZER = "qwen3"
 """The name that stands for the embedded tokenizer (also used when no name is given)."""
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "tokenizer.model")
+"""Files one of which a tokenizer folder usually has (named in the error when none is there)."""
 
 
 class TokenizerLoadError(ValueError):
@@ -58,5 +68,10 @@ def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> Any:
     try:
         return _quietly(transformers.AutoTokenizer.from_pretrained, str(path), local_files_only=True)
     except Exception as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        reason = " ".join(str(error).split()) or type(error).__name__  # all of it, on one line
+        if not any((path / name).exists() for name in TOKENIZER_FILES):
+            reason = (
+                f"the folder has none of the usual tokenizer files ({', '.join(TOKENIZER_FILES)}); "
+                f"transformers says: {reason}"
+            )
         raise TokenizerLoadError(f"cannot load a tokenizer from {str(path)!r}: {reason}") from None

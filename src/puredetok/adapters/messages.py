@@ -17,6 +17,7 @@ from __future__ import annotations
 
 __all__ = [
     "Uid",
+    "FinishKind",
     "SamplingParams",
     "DEFAULT_PARAMS",
     "Opening",
@@ -35,6 +36,7 @@ __all__ = [
     "ReplyBatch",
     "AnyBatch",
     "COLUMNS",
+    "Reason",
     "Ended",
     "Failed",
     "INBOUND",
@@ -43,7 +45,7 @@ __all__ = [
     "KINDS",
 ]
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
@@ -52,12 +54,19 @@ Uid = int | str
 """A request id: an int or a string, unique per request for the lifetime of a worker."""
 
 
-@attrs.frozen
+FinishKind: TypeAlias = Literal["stop", "length", "abort"]
+"""Why a request ended: a stop string, stop token or EOS; its token limit; or an abort."""
+
+
+@attrs.frozen(init=False)
 class SamplingParams:
-    """What a request asks of generation and of its text.
+    """What a request asks of generation and of its text, named as serving engines name it.
 
     The detokenizer uses the stop rules and the decode options; ``extra`` carries everything else
-    (temperature, top_p, seed, ...) untouched to the scheduler.
+    (temperature, top_p, seed, ...) untouched to the scheduler. The constructor takes vLLM's
+    ``max_tokens`` as another name for ``max_new_tokens`` (SGLang's), and :meth:`from_openai`
+    reads an OpenAI-style request body. Values are checked when a request opens (a bad one is an
+    error for that request only) or, by :meth:`from_openai`, at once.
     """
 
     max_new_tokens: int | None = None
@@ -72,8 +81,9 @@ class SamplingParams:
     """Keep going past the tokenizer's EOS ids."""
     include_stop_str_in_output: bool = False
     """Emit the matched stop string at the end of the text."""
-    skip_special_tokens: bool = False
-    """Drop special tokens from the text, as ``decode(..., skip_special_tokens=True)`` does."""
+    skip_special_tokens: bool = True
+    """Drop special tokens from the text, as ``decode(..., skip_special_tokens=True)`` does
+    (True by default, as in vLLM, SGLang and OpenAI-style servers)."""
     clean_up_tokenization_spaces: bool | None = None
     """transformers' space cleanup; None means what the tokenizer's ``decode`` does by default."""
     max_byte_run: int | None = None
@@ -86,8 +96,143 @@ class SamplingParams:
     manager's setting (``"raise"`` unless the manager or ``serve --out-of-vocab`` sets
     ``"ignore"``), ``"raise"`` (the id is skipped and named in the reply's error), ``"ignore"``
     (it decodes to nothing, exactly as ``tokenizer.decode`` skips it)."""
+    spaces_between_special_tokens: bool | None = None
+    """Passed to ``tokenizer.decode`` as it is; None means not passed (its default). Only
+    transformers' CTC tokenizers (Wav2Vec2) act on it; every other decode ignores it."""
     extra: dict[str, Any] = attrs.field(factory=dict)
     """Other sampling parameters, passed through to the scheduler as they are."""
+
+    def __init__(
+        self,
+        max_new_tokens: int | None = None,
+        min_tokens: int = 0,
+        stop: tuple[str, ...] = (),
+        stop_token_ids: tuple[int, ...] = (),
+        ignore_eos: bool = False,
+        include_stop_str_in_output: bool = False,
+        skip_special_tokens: bool = True,
+        clean_up_tokenization_spaces: bool | None = None,
+        max_byte_run: int | None = None,
+        out_of_vocab: Literal["raise", "ignore"] | None = None,
+        spaces_between_special_tokens: bool | None = None,
+        extra: dict[str, Any] | None = None,
+        *,
+        max_tokens: int | None = None,
+    ) -> None:
+        """The parameters; ``max_tokens`` is vLLM's name for ``max_new_tokens`` (give one of them)."""
+        if max_tokens is not None and max_new_tokens is not None:
+            raise ValueError("give max_tokens or max_new_tokens (two names of one limit), not both")
+        self.__attrs_init__(
+            max_new_tokens if max_tokens is None else max_tokens,
+            min_tokens,
+            stop,
+            stop_token_ids,
+            ignore_eos,
+            include_stop_str_in_output,
+            skip_special_tokens,
+            clean_up_tokenization_spaces,
+            max_byte_run,
+            out_of_vocab,
+            spaces_between_special_tokens,
+            {} if extra is None else extra,
+        )
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The limit under vLLM's name: :attr:`max_new_tokens`."""
+        return self.max_new_tokens
+
+    @classmethod
+    def from_openai(cls, body: Mapping[str, Any]) -> SamplingParams:
+        """The parameters of an OpenAI-style request body (``/v1/completions``,
+        ``/v1/chat/completions``, with vLLM's extensions).
+
+        Read: ``max_tokens``, ``stop`` (a string or a list of strings), ``stop_token_ids``,
+        ``min_tokens``, ``include_stop_str_in_output``, ``skip_special_tokens``,
+        ``spaces_between_special_tokens``, ``ignore_eos``; a null value means the default. Every
+        other key goes to :attr:`extra` as it is. Raises :class:`ValueError` naming each bad key.
+        """
+        return _from_openai(cls, body)
+
+
+_OPENAI_KEYS = (
+    "max_tokens",
+    "stop",
+    "stop_token_ids",
+    "min_tokens",
+    "include_stop_str_in_output",
+    "skip_special_tokens",
+    "spaces_between_special_tokens",
+    "ignore_eos",
+)
+"""The keys of an OpenAI-style body that :meth:`SamplingParams.from_openai` reads."""
+
+
+def _openai_int(value: object, low: int) -> int:
+    if type(value) is not int:
+        raise ValueError(f"must be an integer, got {type(value).__name__} {value!r}")
+    if value < low:
+        raise ValueError(f"must be >= {low}, got {value}")
+    return value
+
+
+def _openai_bool(value: object) -> bool:
+    if type(value) is not bool:
+        raise ValueError(f"must be true or false, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _openai_stop(value: object) -> tuple[str, ...]:
+    stops = [value] if isinstance(value, str) else value
+    if not isinstance(stops, list | tuple):
+        raise ValueError(f"must be a string or a list of strings, got {type(value).__name__}")
+    for stop in stops:
+        if not isinstance(stop, str) or not stop:
+            raise ValueError(f"must hold non-empty strings, got {stop!r}")
+    return tuple(stops)
+
+
+def _openai_ids(value: object) -> tuple[int, ...]:
+    if not isinstance(value, list | tuple):
+        raise ValueError(f"must be a list of token ids, got {type(value).__name__}")
+    for token_id in value:
+        if type(token_id) is not int or token_id < 0:
+            raise ValueError(f"must hold token ids (integers >= 0), got {token_id!r}")
+    return tuple(value)
+
+
+def _from_openai(cls: type[SamplingParams], body: object) -> SamplingParams:
+    if not isinstance(body, Mapping):
+        raise ValueError(f"an OpenAI request body is a JSON object, got {type(body).__name__}")
+    readers: dict[str, Callable[[object], object]] = {
+        "max_tokens": lambda value: _openai_int(value, 1),
+        "stop": _openai_stop,
+        "stop_token_ids": _openai_ids,
+        "min_tokens": lambda value: _openai_int(value, 0),
+        "include_stop_str_in_output": _openai_bool,
+        "skip_special_tokens": _openai_bool,
+        "spaces_between_special_tokens": _openai_bool,
+        "ignore_eos": _openai_bool,
+    }
+    read: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, value in body.items():
+        if not isinstance(key, str):
+            problems.append(f"key {key!r}: keys must be strings")
+        elif key not in readers:
+            extra[key] = value
+        elif value is not None:
+            try:
+                read[key] = readers[key](value)
+            except ValueError as error:
+                problems.append(f"{key}: {error}")
+    limit, floor = read.get("max_tokens"), read.get("min_tokens", 0)
+    if limit is not None and floor > limit:
+        problems.append(f"min_tokens: must not exceed max_tokens ({floor} > {limit})")
+    if problems:
+        raise ValueError("invalid request parameters: " + "; ".join(problems))
+    return cls(**read, extra=extra)
 
 
 DEFAULT_PARAMS = SamplingParams()
@@ -133,7 +278,11 @@ class DetokenizeMsg:
 
     The first message of a request may carry an :class:`Opening` (prompt ids, stop rules, decode
     options); without one, the request starts with default options on first sight of its uid.
-    ``finished`` says the scheduler has ended the request: the held-back text is flushed.
+    ``finished`` says the scheduler has ended the request: the held-back text is flushed, and the
+    reply's ``finish_reason`` is the scheduler's (``"length"`` if it gives none) unless a stop rule
+    of the request ended it first. A ``"stop"`` on a token id that is this message's last id drops
+    that token's text, as a stop token's (unless ``include_stop_str_in_output``); an ``"abort"``
+    emits nothing that was held.
     """
 
     KIND: ClassVar[str] = "detokenize"
@@ -141,6 +290,22 @@ class DetokenizeMsg:
     token_ids: tuple[int, ...] = ()
     finished: bool = False
     open: Opening | None = None
+    finish_reason: FinishKind | None = None
+    """Why the scheduler ended the request (with ``finished`` only)."""
+    matched_stop: str | int | None = None
+    """The stop string or token id the scheduler stopped on (with ``finish_reason="stop"`` only)."""
+
+    def __attrs_post_init__(self) -> None:
+        _check_reason(self.finished, self.finish_reason, self.matched_stop)
+
+
+def _check_reason(finished: bool, reason: str | None, matched: object) -> None:
+    if reason is not None and reason not in ("stop", "length", "abort"):
+        raise ValueError(f"finish_reason must be 'stop', 'length', 'abort' or None, not {reason!r}")
+    if not finished and reason is not None:
+        raise ValueError("a finish_reason needs finished=True")
+    if matched is not None and reason != "stop":
+        raise ValueError("a matched_stop needs finish_reason='stop'")
 
 
 @attrs.frozen
@@ -260,6 +425,8 @@ class Batch:
         return len(self.items)
 
 
+Reason: TypeAlias = tuple[int, FinishKind, str | int | None]
+"""In a :class:`DetokenizeBatch`: ``(position, finish_reason, matched_stop)`` the scheduler gave."""
 Ended: TypeAlias = tuple[int, str | None, str | int | None]
 """In a :class:`ReplyBatch`: ``(position, finish_reason, matched_stop)`` of a request that ended."""
 Failed: TypeAlias = tuple[int, str]
@@ -278,7 +445,8 @@ class DetokenizeBatch:
 
     Message ``n`` is request ``uids[n]``; its ids are the next ``counts[n]`` of ``token_ids`` (one
     each when ``counts`` is None, the usual decode step); it ends its request when ``n`` is in
-    ``finished``, and opens it with the :class:`Opening` paired with ``n`` in ``opens``.
+    ``finished``, with the scheduler's reason when ``n`` is in ``reasons``, and opens it with the
+    :class:`Opening` paired with ``n`` in ``opens``.
     """
 
     KIND: ClassVar[str] = "detokenize"
@@ -287,6 +455,8 @@ class DetokenizeBatch:
     counts: tuple[int, ...] | None = None
     finished: tuple[int, ...] = ()
     opens: tuple[tuple[int, Opening], ...] = ()
+    reasons: tuple[Reason, ...] = ()
+    """``(position, finish_reason, matched_stop)`` of finished messages that say why."""
 
     def __attrs_post_init__(self) -> None:
         size = len(self.uids)
@@ -303,6 +473,12 @@ class DetokenizeBatch:
         _positions("opens", (position for position, _ in self.opens), size)
         if len({position for position, _ in self.opens}) != len(self.opens):
             raise ValueError("opens names a position twice")
+        if self.reasons:
+            finished = frozenset(self.finished)
+            for position, reason, matched in self.reasons:
+                _check_reason(position in finished, reason, matched)
+            if len({position for position, _, _ in self.reasons}) != len(self.reasons):
+                raise ValueError("reasons names a position twice")
 
     @property
     def kind(self) -> str:
@@ -316,12 +492,16 @@ class DetokenizeBatch:
     def items(self) -> tuple[DetokenizeMsg, ...]:
         """The messages, as records."""
         finished, opens = frozenset(self.finished), dict(self.opens)
+        reasons = {position: (reason, matched) for position, reason, matched in self.reasons}
         counts = self.counts if self.counts is not None else (1,) * len(self.uids)
         messages, cursor = [], 0
         for position, (uid, count) in enumerate(zip(self.uids, counts)):
             ids = self.token_ids[cursor : cursor + count]
             cursor += count
-            messages.append(DetokenizeMsg(uid, ids, position in finished, opens.get(position)))
+            reason, matched = reasons.get(position, (None, None))
+            messages.append(
+                DetokenizeMsg(uid, ids, position in finished, opens.get(position), reason, matched)
+            )
         return tuple(messages)
 
     @classmethod
@@ -334,6 +514,11 @@ class DetokenizeBatch:
             None if all(count == 1 for count in counts) else counts,
             tuple(position for position, message in enumerate(messages) if message.finished),
             tuple((position, m.open) for position, m in enumerate(messages) if m.open is not None),
+            tuple(
+                (position, m.finish_reason, m.matched_stop)
+                for position, m in enumerate(messages)
+                if m.finish_reason is not None
+            ),
         )
 
 

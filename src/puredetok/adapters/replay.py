@@ -1,41 +1,73 @@
 """Replaying a token trace through the :class:`DetokenizeManager`, checking every request.
 
-Each request's streamed text is checked against ``tokenizer.decode`` itself (the oracle):
+Each request's streamed text is checked against ``tokenizer.decode`` itself (the oracle), never
+against the core. With a prompt ``p``, contract C says what the text of output ``s`` must be:
+``decode(p + s)[len(L):]``, where ``L`` is the longest common prefix of ``decode(p)`` and
+``decode(p + s)``; the expected text is computed exactly that way.
 
-- **G1 exact**: the final text equals the decode of the prompt and the ids the request consumed,
-  minus the prompt's stable prefix (contract C: no prompt text, nothing lost); when a stop rule
-  ended it, the text is cut exactly there (before or after the stop string or token, as
-  ``include_stop_str_in_output`` says), and it equals the non-streaming result of the same ids.
-- **G2 prefix-safe**: after every event, the text so far is a prefix of the decode of what has
-  arrived so far, and of the final decode.
-- **G4 no transient U+FFFD**: every U+FFFD ever sent stands where the final decode has one.
+- **G1 exact**: the final text equals that expected text for the ids the request consumed; when a
+  stop rule ended it, the text is cut exactly there (before or after the stop string or token, as
+  ``include_stop_str_in_output`` says), and no stop string completes earlier in it (unless
+  ``min_tokens`` exempts its first tokens' text). Which ids it consumed is where stepping its ids
+  through the stop rules ends; everything else comes from ``decode``.
+- **G2 prefix-safe**: the text is a prefix of the final expected text (so is the text after every
+  event, since text is only ever appended), and, after events spaced so that these checks cost
+  at most :data:`CHECK_FACTOR` times the request's own size (plus :data:`CHECK_START`), a prefix
+  of the expected text of what had arrived by then: after every event of a short request, then
+  after fewer and fewer (geometrically spaced) as it grows.
+- **G4 no transient U+FFFD**: every U+FFFD ever sent stands where the final expected text has one.
 
 An aborted request has no final text to compare: G1 does not apply, G2 and G4 do.
+
+Time is linear in the trace (every check decodes a request's ids a bounded number of times
+overall) and memory is bounded by the requests live at once: a request's record is handed out
+(:meth:`Replayer.take_ended`) and dropped when it ends, and only the last
+``remember_ended`` ended uids are remembered (to tell a late event from a new request).
 """
 
 from __future__ import annotations
 
-__all__ = ["Replayer", "RequestReport", "CHECKS"]
+__all__ = [
+    "Replayer",
+    "RequestReport",
+    "ReplaySummary",
+    "CHECKS",
+    "CHECK_FACTOR",
+    "CHECK_START",
+    "MAX_LISTED",
+]
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
-from puredetok.adapters.detokenize_manager import DetokenizeManager
+from puredetok.adapters.detokenize_manager import DEFAULT_REMEMBER_ENDED, CodecKey, DetokenizeManager
 from puredetok.adapters.messages import DEFAULT_PARAMS, DetokenizeMsg, Opening, SamplingParams, Uid, UserReply
 from puredetok.adapters.trace import TraceEvent
-from puredetok.core import Codec, finish, start
+from puredetok.core import Codec
+from puredetok.core.codec import ID_LIMIT
 from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules
-from puredetok.stops import advance, advance_many, close, open_stream
+from puredetok.stops import advance, open_stream
 
 CHECKS = ("G1", "G2", "G4")
 """The guarantees checked per request."""
 
+CHECK_FACTOR = 4
+"""The checks made while a request runs cost at most this many times its own size (its ids and
+text), so that a replay stays linear however the request's events are cut."""
+
+CHECK_START = 256
+"""Credit every request starts with (so that a short request is checked after every event)."""
+
+MAX_LISTED = 20
+"""The summary names at most this many failed requests (the count is always complete)."""
+
 
 @attrs.define
 class RequestReport:
-    """What happened to one request of the trace, and what the checks found."""
+    """One request of the trace: what it was sent and streamed, and what the checks found."""
 
     uid: Uid
     prompt: tuple[int, ...]
@@ -43,22 +75,34 @@ class RequestReport:
     codec: Codec
     ids: list[int] = attrs.field(factory=list)
     """The valid ids it was sent (invalid ones are skipped, as the manager skips them)."""
-    text: str = ""
+    pieces: list[str] = attrs.field(factory=list)
+    """The text streamed, one piece per reply (see :attr:`text`)."""
+    length: int = 0
+    """Characters streamed so far."""
     fffd: list[int] = attrs.field(factory=list)
-    """Positions in ``text`` of every U+FFFD that was sent."""
+    """Positions in the text of every U+FFFD that was sent."""
     events: int = 0
     finish_reason: str | None = None
     matched: str | int | None = None
     closed_at_end: bool = False
     ended_by_trace: bool = False
     """Whether the trace itself ended it (``finished`` or ``abort``), rather than a stop rule."""
-    ignored: int = 0
-    """Events that arrived after a stop rule had ended it (expected: the scheduler had not heard yet)."""
     errors: list[str] = attrs.field(factory=list)
-    """Input errors (invalid ids, events after the end), not check failures."""
+    """Input errors (invalid ids), not check failures."""
     checks: dict[str, bool | None] = attrs.field(factory=lambda: dict.fromkeys(CHECKS, True))
     failures: list[str] = attrs.field(factory=list)
     """Why a check failed."""
+    prompt_text: str | None = None
+    """``decode(prompt)``, once it is needed."""
+    credit: int = CHECK_START
+    """Work the checks made while it runs may still spend (see :data:`CHECK_FACTOR`)."""
+
+    @property
+    def text(self) -> str:
+        """Everything streamed for this request."""
+        if len(self.pieces) > 1:
+            self.pieces[:] = ["".join(self.pieces)]
+        return self.pieces[0] if self.pieces else ""
 
     @property
     def ok(self) -> bool:
@@ -71,11 +115,54 @@ class RequestReport:
         self.failures.append(f"{check}: {why}")
 
 
+@attrs.define
+class ReplaySummary:
+    """What a replay found, over every request (its size does not grow with the trace)."""
+
+    requests: int = 0
+    tokens: int = 0
+    events: int = 0
+    failed: int = 0
+    with_input_errors: int = 0
+    """Requests with invalid ids, plus events after a request ended."""
+    ignored_after_stop: int = 0
+    """Events for requests a stop rule had ended (expected: the scheduler had not heard yet)."""
+    failures: list[tuple[Uid, list[str]]] = attrs.field(factory=list)
+    """The first :data:`MAX_LISTED` failed requests and why."""
+
+    def count(self, report: RequestReport) -> None:
+        """Count one ended request."""
+        self.requests += 1
+        self.tokens += len(report.ids)
+        self.events += report.events
+        if not report.ok:
+            self.failed += 1
+            if len(self.failures) < MAX_LISTED:
+                self.failures.append((report.uid, list(report.failures)))
+        if report.errors:
+            self.with_input_errors += 1
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the longest common prefix of ``a`` and ``b`` (C-level comparisons only)."""
+    if b.startswith(a):
+        return len(a)
+    low, high = 0, min(len(a), len(b))  # a[:low] == b[:low]; they differ within a[:high + 1]
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 class Replayer:
     """Feeds trace events to a :class:`DetokenizeManager` and checks each request when it ends.
 
     ``defaults`` are the options of requests whose first event has none; ``codecs`` may share
-    codecs with other managers of the same tokenizer (see :class:`DetokenizeManager`).
+    codecs with other managers of the same tokenizer (see :class:`DetokenizeManager`). Ended
+    requests are handed out by :meth:`take_ended` and then forgotten; :attr:`summary` counts them.
     """
 
     def __init__(
@@ -83,58 +170,77 @@ class Replayer:
         tokenizer: Any,
         defaults: SamplingParams = DEFAULT_PARAMS,
         *,
-        codecs: dict[tuple[bool, bool | None], Codec] | None = None,
+        codecs: dict[CodecKey, Codec] | None = None,
+        remember_ended: int = DEFAULT_REMEMBER_ENDED,
     ) -> None:
         self.tokenizer = tokenizer
         self.defaults = defaults
-        self.manager = DetokenizeManager(tokenizer, defaults=defaults, codecs=codecs)
-        self.requests: dict[Uid, RequestReport] = {}
-        self._live: dict[Uid, RequestReport] = {}
-        self._ended: list[RequestReport] = []
+        self.remember_ended = remember_ended
+        self.manager = DetokenizeManager(
+            tokenizer, defaults=defaults, codecs=codecs, remember_ended=remember_ended
+        )
+        self.live: dict[Uid, RequestReport] = {}
+        """The requests still running."""
+        self.summary = ReplaySummary()
+        self.work = 0
+        """The checks' cost so far: ids handed to ``tokenizer.decode``, characters it returned, and
+        characters compared."""
+        self._ended: OrderedDict[Uid, bool] = OrderedDict()  # uid -> ended by the trace itself
+        self._taken: list[RequestReport] = []
+        self._notes: list[str] = []
+        self._backend = hasattr(tokenizer, "backend_tokenizer")
 
     def event(self, event: TraceEvent) -> list[UserReply]:
         """Apply one event; the replies the manager gave (one, or two for tokens then abort)."""
-        report = self._live.get(event.uid)
+        report = self.live.get(event.uid)
         opening = None
         if report is None:
-            if event.uid in self.requests:
-                report = self.requests[event.uid]
-                if not report.ended_by_trace and event.prompt is None and event.options is None:
-                    report.ignored += 1
-                    return []
-                report.errors.append(f"line {event.line}: event after the request ended")
-            else:
-                params = event.options if event.options is not None else self.defaults
-                codec = self.manager.codec(params.skip_special_tokens, params.clean_up_tokenization_spaces)
-                report = RequestReport(event.uid, event.prompt or (), params, codec)
-                self.requests[event.uid] = self._live[event.uid] = report
-                if event.prompt is not None or event.options is not None:
-                    opening = Opening(event.prompt or (), params)
+            by_trace = self._ended.get(event.uid)
+            if by_trace is not None:
+                if not by_trace and event.prompt is None and event.options is None:
+                    self.summary.ignored_after_stop += 1
+                else:
+                    self.summary.with_input_errors += 1
+                    self._notes.append(f"line {event.line}: event for request {event.uid!r} after it ended")
+                return []
+            params = event.options if event.options is not None else self.defaults
+            report = RequestReport(event.uid, event.prompt or (), params, self.manager.codec_of(params))
+            self.live[event.uid] = report
+            if event.prompt is not None or event.options is not None:
+                opening = Opening(event.prompt or (), params)
         report.events += 1
+        streamed = report.length
         replies = []
         if not event.abort or event.tokens or opening is not None:
             msg = DetokenizeMsg(event.uid, event.tokens, event.finished, opening)
             replies.append(self.manager.handle([msg])[0])
-            if event.uid in self._live:
-                size = report.codec.vocab_size
-                report.ids.extend(t for t in event.tokens if type(t) is int and 0 <= t < size)
+            size = ID_LIMIT if report.codec.out_of_vocab == "ignore" else report.codec.vocab_size
+            report.ids.extend(t for t in event.tokens if type(t) is int and 0 <= t < size)
         if event.abort:
             replies.extend(self.manager.abort([event.uid]))
         for reply in replies:
-            if reply.finished and report.uid in self._live:
+            if reply.finished and report.uid in self.live:
                 report.ended_by_trace = event.finished or event.abort
             self._take(report, reply, event.line)
+        if report.uid in self.live:
+            prompt = 2 * len(report.prompt) if report.events == 1 else 0  # its ids and about its text
+            self._check_so_far(report, prompt + len(event.tokens) + report.length - streamed)
         return replies
 
     def take_ended(self) -> list[RequestReport]:
-        """The requests that ended (and were checked) since the last call."""
-        ended, self._ended = self._ended, []
+        """The requests that ended (and were checked) since the last call; they are then forgotten."""
+        ended, self._taken = self._taken, []
         return ended
+
+    def take_notes(self) -> list[str]:
+        """Input errors about events that came after their request ended, since the last call."""
+        notes, self._notes = self._notes, []
+        return notes
 
     def close_all(self) -> list[UserReply]:
         """End the requests still open at the end of the trace (as if finished there)."""
         replies = []
-        for uid, report in list(self._live.items()):
+        for uid, report in list(self.live.items()):
             report.closed_at_end = True
             reply = self.manager.handle([DetokenizeMsg(uid, (), True)])[0]
             self._take(report, reply, 0)
@@ -142,65 +248,84 @@ class Replayer:
         return replies
 
     def _take(self, report: RequestReport, reply: UserReply, line: int) -> None:
-        if report.uid not in self._live:
+        if report.uid not in self.live:
             return
         if reply.error is not None:
             report.errors.append(f"line {line}: {reply.error}")
         delta = reply.incremental_output
-        base = len(report.text)
-        report.fffd.extend(base + i for i, char in enumerate(delta) if char == "\ufffd")
-        report.text += delta
+        if delta:
+            if "\ufffd" in delta:
+                report.fffd.extend(report.length + i for i, char in enumerate(delta) if char == "\ufffd")
+            report.pieces.append(delta)
+            report.length += len(delta)
         if reply.finished:
             report.finish_reason, report.matched = reply.finish_reason, reply.matched_stop
-            del self._live[report.uid]
+            del self.live[report.uid]
+            self._remember(report.uid, report.ended_by_trace)
             self.verify(report)
-            self._ended.append(report)
-        elif not reply.finished:
-            self._check_prefix(report)
+            self.summary.count(report)
+            self._taken.append(report)
+
+    def _remember(self, uid: Uid, by_trace: bool) -> None:
+        ended = self._ended
+        ended[uid] = by_trace
+        ended.move_to_end(uid)
+        while len(ended) > self.remember_ended:
+            ended.popitem(last=False)
 
     def _decode(self, report: RequestReport, ids: Sequence[int]) -> str:
         """The oracle: the tokenizer's own decode of ``prompt + ids``, with the request's options."""
         params, every = report.params, [*report.prompt, *ids]
-        if hasattr(self.tokenizer, "backend_tokenizer"):
-            return str(
-                self.tokenizer.decode(
-                    every,
-                    skip_special_tokens=params.skip_special_tokens,
-                    clean_up_tokenization_spaces=params.clean_up_tokenization_spaces,
-                )
-            )
+        text = self._decode_ids(params, every)
+        self.work += len(every) + len(text)
+        return text
+
+    def _decode_ids(self, params: SamplingParams, every: list[int]) -> str:
+        if self._backend:
+            options: dict[str, Any] = {
+                "skip_special_tokens": params.skip_special_tokens,
+                "clean_up_tokenization_spaces": params.clean_up_tokenization_spaces,
+            }
+            if params.spaces_between_special_tokens is not None:
+                options["spaces_between_special_tokens"] = params.spaces_between_special_tokens
+            return str(self.tokenizer.decode(every, **options))
         text = str(self.tokenizer.decode(every, skip_special_tokens=params.skip_special_tokens))
         return apply_rules(TRANSFORMERS_RULES, text) if params.clean_up_tokenization_spaces else text
 
-    def _stable_prompt(self, report: RequestReport) -> str:
-        """The prompt's text that no continuation can change (what is never sent)."""
+    def _continuation(self, report: RequestReport, ids: Sequence[int]) -> str:
+        """Contract C: ``decode(prompt + ids)`` after its longest common prefix with ``decode(prompt)``."""
+        full = self._decode(report, ids)
         if not report.prompt:
-            return ""
-        whole = self._decode(report, ())
-        held = finish(start(report.codec, report.prompt))
-        return whole[: len(whole) - len(held)]
+            return full
+        if report.prompt_text is None:
+            report.prompt_text = self._decode(report, ())
+        self.work += len(report.prompt_text)
+        return full[_common_prefix(report.prompt_text, full) :]
 
-    def _continuation(self, report: RequestReport, ids: Sequence[int]) -> str | None:
-        """``decode(prompt + ids)`` after the stable prompt text; None if that prefix changed."""
-        full, stable = self._decode(report, ids), self._stable_prompt(report)
-        return full[len(stable) :] if full.startswith(stable) else None
-
-    def _check_prefix(self, report: RequestReport) -> None:
-        """G2 while the request runs: the text so far is a prefix of the decode so far."""
-        if report.checks["G2"] is False:
+    def _check_so_far(self, report: RequestReport, received: int) -> None:
+        """G2 while the request runs, when its credit allows: the text so far is a prefix of the
+        expected text of the ids so far. ``received`` ids and characters just came in; each adds
+        :data:`CHECK_FACTOR` to the request's credit, and a check spends what it decodes and
+        compares (so checks grow rarer as the request grows, and cost a bounded share overall).
+        """
+        report.credit += CHECK_FACTOR * received
+        estimate = 2 * (len(report.prompt) + len(report.ids) + report.length)
+        if report.checks["G2"] is False or report.credit < estimate:
             return
+        before = self.work
         so_far = self._continuation(report, report.ids)
-        if so_far is None or not so_far.startswith(report.text):
+        text = report.text
+        self.work += len(text)
+        if not so_far.startswith(text):
             report.fail("G2", f"after {len(report.ids)} ids the text is not a prefix of their decode")
+        report.credit -= self.work - before
 
     def verify(self, report: RequestReport) -> None:
         """Run the final checks of one ended request."""
-        consumed, expected = self._non_streaming(report)
+        consumed = self._consumed(report)
         reference = self._continuation(report, report.ids[:consumed])
-        if reference is None:
-            report.fail("G1", "the prompt's stable text is not a prefix of the full decode")
-            return
         text = report.text
+        self.work += len(text)
         if not reference.startswith(text):
             report.fail("G2", "the text is not a prefix of the final decode")
         if any(position >= len(reference) or reference[position] != "\ufffd" for position in report.fffd):
@@ -208,35 +333,38 @@ class Replayer:
         if report.finish_reason == "abort":
             report.checks["G1"] = None
             return
-        if text != expected:
-            report.fail("G1", "the streamed text differs from the non-streaming text of the same ids")
-        wanted = self._cut(report, reference, consumed)
+        wanted, searched = self._cut(report, text, reference, consumed)
         if text != wanted:
             report.fail("G1", f"the text differs from the decode ({len(text)} vs {len(wanted)} characters)")
+        elif not report.params.min_tokens:
+            self.work += len(searched) * len(report.params.stop)
+            early = [stop for stop in report.params.stop if stop in searched]
+            if early:
+                report.fail("G1", f"the stop string {early[0]!r} completes before the text ends")
 
-    def _cut(self, report: RequestReport, reference: str, consumed: int) -> str:
-        """Where the final text must end, from the decode alone."""
+    def _cut(self, report: RequestReport, text: str, reference: str, consumed: int) -> tuple[str, str]:
+        """Where the final text must end, from the decode alone; and the text in which no stop
+        string may complete (everything before the end the stop rules chose).
+        """
         matched, include = report.matched, report.params.include_stop_str_in_output
         if report.finish_reason != "stop" or matched is None:
-            return reference
+            return reference, reference
         if isinstance(matched, int):  # a stop or EOS token: its own text only if included
             before = self._continuation(report, report.ids[: consumed - 1])
-            return reference if include or before is None else before
+            return (reference if include else before), before
         # A stop string: the text ends just before it (or after it, if included).
-        end = len(report.text) if include else len(report.text) + len(matched)
+        end = len(text) if include else len(text) + len(matched)
         if reference[:end].endswith(matched):
-            return reference[: end if include else end - len(matched)]
-        return reference + "\x00"  # the matched string is not where the text ends: G1 fails
+            return reference[: end if include else end - len(matched)], reference[: end - 1]
+        return reference + "\x00", ""  # the matched string is not where the text ends: G1 fails
 
-    def _non_streaming(self, report: RequestReport) -> tuple[int, str]:
-        """How many ids the request consumed (stepping one by one), and its text computed from all
-        its ids at once.
+    def _consumed(self, report: RequestReport) -> int:
+        """How many of its ids the request consumed: stepping them through the stop rules, up to
+        the one that ended it (the ids a scheduler sent after that are not its text).
         """
-        opened = open_stream(report.codec, self.manager.rules(report.params), report.prompt)
-        stream, consumed = opened, 0
+        stream = open_stream(report.codec, self.manager.rules(report.params), report.prompt)
+        consumed = 0
         while consumed < len(report.ids) and stream.finish_reason is None:
             stream, _ = advance(stream, report.ids[consumed])
             consumed += 1
-        stream, text = advance_many(opened, report.ids)
-        stream, tail = close(stream)
-        return consumed, text + tail
+        return consumed

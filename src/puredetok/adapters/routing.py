@@ -21,11 +21,12 @@ from puredetok.adapters.wire import encode_batch
 
 
 def route(uid: Uid, workers: int) -> int:
-    """The worker (``0 <= index < workers``) that owns request ``uid``: CRC-32 of its text.
+    """The worker (``0 <= index < workers``) that owns request ``uid``: the CRC-32 of ``str(uid)``
+    encoded as UTF-8, modulo ``workers`` (the int 7 and the string "7" have one owner).
 
     Stable across processes and hosts (unlike ``hash``), so every sender agrees.
     """
-    return zlib.crc32(str(uid).encode()) % workers
+    return zlib.crc32(str(uid).encode("utf-8")) % workers
 
 
 class WorkerPool:

@@ -9,7 +9,9 @@ One event per line::
     {"uid": 2, "abort": true}
 
 ``options`` are the fields of :class:`~puredetok.adapters.messages.SamplingParams` (stop rules
-and decode options); a request's own options replace the header's. Blank lines are ignored.
+and decode options; ``max_tokens`` is accepted for ``max_new_tokens``); a request's own options
+replace the header's, and options that are not given take the engines' defaults
+(``skip_special_tokens`` true). Blank lines are ignored.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import attrs
 import msgspec
 
 from puredetok.adapters.messages import SamplingParams, Uid
+from puredetok.stops import StopRules
 
 
 class TraceError(ValueError):
@@ -73,11 +76,30 @@ _OPTION_NAMES = frozenset(attrs.fields_dict(SamplingParams))
 
 
 def _params(options: dict[str, Any]) -> SamplingParams:
-    """The options as :class:`SamplingParams`; an unknown name or a mistyped value is an error."""
+    """The options as :class:`SamplingParams`; an unknown name, a mistyped value or a stop rule no
+    request may have is an error. ``max_tokens`` is another name of ``max_new_tokens``.
+    """
+    if "max_tokens" in options:
+        if "max_new_tokens" in options:
+            raise msgspec.ValidationError("give max_tokens or max_new_tokens, not both - at `$.options`")
+        options = {**options, "max_new_tokens": options["max_tokens"]}
+        del options["max_tokens"]
     unknown = sorted(set(options) - _OPTION_NAMES)
     if unknown:
         raise msgspec.ValidationError(f"Object contains unknown field `{unknown[0]}` - at `$.options`")
-    return msgspec.convert(options, SamplingParams)
+    params = msgspec.convert(options, SamplingParams)
+    try:
+        StopRules(
+            stop=params.stop,
+            stop_token_ids=params.stop_token_ids,
+            ignore_eos=params.ignore_eos,
+            max_new_tokens=params.max_new_tokens,
+            min_tokens=params.min_tokens,
+            include_stop_str_in_output=params.include_stop_str_in_output,
+        )
+    except ValueError as error:
+        raise msgspec.ValidationError(f"{error} - at `$.options`") from None
+    return params
 
 
 def read_trace(lines: Iterable[str | bytes]) -> Iterator[TraceHeader | TraceEvent]:

@@ -161,9 +161,10 @@ class FrameDecoder:
     def _column_by_column(self, payload: msgspec.Raw) -> Decoded:
         """Salvage the valid messages of a detokenize batch in which some cells are malformed.
 
-        Only cells of ``uids``, ``token_ids`` and the openings are salvaged message by message:
-        the columns that say where each message is (``counts``, and the positions in ``finished``
-        and ``opens``) must be exact, else no message can be trusted and the frame is refused.
+        Only cells of ``uids``, ``token_ids``, the openings and the reasons are salvaged message by
+        message: the columns that say where each message is (``counts``, and the positions in
+        ``finished``, ``opens`` and ``reasons``) must be exact, else no message can be trusted and
+        the frame is refused.
         """
         kind = DetokenizeBatch.KIND
         try:
@@ -184,6 +185,11 @@ class FrameDecoder:
             if not all(isinstance(pair, list) and len(pair) == 2 for pair in pairs):
                 raise TypeError("opens must be [position, opening] pairs")
             opens = dict(zip(_positions([pair[0] for pair in pairs], size), (pair[1] for pair in pairs)))
+            triples = columns.get("reasons") or []
+            if not all(isinstance(triple, list) and len(triple) == 3 for triple in triples):
+                raise TypeError("reasons must be [position, finish_reason, matched_stop] triples")
+            positions = _positions([triple[0] for triple in triples], size)
+            reasons = {position: triple[1:] for position, triple in zip(positions, triples)}
         except (msgspec.ValidationError, msgspec.DecodeError, KeyError, TypeError) as error:
             raise FrameError("bad_frame", f"{kind} frame with unusable columns: {error}") from None
         one = self._one[kind]
@@ -193,6 +199,8 @@ class FrameDecoder:
         for index, (uid, count) in enumerate(zip(uids, counts)):
             fields = {"uid": uid, "token_ids": token_ids[cursor : cursor + count]}
             fields.update(finished=index in finished, open=opens.get(index))
+            if index in reasons:
+                fields.update(finish_reason=reasons[index][0], matched_stop=reasons[index][1])
             cursor += count
             try:
                 good.append(one.decode(_encoder.encode(fields)))

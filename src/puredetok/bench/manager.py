@@ -11,7 +11,7 @@ import tracemalloc
 from collections.abc import Sequence
 from typing import Any
 
-from puredetok.adapters.detokenize_manager import DetokenizeManager
+from puredetok.adapters.detokenize_manager import CodecKey, DetokenizeManager
 from puredetok.adapters.messages import DetokenizeBatch, DetokenizeMsg
 from puredetok.bench.core import trace_ids
 from puredetok.bench.timing import Result, compare
@@ -59,7 +59,7 @@ def _steps(tokenizer: Any, requests: int, steps: int, per_message: int) -> list[
 
 def manager_section(tokenizer: Any, requests: int = 256, steps: int = 64) -> list[Result]:
     """Per-token cost of the manager and of the batched two-window algorithm, same run, same ids."""
-    codecs: dict[tuple[bool, bool | None], Any] = {}
+    codecs: dict[CodecKey, Any] = {}
     DetokenizeManager(tokenizer, codecs=codecs)  # build the shared codec outside the timings
     single = _steps(tokenizer, requests, steps, 1)
     four = _steps(tokenizer, requests, steps // 4, 4)

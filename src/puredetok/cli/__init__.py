@@ -1,17 +1,18 @@
 """The ``puredetok`` command line: ``explain``, ``bench``, ``replay`` and ``serve``.
 
 Exit codes: 0 success, 1 the command ran and found a failure (a mismatch), 2 bad usage or input
-(unknown option, missing tokenizer, unreadable file). Errors are one line on stderr, never a
-traceback.
+(unknown option, missing tokenizer, unreadable file). Errors are one line on stderr, the whole
+message, never a traceback. ``puredetok --version`` prints the installed version.
 """
 
 from __future__ import annotations
 
-__all__ = ["main", "UsageError"]
+__all__ = ["main", "UsageError", "version"]
 
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from typing import NoReturn
 
 from puredetok.adapters.loading import TokenizerLoadError
@@ -27,8 +28,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def version() -> str:
+    """The installed version of puredetok."""
+    try:
+        return metadata.version("puredetok")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="puredetok", description="Exact streaming detokenization for LLM serving.")
+    parser.add_argument("--version", action="version", version=f"puredetok {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
     for module in (explain, bench, replay, serve):
@@ -44,7 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.run(args)
     except (TokenizerLoadError, UsageError, OSError, ValueError) as error:
-        print(f"puredetok {args.command}: error: {error}", file=sys.stderr)
+        message = " ".join(str(error).split()) or type(error).__name__  # the whole of it, one line
+        print(f"puredetok {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

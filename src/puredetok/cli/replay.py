@@ -8,12 +8,14 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
+
+from tqdm import tqdm
 
 from puredetok.adapters.loading import DEFAULT_TOKENIZER, load_tokenizer
 from puredetok.adapters.messages import SamplingParams, UserReply
-from puredetok.adapters.replay import CHECKS, Replayer, RequestReport
+from puredetok.adapters.replay import CHECKS, MAX_LISTED, Replayer, ReplaySummary, RequestReport
 from puredetok.adapters.trace import TraceEvent, TraceHeader, read_trace
 from puredetok.cli.options import add_tokenizer_option
 
@@ -21,7 +23,11 @@ NAME = "replay"
 HELP = "replay a token trace (JSON lines), print each request's text, and check G1/G2/G4 per request"
 
 PROGRESS_AFTER = 0.5
-"""Seconds a replay runs before a progress bar appears."""
+"""Seconds a replay runs before its progress bar appears."""
+PROGRESS_INTERVAL = 0.1
+"""Seconds between two redraws of the bar at least."""
+PROGRESS_EVERY = 256
+"""Events between two updates of the bar's event count."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -33,56 +39,49 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="tokenizer folder or tokenizer.json (default: the trace's, else the embedded Qwen3)",
     )
     parser.add_argument(
-        "--json", action="store_true", help="print one JSON line per reply, then a summary line"
+        "--json", action="store_true", help="print one JSON line per reply and per request, then a summary"
     )
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
     parser.add_argument(
-        "--progress", action="store_true", help="show the progress bar even if stderr is not a tty"
+        "--progress", action="store_true", help="show the progress bar even if stderr is not a terminal"
     )
 
 
-class Progress:
-    """A one-line progress bar on stderr, shown once the work has taken more than a moment."""
+class _Counted:
+    """The lines of a binary file, counting the bytes read (what the progress bar shows)."""
 
-    INTERVAL = 0.1
-    """Seconds between redraws at least."""
+    def __init__(self, source: IO[bytes]) -> None:
+        self.source = source
+        self.read = 0
 
-    def __init__(self, total: int | None, stream: IO[str], enabled: bool) -> None:
-        self.total, self.stream, self.enabled = total, stream, enabled
-        self.began = time.monotonic()
-        self.last = 0.0
-        self.shown = False
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self.source:
+            self.read += len(line)
+            yield line
 
-    def update(self, done: int, events: int) -> None:
-        """Redraw, at most ten times a second."""
-        now = time.monotonic()
-        if not self.enabled or now - self.began < PROGRESS_AFTER or now - self.last < self.INTERVAL:
-            return
-        self.last = now
-        elapsed = now - self.began
-        if self.total:
-            share = min(done / self.total, 1.0)
-            bar = "#" * int(share * 30)
-            line = f"\r[{bar:<30}] {share:6.1%}  {events:,} events  {elapsed:5.1f} s"
-        else:
-            line = f"\r{events:,} events  {elapsed:5.1f} s"
-        self.stream.write(line)
-        self.stream.flush()
-        self.shown = True
 
-    def done(self) -> None:
-        """Erase the bar."""
-        if self.shown:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
+def _progress(total: int | None, enabled: bool) -> tqdm[Any]:
+    """A bar on stderr in bytes of the trace, with rate and time left (when the size is known)."""
+    return tqdm(
+        total=total,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc="replay",
+        file=sys.stderr,
+        disable=not enabled,
+        delay=PROGRESS_AFTER,
+        mininterval=PROGRESS_INTERVAL,
+        leave=False,
+    )
 
 
 def _tokenizer(args: argparse.Namespace, header: TraceHeader | None) -> Any:
     name = args.tokenizer or (header.tokenizer if header else None) or DEFAULT_TOKENIZER
     if not args.tokenizer and header and header.tokenizer and args.trace != "-":
-        beside = Path(args.trace).parent / header.tokenizer
-        if beside.exists():  # a relative path in a trace is relative to the trace
-            name = str(beside)
+        beside = os.path.join(os.path.dirname(args.trace), header.tokenizer)
+        if os.path.exists(beside):  # a relative path in a trace is relative to the trace
+            name = beside
     return load_tokenizer(name)
 
 
@@ -92,6 +91,28 @@ def _show_finish(report: RequestReport) -> str:
     if report.matched is None:
         return report.finish_reason
     return f"{report.finish_reason} {json.dumps(report.matched, ensure_ascii=False)}"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
+def _verdicts(report: RequestReport) -> str:
+    def cell(value: bool | None) -> str:
+        return "-" if value is None else ("ok" if value else "FAIL")
+
+    return ", ".join(f"{check} {cell(report.checks[check])}" for check in CHECKS)
+
+
+def _notes(report: RequestReport) -> list[str]:
+    return report.failures + report.errors + (["closed at end of trace"] if report.closed_at_end else [])
+
+
+def _header(report: RequestReport) -> str:
+    """One line that says how a request ended and what its checks found."""
+    what = f"{_show_finish(report)}, {_plural(len(report.ids), 'token')}, {_plural(report.events, 'event')}"
+    notes = "".join(f"; {note}" for note in _notes(report))
+    return f"--- request {report.uid} ({what}) {_verdicts(report)}{notes} ---"
 
 
 def _json_reply(reply: UserReply) -> str:
@@ -105,64 +126,56 @@ def _json_reply(reply: UserReply) -> str:
     return json.dumps(record, ensure_ascii=False)
 
 
-def _summary(reports: list[RequestReport], elapsed: float) -> dict[str, Any]:
-    tokens = sum(len(report.ids) for report in reports)
-    return {
-        "requests": len(reports),
-        "tokens": tokens,
-        "failed": sum(not report.ok for report in reports),
-        "with_input_errors": sum(bool(report.errors) for report in reports),
-        "seconds": round(elapsed, 3),
-        "per_request": [
-            {
-                "uid": report.uid,
-                "tokens": len(report.ids),
-                "events": report.events,
-                "finish_reason": report.finish_reason,
-                "matched_stop": report.matched,
-                "closed_at_end": report.closed_at_end,
-                "ignored_after_stop": report.ignored,
-                "checks": report.checks,
-                "failures": report.failures,
-                "errors": report.errors,
-            }
-            for report in reports
-        ],
+def _json_request(report: RequestReport) -> str:
+    record = {
+        "uid": report.uid,
+        "tokens": len(report.ids),
+        "events": report.events,
+        "finish_reason": report.finish_reason,
+        "matched_stop": report.matched,
+        "closed_at_end": report.closed_at_end,
+        "checks": report.checks,
+        "failures": report.failures,
+        "errors": report.errors,
     }
+    return json.dumps({"request": record}, ensure_ascii=False)
 
 
-def _table(reports: list[RequestReport], elapsed: float) -> str:
-    def cell(value: bool | None) -> str:
-        return "-" if value is None else ("ok" if value else "FAIL")
-
-    rows: list[tuple[str, ...]] = [("uid", "tokens", "events", "finish", *CHECKS, "note")]
-    for report in reports:
-        notes = report.failures + report.errors + (["closed at end of trace"] if report.closed_at_end else [])
-        if report.ignored:
-            notes.append(f"{report.ignored} later event(s) ignored after the stop")
-        rows.append(
-            (
-                str(report.uid),
-                f"{len(report.ids):,}",
-                f"{report.events:,}",
-                _show_finish(report),
-                *(cell(report.checks[check]) for check in CHECKS),
-                "; ".join(notes),
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    lines = [
-        "  ".join(value.ljust(width) for value, width in zip(row, widths)) + "  " + row[-1] for row in rows
-    ]
-    tokens = sum(len(report.ids) for report in reports)
-    failed = sum(not report.ok for report in reports)
-    errored = sum(bool(report.errors) for report in reports)
-    rate = f", {tokens / elapsed:,.0f} tokens/s" if elapsed > 0 else ""
-    lines.append(
-        f"{len(reports)} requests, {tokens:,} tokens, {failed} failed, {errored} with input errors "
+def _summary_line(summary: ReplaySummary, elapsed: float) -> str:
+    rate = f", {summary.tokens / elapsed:,.0f} tokens/s" if elapsed > 0 else ""
+    ignored = (
+        f", {_plural(summary.ignored_after_stop, 'event')} ignored after a stop"
+        if summary.ignored_after_stop
+        else ""
+    )
+    return (
+        f"{_plural(summary.requests, 'request')}, {_plural(summary.tokens, 'token')}, "
+        f"{summary.failed:,} failed, {summary.with_input_errors:,} with input errors{ignored} "
         f"[{elapsed:.2f} s{rate}]"
     )
-    return "\n".join(line.rstrip() for line in lines)
+
+
+def _summary_text(summary: ReplaySummary, elapsed: float) -> str:
+    lines = [f"FAILED request {uid}: {'; '.join(why)}" for uid, why in summary.failures]
+    if summary.failed > len(summary.failures):
+        more = summary.failed - len(summary.failures)
+        lines.append(f"... and {more:,} more failed (the first {MAX_LISTED} are named)")
+    lines.append(_summary_line(summary, elapsed))
+    return "\n".join(lines)
+
+
+def _summary_json(summary: ReplaySummary, elapsed: float) -> str:
+    record = {
+        "requests": summary.requests,
+        "tokens": summary.tokens,
+        "events": summary.events,
+        "failed": summary.failed,
+        "with_input_errors": summary.with_input_errors,
+        "ignored_after_stop": summary.ignored_after_stop,
+        "seconds": round(elapsed, 3),
+        "failures": [{"uid": uid, "failures": why} for uid, why in summary.failures],
+    }
+    return json.dumps({"summary": record}, ensure_ascii=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -178,8 +191,8 @@ def _replay(args: argparse.Namespace) -> int:
     source: IO[bytes] = sys.stdin.buffer if args.trace == "-" else open(args.trace, "rb")  # noqa: SIM115
     with source:
         total = None if args.trace == "-" else os.fstat(source.fileno()).st_size
-        progress = Progress(total, sys.stderr, args.progress or sys.stderr.isatty())
-        events = read_trace(source)
+        counted = _Counted(source)
+        events = read_trace(counted)
         first = next(events, None)
         header = first if isinstance(first, TraceHeader) else None
         tokenizer = _tokenizer(args, header)
@@ -187,36 +200,39 @@ def _replay(args: argparse.Namespace) -> int:
         replayer = Replayer(tokenizer, defaults)
         began = time.monotonic()
         pending = [first] if isinstance(first, TraceEvent) else []
-        count = 0
-        try:
-            for event in itertools.chain(pending, events):
+        with _progress(total, args.progress or sys.stderr.isatty()) as bar:
+            shown = 0
+            for count, event in enumerate(itertools.chain(pending, events), 1):
                 assert isinstance(event, TraceEvent)  # read_trace gives a header only first
                 _print(args, replayer, replayer.event(event))
-                count += 1
-                progress.update(source.tell() if total else 0, count)
+                if count % PROGRESS_EVERY == 0:
+                    bar.set_postfix_str(f"{count:,} events", refresh=False)
+                bar.update(counted.read - shown)
+                shown = counted.read
             _print(args, replayer, replayer.close_all())
-        finally:
-            progress.done()
     elapsed = time.monotonic() - began
-    reports = list(replayer.requests.values())
-    if args.json:
-        print(json.dumps({"summary": _summary(reports, elapsed)}, ensure_ascii=False))
-    else:
-        print(_table(reports, elapsed))
-    if any(not report.ok for report in reports):
+    summary = replayer.summary
+    print(_summary_json(summary, elapsed) if args.json else _summary_text(summary, elapsed))
+    if summary.failed:
         return 1
-    return 2 if any(report.errors for report in reports) else 0
+    return 2 if summary.with_input_errors else 0
 
 
-def _print(args: argparse.Namespace, replayer: Replayer, replies: list[UserReply]) -> None:
-    """JSON lines of the replies, or the text of each request that just ended."""
-    ended = replayer.take_ended()
+def _print(args: argparse.Namespace, replayer: Replayer, replies: Iterable[UserReply]) -> None:
+    """JSON lines of the replies and of each request that just ended, or its text."""
+    ended, notes = replayer.take_ended(), replayer.take_notes()
     if args.quiet:
         return
     if args.json:
         for reply in replies:
             print(_json_reply(reply))
+        for report in ended:
+            print(_json_request(report))
+        for note in notes:
+            print(json.dumps({"input_error": note}, ensure_ascii=False))
         return
     for report in ended:
-        print(f"--- request {report.uid} ({_show_finish(report)}, {len(report.ids):,} tokens) ---")
+        print(_header(report))
         print(report.text)
+    for note in notes:
+        print(f"--- {note} (input error) ---")

@@ -124,10 +124,15 @@ def _fingerprint(*parts: object) -> str:
     return digest.hexdigest()[:32]
 
 
-def _reference_decode(tokenizer: Any, skip: bool, cleanup: bool | None) -> Callable[[list[int]], str]:
+def _reference_decode(
+    tokenizer: Any, skip: bool, cleanup: bool | None, spaces: bool | None = None
+) -> Callable[[list[int]], str]:
     if isinstance(tokenizer, tokenizers.Tokenizer):
         return functools.partial(tokenizer.decode, skip_special_tokens=skip)
-    return functools.partial(tokenizer.decode, skip_special_tokens=skip, clean_up_tokenization_spaces=cleanup)
+    options: dict[str, Any] = {"skip_special_tokens": skip, "clean_up_tokenization_spaces": cleanup}
+    if spaces is not None:
+        options["spaces_between_special_tokens"] = spaces
+    return functools.partial(tokenizer.decode, **options)
 
 
 def _silent_ids(
@@ -165,8 +170,9 @@ def _window_codec(
     cleanup: bool | None,
     effective_cleanup: bool,
     name: str,
+    spaces: bool | None = None,
 ) -> Codec:
-    decode = _reference_decode(tokenizer, skip, cleanup)
+    decode = _reference_decode(tokenizer, skip, cleanup, spaces)
     if backend is not None:
         size = max(backend.get_vocab(with_added_tokens=True).values(), default=-1) + 1
         vocab_part: object = _vocabulary(backend, skip)
@@ -181,7 +187,9 @@ def _window_codec(
         vocab_size=size,
         skip_special_tokens=skip,
         clean_up_tokenization_spaces=effective_cleanup,
-        fingerprint=_fingerprint("window", type(tokenizer).__name__, vocab_part, skip, cleanup, reason),
+        fingerprint=_fingerprint(
+            "window", type(tokenizer).__name__, vocab_part, skip, cleanup, reason, spaces
+        ),
         name=name,
         decoding=window,
         added_ids=_added_ids(tokenizer, backend),
@@ -196,6 +204,7 @@ def codec_for(
     max_byte_run: int | None = None,
     out_of_vocab: OutOfVocab = "raise",
     window: bool = False,
+    spaces_between_special_tokens: bool | None = None,
 ) -> Codec:
     """Build the codec of a ``transformers`` tokenizer or a ``tokenizers.Tokenizer``.
 
@@ -206,6 +215,10 @@ def codec_for(
     (:class:`~puredetok.InvalidTokenError`) or ``"ignore"`` (it decodes to nothing, exactly as
     ``tokenizer.decode`` skips it; ``ValueError`` if this tokenizer's decode does not).
     ``window=True`` builds the generic window codec even when an exact model exists (to compare).
+    ``spaces_between_special_tokens`` is passed to ``tokenizer.decode`` where it could matter
+    (None: not passed): transformers' own decode ignores it, and so does every exact model here;
+    only classes that decode in Python (the generic codec) can act on it (Wav2Vec2's CTC classes
+    do). A ``tokenizers.Tokenizer`` has no such option.
 
     The codec is exact when the tokenizer's decoder is one puredetok models; otherwise it is the
     generic window codec (``codec.exact is False``, ``codec.reason`` says why).
@@ -215,7 +228,14 @@ def codec_for(
         raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
     if out_of_vocab not in OUT_OF_VOCAB:
         raise ValueError(f"out_of_vocab must be 'raise' or 'ignore', not {out_of_vocab!r}")
-    codec = _codec(tokenizer, skip_special_tokens, clean_up_tokenization_spaces, max_byte_run, window)
+    codec = _codec(
+        tokenizer,
+        skip_special_tokens,
+        clean_up_tokenization_spaces,
+        max_byte_run,
+        window,
+        spaces_between_special_tokens,
+    )
     return ignoring_out_of_vocab(codec, tokenizer) if out_of_vocab == "ignore" else codec
 
 
@@ -225,6 +245,7 @@ def _codec(
     clean_up_tokenization_spaces: bool | None,
     max_byte_run: int | None,
     window: bool,
+    spaces_between_special_tokens: bool | None,
 ) -> Codec:
     name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
     backend = _backend_of(tokenizer)
@@ -239,6 +260,7 @@ def _codec(
                 clean_up_tokenization_spaces,
                 bool(clean_up_tokenization_spaces),
                 name,
+                spaces_between_special_tokens,
             )
         raise UnsupportedTokenizerError(
             f"cannot build a codec for a {type(tokenizer).__name__}: expected a transformers tokenizer "
@@ -254,6 +276,7 @@ def _codec(
             clean_up_tokenization_spaces,
             cleanup,
             name,
+            spaces_between_special_tokens,
         )
     override = _decode_override(tokenizer) if not isinstance(tokenizer, tokenizers.Tokenizer) else None
     if override is not None:
@@ -265,6 +288,7 @@ def _codec(
             clean_up_tokenization_spaces,
             cleanup,
             name,
+            spaces_between_special_tokens,
         )
     tokens = _vocabulary(backend, skip)
     try:
@@ -273,7 +297,14 @@ def _codec(
         chain = compile_chain(decoders, tokens, tail)
     except Unmodelled as error:
         return _window_codec(
-            tokenizer, backend, str(error), skip, clean_up_tokenization_spaces, cleanup, name
+            tokenizer,
+            backend,
+            str(error),
+            skip,
+            clean_up_tokenization_spaces,
+            cleanup,
+            name,
+            spaces_between_special_tokens,
         )
     names = "+".join(type(d).__name__ for d in decoders)
     family = _FAMILIES.get(names, names)
