@@ -199,7 +199,10 @@ def compile_chain(
 
     table = build(False)
     first_table = build(True) if depends_on_first else None
-    if stages:
+    bulk = getattr(stages[0], "fast_texts", None) if len(stages) == 1 else None
+    if bulk is not None:
+        fast = tuple(bulk(table))
+    elif stages:
         fast = tuple(_fast_text(stages, value) for value in table)
     else:
         fast = tuple("" if value is None else value for value in table)

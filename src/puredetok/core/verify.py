@@ -1,0 +1,155 @@
+"""The check ``codec_for`` runs before it claims exactness: the model against ``tokenizer.decode``.
+
+A model is compared with the tokenizer's own decode on
+
+* every id alone (in batches where the tokenizer has a ``tokenizers`` backend that decodes the same);
+* every added token next to itself and to a few other ids;
+* short slices of the ids of a multilingual text (split characters, byte runs);
+* a deterministic sample of short sequences that mix the ids most likely to disagree: added and
+  special ids, ids that decode to nothing or to U+FFFD (bytes, partial characters), ids whose text
+  starts or ends with a space, punctuation that cleanup rewrites, repeated ids, and ids drawn from
+  the whole vocabulary.
+
+For each sequence the streamed text must equal the decode, and the text emitted after every prefix
+must be a prefix of it. The first disagreement is reported with its ids; the caller then falls back.
+The sample is fixed (a seeded generator) so that a codec is the same on every build.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Oracle", "check_model", "sample_sequences", "stream_text"]
+
+import random
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+Oracle = Callable[[Sequence[Sequence[int]]], list[str | None]]
+"""Decodes a batch of id lists with the codec's options; None for a sequence the decode refuses."""
+
+_SEED = 20241111
+_RANDOM_SEQUENCES = 1200
+_POOL = 64
+_CLEANUP_WORDS = frozenset({".", ",", "?", "!", "'", "n't", "'s", "'m", "'ve", "'re", "do", "not", "|", "<", ">"})
+
+
+def stream_text(decoding: Any, ids: Sequence[int]) -> tuple[list[str], str]:
+    """The deltas of stepping ``ids`` through a fresh stream of ``decoding``, and its final flush."""
+    hold = decoding.initial
+    deltas = []
+    for token_id in ids:
+        hold, delta = decoding.step(hold, token_id)
+        deltas.append(delta)
+    return deltas, decoding.finish(hold)
+
+
+def _model_alone(decoding: Any, size: int) -> list[str]:
+    """Each id's text alone, by the model; through the fast table where a step from the start is a
+    step from the steady state (no first-token rule, every stage starts idle)."""
+    fast = getattr(decoding, "fast", ())
+    same_start = (
+        len(fast) == size
+        and getattr(decoding, "first_table", None) is None
+        and tuple(decoding.initial)[1:] == tuple(decoding.idle)[1:]
+    )
+    tail = decoding.finish(decoding.idle) if same_start else ""
+    texts = []
+    for token_id in range(size):
+        text = fast[token_id] if same_start else None
+        if text is None:
+            deltas, rest = stream_text(decoding, (token_id,))
+            texts.append("".join(deltas) + rest)
+        else:
+            texts.append(text + tail)
+    return texts
+
+
+def _pools(alone: Sequence[str | None], added: Collection[int]) -> list[list[int]]:
+    """Ids grouped by the ways they tend to break a model (each pool at most ``_POOL`` ids)."""
+    empty, replacement, spaced, punctuation = [], [], [], []
+    for token_id, text in enumerate(alone):
+        if text is None:
+            continue
+        if text == "":
+            empty.append(token_id)
+        elif "\ufffd" in text:
+            replacement.append(token_id)
+        elif text[0].isspace() or text[-1].isspace():
+            spaced.append(token_id)
+        elif text.strip() in _CLEANUP_WORDS or (len(text) == 1 and not text.isalpha()):
+            punctuation.append(token_id)
+    pools = [sorted(added), empty, replacement, spaced, punctuation]
+    return [pool[:: max(1, len(pool) // _POOL)][:_POOL] for pool in pools if pool]
+
+
+def sample_sequences(
+    size: int, alone: Sequence[str | None], added: Collection[int], text_ids: Sequence[int]
+) -> list[list[int]]:
+    """The short sequences of the check (deterministic for a given vocabulary)."""
+    rng = random.Random(_SEED)
+    pools = _pools(alone, added)
+    sequences: list[list[int]] = []
+    neighbours = [rng.randrange(size) for _ in range(3)] + [pool[0] for pool in pools]
+    for token_id in sorted(added)[:256]:
+        sequences.append([token_id, token_id])
+        for other in neighbours[:4]:
+            sequences.append([other, token_id, other])
+    for length in (2, 3, 5):
+        for begin in range(0, max(0, len(text_ids) - length + 1)):
+            sequences.append(list(text_ids[begin : begin + length]))
+
+    def one() -> int:
+        if pools and rng.random() < 0.6:
+            return rng.choice(rng.choice(pools))
+        return rng.randrange(size)
+
+    for _ in range(_RANDOM_SEQUENCES):
+        sequence = [one() for _ in range(rng.randrange(2, 7))]
+        if rng.random() < 0.2:  # repeats: grouping decoders (CTC) and runs
+            sequence.insert(rng.randrange(len(sequence)), sequence[rng.randrange(len(sequence))])
+        sequences.append(sequence)
+    return sequences
+
+
+def _show(ids: Sequence[int], model: str, expected: str) -> str:
+    return f"ids {list(ids)}: the model gives {model!r}, decode gives {expected!r}"
+
+
+def _disagreement(decoding: Any, ids: Sequence[int], expected: str) -> str | None:
+    deltas, rest = stream_text(decoding, ids)
+    emitted = ""
+    for delta in deltas:
+        emitted += delta
+        if not expected.startswith(emitted):
+            return _show(ids, emitted + "...", expected) + " (text emitted before it was certain)"
+    if emitted + rest != expected:
+        return _show(ids, emitted + rest, expected)
+    return None
+
+
+def check_model(
+    decoding: Any,
+    size: int,
+    *,
+    singles: Oracle,
+    sequences: Oracle,
+    added: Collection[int],
+    text_ids: Sequence[int],
+) -> str | None:
+    """None if the model agrees with the decode on the whole check; else the first disagreement.
+
+    ``singles`` decodes the one-id sequences (may be a faster path to the same decode);
+    ``sequences`` is the tokenizer's own decode, used for everything longer.
+    """
+    expected_alone = singles(list(zip(range(size))))  # one-id tuples: lists would wake the collector
+    model_alone = _model_alone(decoding, size)
+    for token_id, (mine, theirs) in enumerate(zip(model_alone, expected_alone)):
+        if theirs is not None and mine != theirs:
+            return _show([token_id], mine, theirs)
+    batch = sample_sequences(size, expected_alone, added, text_ids)
+    for ids, expected in zip(batch, sequences(batch)):
+        if expected is None:
+            continue
+        problem = _disagreement(decoding, ids, expected)
+        if problem is not None:
+            return problem
+    return None
