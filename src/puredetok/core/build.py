@@ -276,8 +276,8 @@ def codec_for(
         model = _exact_model(source, max_byte_run)
     except Unmodelled as error:
         return _fallback(source, f"not modelled exactly: {error}")
-    if len(model.chain.table) != source.size:
-        return _fallback(source, f"{model.description}: the model covers {len(model.chain.table)} ids of {source.size}")
+    if len(model.vocabulary) != source.size:
+        return _fallback(source, f"{model.description}: the model covers {len(model.vocabulary)} ids of {source.size}")
     problem = check_model(
         model.chain,
         source.size,

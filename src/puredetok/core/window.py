@@ -7,7 +7,8 @@ fallback asks it: text is sent only once it is a common prefix of ``decode(windo
 the ways a next token changes text: a word (shows trailing whitespace a strip would remove), a
 punctuation mark (space cleanup), whitespace, a byte or partial character (incomplete UTF-8, byte
 runs that a later byte spoils), an id that decodes to nothing, an added or special token, a digit.
-So a text that any of those would change is held, never sent early and then contradicted.
+So a text that any of those would change is held, never sent early and then contradicted. A
+trailing U+FFFD is held too: it may be a character that several more bytes complete.
 
 How the window stays bounded without losing text.
 
@@ -20,9 +21,10 @@ How the window stays bounded without losing text.
   pending ids join the context (nothing to recompute: ``base`` becomes the window's text length).
 * When the context grows past ``TRIM`` ids it is cut to its last ``KEEP`` ids behind an anchor id
   (an id with plain text, so that a decoder's start-of-text rules, such as dropping a leading
-  space, apply to the anchor and not to the kept ids). The cut is made only if the shorter window
-  decodes every probe continuation exactly as the longer one did; otherwise the context keeps
-  growing, up to ``LIMIT`` ids.
+  space, apply to the anchor and not to the kept ids), or to those ids alone, or to nothing (for a
+  decoder that drops what came first). A cut is made only if the shorter window decodes every
+  probe continuation exactly as the longer one did; otherwise the context keeps growing, up to
+  ``LIMIT`` ids.
 * ``finish`` sends the window's text that is still held, so the stream's text equals ``decode``.
 
 The bound this leaves (documented in the guarantees): the fallback is prefix-safe against the
@@ -93,13 +95,17 @@ class Window:
         for window in windows:
             try:
                 texts.append(decode(window))
-            except Exception:  # a continuation the decode refuses shows nothing
+            except BaseException as error:  # the decode refuses it (the crate may panic)
+                if isinstance(error, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                    raise
                 texts.append(None)
         return texts
 
-    def _decode_all(self, window: list[int]) -> list[str]:
-        text = self.decode(window)
-        probed = self.batch([window + list(probe) for probe in self.probes])
+    def _decode_all(self, window: list[int]) -> list[str] | None:
+        """The window's text and each probe's, or None if the decode refuses the window."""
+        text, *probed = self.batch([window] + [window + list(probe) for probe in self.probes])
+        if text is None:
+            return None
         return [text] + [text if probe is None else probe for probe in probed]
 
     def step(self, hold: Hold, token_id: int) -> tuple[Hold, str]:
@@ -115,8 +121,12 @@ class Window:
     ) -> tuple[Hold, str]:
         window = [*context, *pending]
         texts = self._decode_all(window)
+        if texts is None:  # nothing can be said about this window yet: hold
+            return (context, base, pending, sent), ""
         text = texts[0]
         certain = base + _common_prefix([t[base:] for t in texts])
+        # A trailing U+FFFD may be an incomplete character that a later byte (or several) completes.
+        certain = min(certain, base + len(text[base:].rstrip("\ufffd")))
         delta = text[base + sent : certain] if certain > base + sent else ""
         sent = max(sent, certain - base)
         if certain == len(text):
@@ -148,17 +158,20 @@ class Window:
     def _trim(
         self, context: tuple[int, ...], base: int, pending: tuple[int, ...], texts: list[str]
     ) -> tuple[tuple[int, ...], int] | None:
-        """The context cut to its last ids behind the anchor, if the window decodes the same way
-        beyond it with and without every probe; None otherwise."""
-        kept = (*self.anchor, *context[-KEEP:])
-        head, *shorter = self.batch([list(kept)] + [[*kept, *pending, *probe] for probe in ((), *self.probes)])
-        if head is None:
-            return None
-        kept_base = len(head)
-        for mine, theirs in zip(shorter, texts):
-            if mine is None or not mine.startswith(head) or mine[kept_base:] != theirs[base:]:
-                return None
-        return kept, kept_base
+        """A shorter context that the window decodes the same way beyond, with and without every
+        probe: the last ids behind the anchor, the last ids alone, or nothing at all (a decoder
+        that drops what came first). None if none of them does."""
+        tail = context[-KEEP:]
+        for kept in dict.fromkeys(((*self.anchor, *tail), tail, ())):
+            head, *shorter = self.batch([list(kept)] + [[*kept, *pending, *probe] for probe in ((), *self.probes)])
+            if head is None:
+                continue
+            if all(
+                mine is not None and mine.startswith(head) and mine[len(head) :] == theirs[base:]
+                for mine, theirs in zip(shorter, texts)
+            ):
+                return kept, len(head)
+        return None
 
     def feed(self, hold: Hold, token_ids: Sequence[int]) -> tuple[Hold, str]:
         """Step through the ids."""

@@ -19,12 +19,14 @@ import attrs
 from puredetok.core.decoders.base import Group, Piece, Stage, Unmodelled, push_each
 
 
-def _safe_end(text: str, suffix: str) -> int:
-    """Where the part of ``text`` that no suffix can touch ends: before its first suffix, or before
-    a trailing proper prefix of the suffix."""
+def _safe_end(text: str, suffix: str, fragments: bool) -> int:
+    """Where the part of ``text`` that no suffix can touch ends: before its first suffix, or (when
+    the element may continue in a later fragment) before a trailing proper prefix of the suffix."""
     found = text.find(suffix)
     if found >= 0:
         return found
+    if not fragments:
+        return len(text)
     for keep in range(min(len(suffix) - 1, len(text)), 0, -1):
         if suffix.startswith(text[-keep:]):
             return len(text) - keep
@@ -37,6 +39,8 @@ class SuffixStage:
     where ``started`` says the element has already released some text."""
 
     suffix: str
+    fragments: bool = False
+    """Whether an element may arrive in glued fragments (after a decoder that joins tokens)."""
     initial: tuple[str, bool] = ("", True)
     idle: tuple[str, bool] = ("", True)
 
@@ -49,7 +53,7 @@ class SuffixStage:
                 out.append((held.replace(self.suffix, " "), started))
             held, started = "", False
         text = held + value if held else value
-        cut = _safe_end(text, self.suffix)
+        cut = _safe_end(text, self.suffix, self.fragments)
         if cut:
             out.append((text[:cut], started))
             started = True
@@ -78,11 +82,14 @@ class BPEDecoder:
         return str(token)
 
     def stage(self) -> Stage:
-        """The suffix stage."""
+        """The suffix stage over whole tokens."""
         if not self.suffix:
             raise Unmodelled("BPEDecoder with an empty suffix")
         return SuffixStage(self.suffix)
 
     def fragment_stage(self) -> Stage:
-        """After another decoder with memory: the same stage over its elements."""
-        return self.stage()
+        """After another decoder with memory: the same stage over its elements, which may arrive in
+        fragments."""
+        if not self.suffix:
+            raise Unmodelled("BPEDecoder with an empty suffix")
+        return SuffixStage(self.suffix, fragments=True)
