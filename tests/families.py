@@ -12,7 +12,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -80,8 +80,11 @@ def _train_suffix_bpe(vocab_size: int) -> tuple[dict[str, int], list[tuple[str, 
     )
     tok.train_from_iterator([line for line in CORPUS for _ in range(3)], trainer)
     state = json.loads(tok.to_str())
-    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in state["model"]["merges"]]
-    return state["model"]["vocab"], merges
+    merges = [
+        cast(tuple[str, str], tuple(m.split(" ") if isinstance(m, str) else m))
+        for m in state["model"]["merges"]
+    ]
+    return dict(state["model"]["vocab"]), merges
 
 
 def clip() -> Any:

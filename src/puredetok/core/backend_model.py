@@ -1,5 +1,6 @@
 """The exact model of a ``tokenizers.Tokenizer``'s own decode: its vocabulary, read in full, and its
-decoder configuration as a list of decoder models (:mod:`puredetok.core.decoders`)."""
+decoder configuration as a list of decoder models (:mod:`puredetok.core.decoders`).
+"""
 
 from __future__ import annotations
 
@@ -32,20 +33,29 @@ class BackendParts:
     """The decoders' names joined with ``+``."""
 
 
-def _check_model_options(backend: tokenizers.Tokenizer, decoders: Sequence[Decoder], suffix_undone: bool) -> None:
+def _check_model_options(
+    backend: tokenizers.Tokenizer, decoders: Sequence[Decoder], suffix_undone: bool
+) -> None:
     """A model option that spells tokens differently must be undone by the decoder chain (or, with
-    ``suffix_undone``, by the class around it)."""
+    ``suffix_undone``, by the class around it).
+    """
     kind = type(backend.model).__name__
     if kind not in _MODELS:
         raise Unmodelled(f"a {kind} model")
     if kind != "BPE":
         return
     suffix = getattr(backend.model, "end_of_word_suffix", None) or ""
-    if suffix and not suffix_undone and not any(isinstance(d, BPEDecoder) and d.suffix == suffix for d in decoders):
+    if (
+        suffix
+        and not suffix_undone
+        and not any(isinstance(d, BPEDecoder) and d.suffix == suffix for d in decoders)
+    ):
         raise Unmodelled(f"the BPE model's end_of_word_suffix {suffix!r}, which its decoder does not undo")
     prefix = getattr(backend.model, "continuing_subword_prefix", None) or ""
     if prefix and not any(isinstance(d, WordPiece) and d.prefix == prefix for d in decoders):
-        raise Unmodelled(f"the BPE model's continuing_subword_prefix {prefix!r}, which its decoder does not undo")
+        raise Unmodelled(
+            f"the BPE model's continuing_subword_prefix {prefix!r}, which its decoder does not undo"
+        )
 
 
 def backend_parts(
@@ -57,7 +67,8 @@ def backend_parts(
     by_token: dict[str, int] | None = None,
 ) -> BackendParts:
     """Read the backend; raises :class:`Unmodelled` for anything not read in full. ``by_token`` is
-    the backend's vocabulary with added tokens, if the caller already has it."""
+    the backend's vocabulary with added tokens, if the caller already has it.
+    """
     if backend.decoder is None:
         decoders: list[Decoder] = [JoinWithSpaces()]
     else:

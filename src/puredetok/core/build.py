@@ -33,6 +33,7 @@ from puredetok.core.chain import compile_chain
 from puredetok.core.codec import Codec
 from puredetok.core.decoders import Unmodelled
 from puredetok.core.decoders.base import Stage
+from puredetok.core.decoders.byte_fallback import byte_token_value
 from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules, cleanup_stages
 from puredetok.core.protocols import TokenizerLike
 from puredetok.core.pyclasses import ClassModel, harmless_reference, model_for_class
@@ -79,11 +80,14 @@ class _Source:
             if self.cleanup:
                 return functools.partial(_raw_with_cleanup, tok, skip)
             return functools.partial(tok.decode, skip_special_tokens=skip)
-        return functools.partial(tok.decode, skip_special_tokens=skip, clean_up_tokenization_spaces=self.cleanup_request)
+        return functools.partial(
+            tok.decode, skip_special_tokens=skip, clean_up_tokenization_spaces=self.cleanup_request
+        )
 
     def fast_decode(self) -> Callable[[list[int]], str]:
         """The backend's own decode (plus cleanup), where that is what ``tokenizer.decode`` does;
-        else ``tokenizer.decode``."""
+        else ``tokenizer.decode``.
+        """
         if self.backend is None or override(self.tokenizer) is not None:
             return self.decode()
         if self.cleanup:
@@ -92,7 +96,8 @@ class _Source:
 
     def batch(self, fast: bool) -> Oracle:
         """Decodes a batch; with ``fast``, through ``decode_batch`` of the backend (only where that
-        is what ``tokenizer.decode`` does); a sequence the decode refuses gives None."""
+        is what ``tokenizer.decode`` does); a sequence the decode refuses gives None.
+        """
         backend = self.backend
         if fast and backend is not None:
             skip, cleanup = self.skip, self.cleanup
@@ -183,24 +188,40 @@ def _backend_model(source: _Source, max_byte_run: int | None) -> ClassModel:
     tail: Sequence[Stage] = cleanup_stages() if source.cleanup else ()
     chain = compile_chain(parts.decoders, parts.tokens, tail)
     description = parts.names + (" + cleanup" if source.cleanup else "")
+    if max_byte_run is not None and "ByteFallback" in parts.names:
+        description += f" (byte runs held up to {max_byte_run} tokens)"
     family = _FAMILIES.get(parts.names, parts.names)
     return ClassModel(family, description, chain, parts.tokens, fast_oracle=True)
 
 
 def _exact_model(source: _Source, max_byte_run: int | None) -> ClassModel:
     known = model_for_class(
-        source.tokenizer, size=source.size, skip=source.skip, cleanup=source.cleanup, max_byte_run=max_byte_run
+        source.tokenizer,
+        size=source.size,
+        skip=source.skip,
+        cleanup=source.cleanup,
+        max_byte_run=max_byte_run,
     )
     if known is not None:
         return known
     if source.backend is None:
-        raise Unmodelled(f"{type(source.tokenizer).__name__} has no tokenizers backend to read the decoder from")
+        raise Unmodelled(
+            f"{type(source.tokenizer).__name__} has no tokenizers backend to read the decoder from"
+        )
     return _backend_model(source, max_byte_run)
 
 
-def _read(
-    tokenizer: TokenizerLike, skip: bool, cleanup_request: bool | None
-) -> _Source:
+def _long_byte_runs(model: ClassModel, max_byte_run: int | None) -> Callable[[Sequence[int]], bool]:
+    """With a cap on held byte runs, the sequences where the cap may show: as many byte tokens as
+    the cap (the model is documented to differ only when a longer run turns invalid).
+    """
+    if max_byte_run is None:
+        return lambda ids: False
+    byte_ids = frozenset(i for i, token in enumerate(model.vocabulary) if byte_token_value(token) is not None)
+    return lambda ids: sum(i in byte_ids for i in ids) >= max_byte_run
+
+
+def _read(tokenizer: TokenizerLike, skip: bool, cleanup_request: bool | None) -> _Source:
     backend = backend_of(tokenizer)
     name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
     by_token = None
@@ -277,7 +298,9 @@ def codec_for(
     except Unmodelled as error:
         return _fallback(source, f"not modelled exactly: {error}")
     if len(model.vocabulary) != source.size:
-        return _fallback(source, f"{model.description}: the model covers {len(model.vocabulary)} ids of {source.size}")
+        return _fallback(
+            source, f"{model.description}: the model covers {len(model.vocabulary)} ids of {source.size}"
+        )
     problem = check_model(
         model.chain,
         source.size,
@@ -285,6 +308,7 @@ def codec_for(
         sequences=source.batch(False),
         added=source.added,
         text_ids=[i for i in _text_ids(tokenizer) if 0 <= i < source.size],
+        exempt=_long_byte_runs(model, max_byte_run),
     )
     if problem is not None:
         return _fallback(source, f"the exact model ({model.description}) disagrees with decode on {problem}")
@@ -300,4 +324,3 @@ def codec_for(
         decoding=model.chain,
         added_ids=source.added,
     )
-

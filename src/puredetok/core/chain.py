@@ -165,9 +165,7 @@ def _fast_text(stages: Sequence[Stage], value: Any) -> str | None:
     return "".join([text for text, _ in pieces])
 
 
-def compile_chain(
-    decoders: Sequence[Decoder], tokens: Sequence[str | None], tail: Sequence[Stage] = ()
-) -> Chain:
+def compile_chain(decoders: Sequence[Decoder], tokens: Sequence[Any], tail: Sequence[Stage] = ()) -> Chain:
     """Compile decoders over a vocabulary (``tokens[id]``, None for a dropped id).
 
     ``tail`` stages run after the decoders (``transformers``' cleanup). Raises

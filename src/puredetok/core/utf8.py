@@ -81,7 +81,8 @@ def status(data: bytes) -> Status:
 def first_character(data: bytes) -> tuple[int, bool]:
     """How ``data`` starts: ``(n, True)`` if with a well-formed character of ``n`` bytes,
     ``(len(data), False)`` if all of it is a proper prefix of one, ``(0, False)`` if its first byte
-    starts no well-formed character that these bytes allow."""
+    starts no well-formed character that these bytes allow.
+    """
     lead = data[0]
     if lead < 0x80:
         return 1, True

@@ -88,8 +88,10 @@ class Window:
     fast: tuple[str | None, ...] = ()
 
     def batch(self, windows: Sequence[list[int]]) -> list[str | None]:
-        """Decode each window; None for one the decode refuses. (One call each: ``decode_batch``
-        costs more than a few single calls.)"""
+        """Decode each window; None for one the decode refuses.
+
+        One call each: ``decode_batch`` costs more than a few single calls.
+        """
         decode = self.decode
         texts: list[str | None] = []
         for window in windows:
@@ -145,10 +147,18 @@ class Window:
         return (kept, len(self.decode(list(kept))), (), 0), delta
 
     def _close(
-        self, context: tuple[int, ...], base: int, pending: tuple[int, ...], sent: int, text: str, certain: int
+        self,
+        context: tuple[int, ...],
+        base: int,
+        pending: tuple[int, ...],
+        sent: int,
+        text: str,
+        certain: int,
     ) -> Hold:
         """Move the pending ids whose text is closed (a prefix of the certain text) to the context."""
-        cuts = sorted({c for c in (len(pending) - 1, len(pending) - 2, len(pending) // 2) if c > 0}, reverse=True)
+        cuts = sorted(
+            {c for c in (len(pending) - 1, len(pending) - 2, len(pending) // 2) if c > 0}, reverse=True
+        )
         heads = self.batch([[*context, *pending[:c]] for c in cuts]) if cuts else []
         for cut, head in zip(cuts, heads):
             if head is not None and len(head) <= certain and text.startswith(head):
@@ -160,10 +170,13 @@ class Window:
     ) -> tuple[tuple[int, ...], int] | None:
         """A shorter context that the window decodes the same way beyond, with and without every
         probe: the last ids behind the anchor, the last ids alone, or nothing at all (a decoder
-        that drops what came first). None if none of them does."""
+        that drops what came first). None if none of them does.
+        """
         tail = context[-KEEP:]
         for kept in dict.fromkeys(((*self.anchor, *tail), tail, ())):
-            head, *shorter = self.batch([list(kept)] + [[*kept, *pending, *probe] for probe in ((), *self.probes)])
+            head, *shorter = self.batch(
+                [list(kept)] + [[*kept, *pending, *probe] for probe in ((), *self.probes)]
+            )
             if head is None:
                 continue
             if all(
@@ -194,10 +207,14 @@ def _pick(ids: Sequence[int], texts: Sequence[str], test: Callable[[str], bool])
 
 
 def build_window(
-    decode: Decode, batch: Callable[[Sequence[Sequence[int]]], list[str | None]], size: int, added: Collection[int]
+    decode: Decode,
+    batch: Callable[[Sequence[Sequence[int]]], list[str | None]],
+    size: int,
+    added: Collection[int],
 ) -> Window:
     """Choose the probes and the anchor from a sample of the vocabulary (its added ids, and ids
-    spread over the whole range), by what each decodes to alone."""
+    spread over the whole range), by what each decodes to alone.
+    """
     step = max(1, size // 4000)
     ids = sorted({*range(0, size, step), *(i for i in added if 0 <= i < size)})
     texts = [t or "" for t in batch([[i] for i in ids])]
@@ -210,7 +227,11 @@ def build_window(
         _pick(ids, texts, lambda t: t.startswith(" ") and t.strip().isalpha()),
         _pick(ids, texts, lambda t: t == "\ufffd"),
         _pick(ids[::-1], texts[::-1], lambda t: "\ufffd" in t),
-        _pick([i for i in ids if i not in added], [t for i, t in zip(ids, texts) if i not in added], lambda t: t == ""),
+        _pick(
+            [i for i in ids if i not in added],
+            [t for i, t in zip(ids, texts) if i not in added],
+            lambda t: t == "",
+        ),
         _pick([i for i in ids if i in added], [t for i, t in zip(ids, texts) if i in added], lambda t: True),
         _pick(ids, texts, lambda t: t.isdecimal()),
     ]

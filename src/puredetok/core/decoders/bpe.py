@@ -21,7 +21,8 @@ from puredetok.core.decoders.base import Group, Piece, Stage, Unmodelled, push_e
 
 def _safe_end(text: str, suffix: str, fragments: bool) -> int:
     """Where the part of ``text`` that no suffix can touch ends: before its first suffix, or (when
-    the element may continue in a later fragment) before a trailing proper prefix of the suffix."""
+    the element may continue in a later fragment) before a trailing proper prefix of the suffix.
+    """
     found = text.find(suffix)
     if found >= 0:
         return found
@@ -36,7 +37,8 @@ def _safe_end(text: str, suffix: str, fragments: bool) -> int:
 @attrs.frozen
 class SuffixStage:
     """Holds the current element from its first (possible) suffix on: ``(held text, started)``,
-    where ``started`` says the element has already released some text."""
+    where ``started`` says the element has already released some text.
+    """
 
     suffix: str
     fragments: bool = False
@@ -89,7 +91,8 @@ class BPEDecoder:
 
     def fragment_stage(self) -> Stage:
         """After another decoder with memory: the same stage over its elements, which may arrive in
-        fragments."""
+        fragments.
+        """
         if not self.suffix:
             raise Unmodelled("BPEDecoder with an empty suffix")
         return SuffixStage(self.suffix, fragments=True)

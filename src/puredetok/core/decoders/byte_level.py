@@ -80,7 +80,8 @@ class Utf8Stage:
 
     def fast_texts(self, values: Iterable[bytes | None]) -> list[str | None]:
         """Per value, its text when pushed from the idle hold and leaving it idle (else None):
-        the chain's fast table, computed in one pass when this is its only stage."""
+        the chain's fast table, computed in one pass when this is its only stage.
+        """
         errors = self.errors
         texts: list[str | None] = []
         for value in values:

@@ -104,7 +104,11 @@ _READERS: Mapping[str, Callable[[Mapping[str, Any]], list[Decoder]]] = {
     "WordPiece": lambda c: [WordPiece(_string(c, "prefix", "##"), _flag(c, "cleanup", True))],
     "BPEDecoder": lambda c: [BPEDecoder(_string(c, "suffix", "</w>"))],
     "CTC": lambda c: [
-        CTC(_string(c, "pad_token", "<pad>"), _string(c, "word_delimiter_token", "|"), _flag(c, "cleanup", True))
+        CTC(
+            _string(c, "pad_token", "<pad>"),
+            _string(c, "word_delimiter_token", "|"),
+            _flag(c, "cleanup", True),
+        )
     ],
 }
 

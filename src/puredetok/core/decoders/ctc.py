@@ -23,7 +23,8 @@ _NOTHING = ""
 @attrs.frozen
 class GroupStage:
     """Drops a token equal to the one before it; the hold is the previous token (``None`` at the
-    start). Values are ``(token, text)`` pairs, the text already mapped."""
+    start). Values are ``(token, text)`` pairs, the text already mapped.
+    """
 
     initial: None = None
     idle: None = None

@@ -1,5 +1,6 @@
-"""Exact models of the ``transformers`` tokenizer classes that decode in Python instead of (or on
-top of) their ``tokenizers`` backend. One module per class:
+"""Exact models of the ``transformers`` tokenizer classes that decode in Python.
+
+These classes decode instead of, or on top of, their ``tokenizers`` backend. One module per class:
 
 ==========================  ===========================================================
 module                      class
@@ -67,7 +68,8 @@ def model_for_class(
     tokenizer: Any, *, size: int, skip: bool, cleanup: bool, max_byte_run: int | None
 ) -> ClassModel | None:
     """The model of a known class; None for any other object. Raises :class:`Unmodelled` for a
-    known class used in a way its model does not cover."""
+    known class used in a way its model does not cover.
+    """
     for module, name in KNOWN_CLASSES:
         cls = _class(module, name)
         if cls is None or not isinstance(tokenizer, cls):

@@ -1,5 +1,6 @@
 """What every class model provides: a :class:`ClassModel`, built from per-id values the class
-model computes itself and the stages that give them memory."""
+model computes itself and the stages that give them memory.
+"""
 
 from __future__ import annotations
 

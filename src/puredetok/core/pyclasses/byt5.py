@@ -1,6 +1,7 @@
 """``ByT5Tokenizer``: ids 3-258 are the bytes 0-255, the rest are added tokens (pad, eos, unk and
 the sentinels); the bytes of all tokens are decoded together as UTF-8 with invalid bytes dropped
-(``errors="ignore"``). Streaming holds at most an incomplete UTF-8 sequence (3 bytes)."""
+(``errors="ignore"``). Streaming holds at most an incomplete UTF-8 sequence (3 bytes).
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """``CLIPTokenizer``: a byte-level BPE whose tokens end words with ``</w>``. The class wraps its
 backend's ``decode``: the byte-level text has every ``</w>`` replaced by a space and is then
 stripped of whitespace at both ends (``str.strip``). Held back: a proper prefix of ``</w>`` and
-trailing whitespace (until text follows it)."""
+trailing whitespace (until text follows it).
+"""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ _WRAPPER = "CLIPTokenizer._wrap_decode_method_backend_tokenizer.<locals>.new_dec
 
 def _wrapped_suffix(backend: Any) -> str:
     """The suffix CLIP's wrapper of ``backend.decode`` replaces; Unmodelled if the wrapper is not
-    CLIP's own around the backend's own ``decode``."""
+    CLIP's own around the backend's own ``decode``.
+    """
     wrapper = vars(backend).get("decode")
     if wrapper is None or getattr(wrapper, "__qualname__", "") != _WRAPPER:
         raise Unmodelled("a CLIPTokenizer whose backend decode is not CLIP's own wrapper")

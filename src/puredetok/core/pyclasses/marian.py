@@ -37,7 +37,8 @@ _TEXT_SEEN: Hold = (False, False, True, b"")
 
 def _bytes_text(data: bytes) -> tuple[str, bytes]:
     """SentencePiece's decoding of byte pieces: each well-formed character, or one U+FFFD per byte
-    that starts none; an incomplete character at the end is returned to be held."""
+    that starts none; an incomplete character at the end is returned to be held.
+    """
     out = []
     while data:
         length, complete = first_character(data)
@@ -113,7 +114,8 @@ def _piece_value(sp: Any, token: str, settings: Any) -> tuple[Any, ...]:
 
 def _token(tokenizer: Any, sp: Any, token_id: int) -> str:
     """``MarianTokenizer.convert_ids_to_tokens`` for one id, as ``decode`` sees it (an id outside
-    the vocabulary file is looked up in the SentencePiece model ``decode`` uses)."""
+    the vocabulary file is looked up in the SentencePiece model ``decode`` uses).
+    """
     added = tokenizer.added_tokens_decoder
     if token_id in added:
         return str(added[token_id].content)
@@ -144,5 +146,7 @@ def marian_model(tokenizer: Any, *, size: int, skip: bool, cleanup: bool) -> Cla
     if cleanup:
         tail.extend(cleanup_stages())
     chain = compile_chain([Given(MarianStage())], values, tail)
-    description = "Marian: SentencePiece pieces between special tokens, strip" + (" + cleanup" if cleanup else "")
+    description = "Marian: SentencePiece pieces between special tokens, strip" + (
+        " + cleanup" if cleanup else ""
+    )
     return ClassModel("marian", description, chain, values, fast_oracle=False)

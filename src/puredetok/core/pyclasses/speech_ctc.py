@@ -29,7 +29,8 @@ _SIGMA = "\u03a3"
 @attrs.frozen
 class LowerStage:
     """``str.lower`` piece by piece (equal to lower-casing the whole text when no capital sigma,
-    whose lower case depends on the next letter, can occur)."""
+    whose lower case depends on the next letter, can occur).
+    """
 
     initial: None = None
     idle: None = None
@@ -83,4 +84,6 @@ def ctc_tokenizer_model(tokenizer: Any, *, size: int, skip: bool, cleanup: bool)
     description = "CTC tokenizer: grouping, pad dropped, delimiter to a space, strip" + (
         ", lower case" if lower else ""
     )
-    return ClassModel("ctc", description + (" + cleanup" if cleanup else ""), chain, values, fast_oracle=False)
+    return ClassModel(
+        "ctc", description + (" + cleanup" if cleanup else ""), chain, values, fast_oracle=False
+    )

@@ -95,7 +95,8 @@ def _flag(fields: dict[int, list[int | bytes]], number: int, default: bool) -> b
 
 def read_settings(serialized: bytes) -> SpmSettings:
     """The decoding settings of a serialized ``ModelProto``; Unmodelled for a model whose decoding
-    also depends on what is not modelled (a denormalizer, whitespace as a suffix)."""
+    also depends on what is not modelled (a denormalizer, whitespace as a suffix).
+    """
     model = _fields(serialized)
     trainer = _message(model, 2)
     normalizer = _message(model, 3)

@@ -32,7 +32,8 @@ _HOLD: tuple[int, Rope] = (_NONE, EMPTY_ROPE)
 
 def _advance(state: int, char: str) -> int | None:
     """The next state after ``char``; None when the held text can no longer be a timestamp;
-    ``_NONE`` after the closing ``>`` (a match)."""
+    ``_NONE`` after the closing ``>`` (a match).
+    """
     if state == _ANGLE:
         return _BAR if char == "|" else None
     if state in (_BAR, _DIGITS):
@@ -48,8 +49,10 @@ def _advance(state: int, char: str) -> int | None:
 
 @attrs.frozen
 class TimestampStage:
-    """``re.sub(r"<\\|(\\d+\\.\\d+)\\|>", "", text)`` over the glued output; the hold is the state
-    of the automaton and the text it holds."""
+    """Whisper's timestamp filter over the glued output: ``re.sub`` of ``<|d+.d+|>`` by nothing.
+
+    The hold is the state of the automaton and the text it holds.
+    """
 
     initial: tuple[int, Rope] = _HOLD
     idle: tuple[int, Rope] = _HOLD
@@ -99,7 +102,8 @@ _START, _PROMPT, _PASS = 0, 1, 2
 @attrs.frozen(eq=False)
 class WhisperPrompt:
     """The prompt rule of ``skip_special_tokens=True`` around the byte-level chain (implements
-    :class:`puredetok.core.codec.Decoding`): the hold is ``(mode, chain hold)``."""
+    :class:`puredetok.core.codec.Decoding`): the hold is ``(mode, chain hold)``.
+    """
 
     chain: Chain
     previous: int
