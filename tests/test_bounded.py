@@ -7,7 +7,7 @@ the same size, which is what makes each step cost the same.
 from __future__ import annotations
 
 import pickle
-from typing import cast
+from typing import Any, cast
 
 import pytest
 import tokenizers
@@ -96,8 +96,11 @@ def test_byte_fallback_run_is_the_documented_exception_and_the_cap_bounds_it(nam
 
 
 def _window_sizes(state: puredetok.DecodeState) -> tuple[int, int]:
-    context, _, pending, _ = cast(tuple[tuple[int, ...], int, tuple[int, ...], int], state.hold)
-    return len(context), len(pending)
+    """Ids in the fallback's context, and pending (since the last decode included)."""
+    context, _, pending, _, _, count = cast(
+        tuple[tuple[int, ...], int, tuple[int, ...], int, Any, int], state.hold
+    )
+    return len(context), len(pending) + count
 
 
 @pytest.mark.parametrize("name", ["qwen3", "gpt2", "llama2", "distilbert_base_uncased"])
