@@ -301,11 +301,14 @@ def codec_for(
         return _fallback(
             source, f"{model.description}: the model covers {len(model.vocabulary)} ids of {source.size}"
         )
+    real = source.batch(False)
+    fast = source.batch(True) if model.fast_oracle else real
     problem = check_model(
         model.chain,
         source.size,
-        singles=source.batch(model.fast_oracle),
-        sequences=source.batch(False),
+        singles=fast,
+        sequences=fast,
+        real=real,
         added=source.added,
         text_ids=[i for i in _text_ids(tokenizer) if 0 <= i < source.size],
         exempt=_long_byte_runs(model, max_byte_run),

@@ -23,11 +23,14 @@ import random
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from puredetok.core.chain import Chain
+
 Oracle = Callable[[Sequence[Sequence[int]]], list[str | None]]
 """Decodes a batch of id lists with the codec's options; None for a sequence the decode refuses."""
 
 _SEED = 20241111
-_RANDOM_SEQUENCES = 1200
+_RANDOM_SEQUENCES = 800
+_REAL_DECODES = 200
 _POOL = 64
 _CLEANUP_WORDS = frozenset(
     {".", ",", "?", "!", "'", "n't", "'s", "'m", "'ve", "'re", "do", "not", "|", "<", ">"}
@@ -45,22 +48,30 @@ def stream_text(decoding: Any, ids: Sequence[int]) -> tuple[list[str], str]:
 
 
 def _model_alone(decoding: Any, size: int) -> list[str]:
-    """Each id's text alone, by the model; through the fast table where a step from the start is a
-    step from the steady state (no first-token rule, every stage starts idle).
+    """Each id's text alone, by the model.
+
+    A chain without stages is its first-token table; where a step from the start is a step from
+    the steady state (no first-token rule, every stage starts idle), the fast table gives it;
+    otherwise a step from the start and the flush.
     """
-    fast = getattr(decoding, "fast", ())
-    same_start = (
-        len(fast) == size
-        and getattr(decoding, "first_table", None) is None
-        and tuple(decoding.initial)[1:] == tuple(decoding.idle)[1:]
-    )
-    tail = decoding.finish(decoding.idle) if same_start else ""
+    if isinstance(decoding, Chain) and not decoding.stages:
+        table = decoding.first_table if decoding.first_table is not None else decoding.table
+        return ["" if value is None else str(value) for value in table]
+    fast: Sequence[str | None] = ()
+    if (
+        isinstance(decoding, Chain)
+        and decoding.first_table is None
+        and decoding.initial[1:] == decoding.idle[1:]
+    ):
+        fast = decoding.fast
+    tail = decoding.finish(decoding.idle) if fast else ""
+    initial, step, finish = decoding.initial, decoding.step, decoding.finish
     texts = []
     for token_id in range(size):
-        text = fast[token_id] if same_start else None
+        text = fast[token_id] if fast else None
         if text is None:
-            deltas, rest = stream_text(decoding, (token_id,))
-            texts.append("".join(deltas) + rest)
+            hold, delta = step(initial, token_id)
+            texts.append(delta + finish(hold))
         else:
             texts.append(text + tail)
     return texts
@@ -135,14 +146,17 @@ def check_model(
     *,
     singles: Oracle,
     sequences: Oracle,
+    real: Oracle,
     added: Collection[int],
     text_ids: Sequence[int],
     exempt: Callable[[Sequence[int]], bool] = lambda ids: False,
 ) -> str | None:
     """None if the model agrees with the decode on the whole check; else the first disagreement.
 
-    ``singles`` decodes the one-id sequences (may be a faster path to the same decode);
-    ``sequences`` is the tokenizer's own decode, used for everything longer. Sequences for which
+    ``singles`` and ``sequences`` decode the one-id and the longer sequences (a faster path to
+    the same decode where there is one); ``real`` is the tokenizer's own ``decode``, which must
+    agree with them on a part of the sample (and decides alone where there is no faster path:
+    then ``sequences`` is ``real``). Sequences for which
     ``exempt`` is true are where the model is documented to differ (a byte run longer than
     ``max_byte_run``) and are not compared.
     """
@@ -153,7 +167,13 @@ def check_model(
             return _show([token_id], mine, theirs)
     batch = sample_sequences(size, expected_alone, added, text_ids)
     batch = [ids for ids in batch if not exempt(ids)]
-    for ids, expected in zip(batch, sequences(batch)):
+    expected_all = sequences(batch)
+    if real is not sequences:
+        some = batch[:: max(1, len(batch) // _REAL_DECODES)]
+        for ids, fast, own in zip(some, expected_all[:: max(1, len(batch) // _REAL_DECODES)], real(some)):
+            if fast != own:
+                return f"ids {list(ids)}: decode gives {own!r}, its backend {fast!r} (an override?)"
+    for ids, expected in zip(batch, expected_all):
         if expected is None:
             continue
         problem = _disagreement(decoding, ids, expected)

@@ -128,7 +128,8 @@ class Window:
 
     def _uncertain_tail(self, window: list[int], text: str) -> int | None:
         """How many trailing characters of ``text`` a probe may change, judged on the window's tail;
-        None where the tail cannot tell."""
+        None where the tail cannot tell.
+        """
         if len(window) <= TAIL:
             return None
         tail = [*self.anchor, *window[-TAIL:]]
@@ -257,7 +258,8 @@ def _continuation(
     batch: Callable[[Sequence[Sequence[int]]], list[str | None]],
 ) -> int | None:
     """An id that completes a character started by another id, where both alone decode to nothing
-    or to U+FFFD (a UTF-8 continuation byte), found among a few such ids; None if there is none."""
+    or to U+FFFD (a UTF-8 continuation byte), found among a few such ids; None if there is none.
+    """
     partial = [i for i, t in zip(ids, texts) if t in ("", "\ufffd") and i not in added][:48]
     pairs = [(a, b) for a in partial for b in partial if a != b]
     for (_, b), text in zip(pairs, batch(pairs)):
