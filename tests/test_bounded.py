@@ -7,7 +7,7 @@ the same size, which is what makes each step cost the same.
 from __future__ import annotations
 
 import pickle
-from typing import cast
+from typing import Any, cast
 
 import pytest
 import tokenizers
@@ -16,6 +16,7 @@ from tokenizers import Regex, decoders
 import puredetok
 from helpers import BYTE_LEVEL, SENTENCEPIECE, TOKENIZERS, byte_ids, codec, stream, tokenizer
 from puredetok import feed, finish, start, step
+from puredetok.core.window import ATTEMPT, LIMIT
 
 
 def _size(state: puredetok.DecodeState) -> int:
@@ -94,15 +95,25 @@ def test_byte_fallback_run_is_the_documented_exception_and_the_cap_bounds_it(nam
     assert tokenizer(name).decode(poisoned) == "\ufffd" * len(poisoned)
 
 
+def _window_sizes(state: puredetok.DecodeState) -> tuple[int, int]:
+    """Ids in the fallback's context, and pending (since the last decode included)."""
+    context, _, pending, _, _, count = cast(
+        tuple[tuple[int, ...], int, tuple[int, ...], int, Any, int], state.hold
+    )
+    return len(context), len(pending) + count
+
+
 @pytest.mark.parametrize("name", ["qwen3", "gpt2", "llama2", "distilbert_base_uncased"])
 def test_window_codec_stays_bounded(name: str) -> None:
     c = puredetok.codec_for(tokenizer(name), window=True)
     for label, ids in _degenerate_streams(name).items():
-        state = start(c)
+        state, emitted = start(c), ""
         for token_id in ids[:800]:
-            state, _ = step(state, token_id)
-            context, pending, _, _ = cast(tuple[tuple[int, ...], tuple[int, ...], int, int], state.hold)
-            assert len(context) <= 4 and len(pending) <= 16, label
+            state, delta = step(state, token_id)
+            emitted += delta
+            context, pending = _window_sizes(state)
+            assert context + pending <= LIMIT + ATTEMPT, label
+        assert emitted + finish(state) == tokenizer(name).decode(ids[:800]), label
 
 
 def test_window_fallback_for_an_unmodelled_decoder_stays_bounded() -> None:
@@ -113,6 +124,6 @@ def test_window_fallback_for_an_unmodelled_decoder_stays_bounded() -> None:
     assert not window.exact and "Replace with a Regex pattern" in window.reason
     for ids in ([94] * 2_000, [94, 95, 6552] * 700, list(raw.encode("推理 😀 ┌──┐ ok").ids) * 200):
         state, deltas = stream(start(window), ids)
-        context, pending, _, _ = cast(tuple[tuple[int, ...], tuple[int, ...], int, int], state.hold)
-        assert len(context) <= 4 and len(pending) <= 16
+        context, pending = _window_sizes(state)
+        assert context + pending <= LIMIT + ATTEMPT
         assert "".join(deltas) + finish(state) == raw.decode(ids, skip_special_tokens=False)

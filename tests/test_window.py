@@ -1,5 +1,5 @@
-"""The generic window codec on real tokenizers: G1, G2, G4, G5 where the decode only grows
-(byte-level BPE, WordPiece); elsewhere it never raises, and its mismatch rate is measured."""
+"""The generic fallback (window) codec on every real tokenizer: G1, G2 (against the decode of longer
+sequences drawn at random, not only its own probes) and G4; and its mismatch rate, measured."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import puredetok
-from helpers import BYTE_LEVEL, TOKENIZERS, id_lists, reference, tokenizer
+from helpers import TOKENIZERS, id_lists, reference, tokenizer
 from puredetok import finish, start, step
-
-GROWING = (*BYTE_LEVEL, "distilbert_base_uncased")
 
 
 @functools.cache
@@ -21,13 +19,11 @@ def window_codec(name: str, skip: bool) -> puredetok.Codec:
     return puredetok.codec_for(tokenizer(name), skip_special_tokens=skip, window=True)
 
 
-@pytest.mark.parametrize("name", GROWING)
+@pytest.mark.parametrize("name", TOKENIZERS)
 @pytest.mark.parametrize("skip", [False, True])
-@settings(max_examples=max(10, settings().max_examples // 2))
+@settings(max_examples=max(10, settings().max_examples // 3))
 @given(data=st.data())
-def test_window_codec_keeps_g1_g2_g4_where_the_decode_only_grows(
-    name: str, skip: bool, data: st.DataObject
-) -> None:
+def test_window_codec_keeps_g1_g2_g4(name: str, skip: bool, data: st.DataObject) -> None:
     ids = data.draw(id_lists(name))
     more = data.draw(id_lists(name, max_size=5))
     c = window_codec(name, skip)
@@ -67,10 +63,6 @@ def mismatch_rate(name: str, samples: int = 200, seed: int = 0) -> float:
 
 
 @pytest.mark.parametrize("name", TOKENIZERS)
-def test_window_mismatch_rate_is_measured(name: str) -> None:
+def test_window_mismatch_rate_is_zero(name: str) -> None:
     """The figures in docs/guarantees.md come from this function (seed 0, 200 sequences)."""
-    rate = mismatch_rate(name, samples=60)
-    if name in GROWING:
-        assert rate == 0.0
-    else:
-        assert 0.0 <= rate < 1.0  # measured, never an exception
+    assert mismatch_rate(name, samples=60) == 0.0

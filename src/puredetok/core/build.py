@@ -1,8 +1,19 @@
 """``codec_for``: read a tokenizer once and build its immutable :class:`Codec`.
 
-This is the only part of the core that looks at a tokenizer object; everything it needs (the
-vocabulary, which ids are special, the decoder configuration, the cleanup rule) is copied into
-plain tables, so streaming never calls the tokenizer (except in the generic fallback).
+This is the only part of the core that looks at a tokenizer object. It
+
+1. reads what decides decoding: the ``tokenizers`` backend's vocabulary, special tokens and decoder
+   configuration, or, for the ``transformers`` classes that decode in Python, that class's own
+   tables (:mod:`puredetok.core.pyclasses`);
+2. builds an exact streaming model of it, if it recognises every part of the configuration (an
+   unknown decoder or field, a model option that the decoder does not undo, or a class or object
+   that overrides how decoding works is never treated as a known one);
+3. checks that model against ``tokenizer.decode`` itself (:mod:`puredetok.core.verify`) before it
+   claims exactness;
+4. and otherwise builds the generic fallback (:mod:`puredetok.core.window`), which says why.
+
+Everything the exact model needs is copied into plain tables, so streaming never calls the
+tokenizer; the fallback calls its ``decode``.
 """
 
 from __future__ import annotations
@@ -11,25 +22,26 @@ __all__ = ["codec_for"]
 
 import functools
 import hashlib
-import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
+import attrs
 import tokenizers
 
+from puredetok.core.backend_model import backend_parts
 from puredetok.core.chain import compile_chain
 from puredetok.core.codec import OUT_OF_VOCAB, Codec, OutOfVocab
-from puredetok.core.decoders import Unmodelled, from_config
-from puredetok.core.decoders.base import Decoder, Stage
-from puredetok.core.decoders.cleanup import cleanup_stages
-from puredetok.core.decoders.spaces import JoinWithSpaces
+from puredetok.core.decoders import Unmodelled
+from puredetok.core.decoders.base import Stage
+from puredetok.core.decoders.byte_fallback import byte_token_value
+from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules, cleanup_stages
 from puredetok.core.out_of_vocab import ignoring_out_of_vocab
 from puredetok.core.protocols import TokenizerLike
-from puredetok.core.window import Window
+from puredetok.core.pyclasses import ClassModel, harmless_reference, model_for_class
+from puredetok.core.reading import backend_of, override, vocabulary
+from puredetok.core.verify import Oracle, check_model
+from puredetok.core.window import build_window
 from puredetok.errors import UnsupportedTokenizerError
-
-# transformers classes whose decode override adds only options that are off by default.
-_HARMLESS_DECODE_OVERRIDES = frozenset({"CodeGenTokenizer"})
 
 _FAMILIES = {
     "ByteLevel": "byte_level",
@@ -39,31 +51,99 @@ _FAMILIES = {
     "JoinWithSpaces": "spaces",
 }
 
+_CHECK_TEXT = (
+    "推理引擎 😀 streams text: naïve café, 1+1=2.\n第二行结束。 日本語のテキスト、한국어 텍스트 ภาษาไทย"
+    " Ελληνικά Русский 🏳️‍🌈👍🏽 ┌──┐ it's don't . <|0.50|> a photo"
+)
+"""Text whose ids the check decodes in short slices (split characters, byte runs, cleanup)."""
 
-def _backend_of(tokenizer: object) -> tokenizers.Tokenizer | None:
-    if isinstance(tokenizer, tokenizers.Tokenizer):
-        return tokenizer
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    return backend if isinstance(backend, tokenizers.Tokenizer) else None
+
+@attrs.frozen(eq=False)
+class _Source:
+    """What ``codec_for`` read from the tokenizer object, once."""
+
+    tokenizer: Any
+    backend: tokenizers.Tokenizer | None
+    name: str
+    skip: bool
+    cleanup_request: bool | None
+    cleanup: bool
+    """Whether ``transformers``' space cleanup applies (its BPE exception resolved)."""
+    size: int
+    added: frozenset[int]
+    by_token: dict[str, int] | None
+    """The backend's vocabulary with added tokens (read once)."""
+    spaces: bool | None
+    """``spaces_between_special_tokens`` for ``tokenizer.decode`` (None: not passed)."""
+
+    def decode(self) -> Callable[[list[int]], str]:
+        """The tokenizer's own decode, with the codec's options bound."""
+        tok, skip = self.tokenizer, self.skip
+        if isinstance(tok, tokenizers.Tokenizer):
+            if self.cleanup:
+                return functools.partial(_raw_with_cleanup, tok, skip)
+            return functools.partial(tok.decode, skip_special_tokens=skip)
+        options: dict[str, Any] = {
+            "skip_special_tokens": skip,
+            "clean_up_tokenization_spaces": self.cleanup_request,
+        }
+        if self.spaces is not None:
+            options["spaces_between_special_tokens"] = self.spaces
+        return functools.partial(tok.decode, **options)
+
+    def fast_decode(self) -> Callable[[list[int]], str]:
+        """The backend's own decode (plus cleanup), where that is what ``tokenizer.decode`` does;
+        else ``tokenizer.decode``.
+        """
+        if self.backend is None or override(self.tokenizer) is not None:
+            return self.decode()
+        if self.cleanup:
+            return functools.partial(_raw_with_cleanup, self.backend, self.skip)
+        return functools.partial(self.backend.decode, skip_special_tokens=self.skip)
+
+    def batch(self, fast: bool) -> Oracle:
+        """Decodes a batch; with ``fast``, through ``decode_batch`` of the backend (only where that
+        is what ``tokenizer.decode`` does); a sequence the decode refuses gives None.
+        """
+        backend = self.backend
+        if fast and backend is not None:
+            skip, cleanup = self.skip, self.cleanup
+
+            def batched(sequences: Sequence[Sequence[int]]) -> list[str | None]:
+                texts = backend.decode_batch(sequences, skip_special_tokens=skip)
+                return [apply_rules(TRANSFORMERS_RULES, t) if cleanup else t for t in texts]
+
+            return _guarded(batched, self.decode())
+        decode = self.decode()
+        return lambda sequences: [_safely(decode, list(ids)) for ids in sequences]
 
 
-def _decode_override(tokenizer: object) -> str | None:
-    """The name of a transformers method that changes what decode does, if the class has one."""
+def _raw_with_cleanup(tokenizer: tokenizers.Tokenizer, skip: bool, ids: list[int]) -> str:
+    return apply_rules(TRANSFORMERS_RULES, tokenizer.decode(ids, skip_special_tokens=skip))
+
+
+def _safely(decode: Callable[[list[int]], str], ids: list[int]) -> str | None:
     try:
-        from transformers import PreTrainedTokenizerBase
-        from transformers.tokenization_utils_tokenizers import TokenizersBackend
-    except ImportError:  # pragma: no cover - transformers is a dependency
+        return decode(ids)
+    except BaseException as error:  # the crate panics (PanicException) on a few inputs
+        if isinstance(error, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+            raise
         return None
-    cls = type(tokenizer)
-    if cls.__name__ in _HARMLESS_DECODE_OVERRIDES:
-        return None
-    for name, base in (("decode", PreTrainedTokenizerBase), ("_decode", TokenizersBackend)):
-        if getattr(cls, name, None) is not getattr(base, name, None):
-            return name
-    return None
 
 
-def _resolve_cleanup(tokenizer: object, backend: tokenizers.Tokenizer, requested: bool | None) -> bool:
+def _guarded(batched: Oracle, decode: Callable[[list[int]], str]) -> Oracle:
+    def run(sequences: Sequence[Sequence[int]]) -> list[str | None]:
+        try:
+            return batched(sequences)
+        except BaseException as error:
+            if isinstance(error, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                raise
+            return [_safely(decode, list(ids)) for ids in sequences]
+
+    return run
+
+
+def _resolve_cleanup(tokenizer: object, backend: tokenizers.Tokenizer | None, requested: bool | None) -> bool:
     """What ``tokenizer.decode`` does about cleanup, with transformers' BPE exception applied."""
     if isinstance(tokenizer, tokenizers.Tokenizer):
         return bool(requested)
@@ -74,41 +154,12 @@ def _resolve_cleanup(tokenizer: object, backend: tokenizers.Tokenizer, requested
     )
     if not flag:
         return False
+    if backend is None:
+        return True
     forced = bool(
         getattr(tokenizer, "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output", False)
     )
     return not (type(backend.model).__name__ == "BPE" and not forced)
-
-
-def _vocabulary(backend: tokenizers.Tokenizer, skip_special_tokens: bool) -> list[str | None]:
-    """Per id, the token string the decoders receive; None where the decode drops the id."""
-    by_token = backend.get_vocab(with_added_tokens=True)
-    size = max(by_token.values(), default=-1) + 1
-    tokens: list[str | None] = [None] * size
-    for token, token_id in by_token.items():
-        tokens[token_id] = token
-    # The crate looks ids up in the added vocabulary first, then the model.
-    for token_id, added in backend.get_added_tokens_decoder().items():
-        if token_id < size:
-            tokens[token_id] = added.content
-    if skip_special_tokens:
-        # The crate skips by content: any id whose token is a special token's content.
-        special = {added.content for added in backend.get_added_tokens_decoder().values() if added.special}
-        tokens = [None if token in special else token for token in tokens]
-    return tokens
-
-
-def _added_ids(tokenizer: Any, backend: tokenizers.Tokenizer | None) -> frozenset[int]:
-    if backend is not None:
-        return frozenset(backend.get_added_tokens_decoder())
-    return frozenset(getattr(tokenizer, "all_special_ids", ()))
-
-
-def _decoders(backend: tokenizers.Tokenizer, max_byte_run: int | None) -> list[Decoder]:
-    if backend.decoder is None:
-        return [JoinWithSpaces()]
-    config = json.loads(backend.decoder.__getstate__())
-    return from_config(config, max_byte_run=max_byte_run)
 
 
 def _fingerprint(*parts: object) -> str:
@@ -116,7 +167,7 @@ def _fingerprint(*parts: object) -> str:
     for part in parts:
         if isinstance(part, list):
             digest.update(
-                "\x1f".join("\x1e" if t is None else t for t in part).encode("utf-8", "surrogatepass")
+                "\x1f".join("\x1e" if t is None else str(t) for t in part).encode("utf-8", "surrogatepass")
             )
         else:
             digest.update(repr(part).encode())
@@ -124,75 +175,110 @@ def _fingerprint(*parts: object) -> str:
     return digest.hexdigest()[:32]
 
 
-def _reference_decode(
-    tokenizer: Any, skip: bool, cleanup: bool | None, spaces: bool | None = None
-) -> Callable[[list[int]], str]:
-    if isinstance(tokenizer, tokenizers.Tokenizer):
-        return functools.partial(tokenizer.decode, skip_special_tokens=skip)
-    options: dict[str, Any] = {"skip_special_tokens": skip, "clean_up_tokenization_spaces": cleanup}
-    if spaces is not None:
-        options["spaces_between_special_tokens"] = spaces
-    return functools.partial(tokenizer.decode, **options)
+def _text_ids(tokenizer: Any) -> list[int]:
+    """The ids of the check's text, or none if this tokenizer cannot encode it."""
+    try:
+        if isinstance(tokenizer, tokenizers.Tokenizer):
+            return list(tokenizer.encode(_CHECK_TEXT, add_special_tokens=False).ids)
+        return [int(i) for i in tokenizer.encode(_CHECK_TEXT, add_special_tokens=False)]
+    except Exception:  # a tokenizer that cannot encode still decodes; the check does without
+        return []
 
 
-def _silent_ids(
-    decode: Callable[[list[int]], str], size: int, backend: tokenizers.Tokenizer | None, skip: bool
-) -> frozenset[int]:
-    """Ids that change nothing wherever they stand (dropped specials, holes in the vocabulary).
+def _backend_model(source: _Source, max_byte_run: int | None) -> ClassModel:
+    """The exact model of a ``tokenizers`` backend's decoding (plus transformers' cleanup)."""
+    assert source.backend is not None
+    problem = override(source.tokenizer, reference=harmless_reference(source.tokenizer))
+    if problem is not None:
+        raise Unmodelled(problem)
+    parts = backend_parts(source.backend, source.skip, max_byte_run, by_token=source.by_token)
+    tail: Sequence[Stage] = cleanup_stages() if source.cleanup else ()
+    chain = compile_chain(parts.decoders, parts.tokens, tail)
+    description = parts.names + (" + cleanup" if source.cleanup else "")
+    if max_byte_run is not None and "ByteFallback" in parts.names:
+        description += f" (byte runs held up to {max_byte_run} tokens)"
+    family = _FAMILIES.get(parts.names, parts.names)
+    return ClassModel(family, description, chain, parts.tokens, fast_oracle=True)
 
-    An id qualifies if it decodes to "" alone and three times over, and is invisible between,
-    before and after a few probe ids (CTC's pad token, for one, is not: it separates repeats).
+
+def _exact_model(source: _Source, max_byte_run: int | None) -> ClassModel:
+    known = model_for_class(
+        source.tokenizer,
+        size=source.size,
+        skip=source.skip,
+        cleanup=source.cleanup,
+        max_byte_run=max_byte_run,
+    )
+    if known is not None:
+        return known
+    if source.backend is None:
+        raise Unmodelled(
+            f"{type(source.tokenizer).__name__} has no tokenizers backend to read the decoder from"
+        )
+    return _backend_model(source, max_byte_run)
+
+
+def _long_byte_runs(model: ClassModel, max_byte_run: int | None) -> Callable[[Sequence[int]], bool]:
+    """With a cap on held byte runs, the sequences where the cap may show: as many byte tokens as
+    the cap (the model is documented to differ only when a longer run turns invalid).
     """
-
-    def batch(sequences: list[list[int]]) -> list[str]:
-        if backend is not None:
-            return list(backend.decode_batch(sequences, skip_special_tokens=skip))
-        return [decode(sequence) for sequence in sequences]
-
-    ids = list(range(size))
-    alone = batch([[i] for i in ids])
-    candidates = [i for i, text in zip(ids, alone) if text == ""]
-    thrice = batch([[i, i, i] for i in candidates])
-    candidates = [i for i, text in zip(candidates, thrice) if text == ""]
-    probes = [i for i, text in zip(ids, alone) if text][:: max(1, size // 7)][:8]
-    for probe in probes:
-        expected = batch([[probe, probe]])[0]
-        around = batch([[probe, i, probe] for i in candidates])
-        candidates = [i for i, text in zip(candidates, around) if text == expected]
-    return frozenset(candidates)
+    if max_byte_run is None:
+        return lambda ids: False
+    byte_ids = frozenset(i for i, token in enumerate(model.vocabulary) if byte_token_value(token) is not None)
+    return lambda ids: sum(i in byte_ids for i in ids) >= max_byte_run
 
 
-def _window_codec(
-    tokenizer: Any,
-    backend: tokenizers.Tokenizer | None,
-    reason: str,
-    skip: bool,
-    cleanup: bool | None,
-    effective_cleanup: bool,
-    name: str,
-    spaces: bool | None = None,
-) -> Codec:
-    decode = _reference_decode(tokenizer, skip, cleanup, spaces)
+def _read(tokenizer: TokenizerLike, skip: bool, cleanup_request: bool | None, spaces: bool | None) -> _Source:
+    backend = backend_of(tokenizer)
+    name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
+    by_token = None
     if backend is not None:
-        size = max(backend.get_vocab(with_added_tokens=True).values(), default=-1) + 1
-        vocab_part: object = _vocabulary(backend, skip)
+        by_token = backend.get_vocab(with_added_tokens=True)
+        size = max(by_token.values(), default=-1) + 1
+        added = frozenset(backend.get_added_tokens_decoder())
+    elif callable(getattr(tokenizer, "decode", None)) and callable(getattr(tokenizer, "get_vocab", None)):
+        size = max(len(cast(Any, tokenizer)), max(tokenizer.get_vocab().values(), default=-1) + 1)
+        added = frozenset(getattr(tokenizer, "added_tokens_decoder", {}) or ()) | frozenset(
+            getattr(tokenizer, "all_special_ids", ())
+        )
     else:
-        size = len(tokenizer)
-        vocab_part = [token for token, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
-    window = Window(decode=decode, silent=_silent_ids(decode, size, backend, skip))
+        raise UnsupportedTokenizerError(
+            f"cannot build a codec for a {type(tokenizer).__name__}: expected a transformers tokenizer "
+            "or a tokenizers.Tokenizer"
+        )
+    cleanup = _resolve_cleanup(tokenizer, backend, cleanup_request)
+    if isinstance(tokenizer, tokenizers.Tokenizer):
+        spaces = None  # a tokenizers.Tokenizer's decode has no such option
+    return _Source(tokenizer, backend, name, skip, cleanup_request, cleanup, size, added, by_token, spaces)
+
+
+def _fallback(source: _Source, reason: str) -> Codec:
+    tokens: list[Any]
+    if source.backend is not None:
+        tokens = vocabulary(source.backend, source.skip, source.by_token)
+    else:
+        tokens = sorted(source.tokenizer.get_vocab().items(), key=lambda item: item[1])
+    fast = source.backend is not None and override(source.tokenizer) is None
+    window = build_window(source.fast_decode(), source.batch(fast), source.size, source.added)
     return Codec(
         family="window",
         exact=False,
         reason=reason,
-        vocab_size=size,
-        skip_special_tokens=skip,
-        clean_up_tokenization_spaces=effective_cleanup,
+        vocab_size=source.size,
+        skip_special_tokens=source.skip,
+        clean_up_tokenization_spaces=source.cleanup,
         fingerprint=_fingerprint(
-            "window", type(tokenizer).__name__, vocab_part, skip, cleanup, reason, spaces
+            "window",
+            type(source.tokenizer).__name__,
+            tokens,
+            source.skip,
+            source.cleanup_request,
+            reason,
+            source.spaces,
         ),
-        name=name,
+        name=source.name,
         decoding=window,
-        added_ids=_added_ids(tokenizer, backend),
+        added_ids=source.added,
     )
 
 
@@ -214,110 +300,64 @@ def codec_for(
     ``out_of_vocab`` says what an id in ``[vocab_size, 2**32)`` does: ``"raise"``
     (:class:`~puredetok.InvalidTokenError`) or ``"ignore"`` (it decodes to nothing, exactly as
     ``tokenizer.decode`` skips it; ``ValueError`` if this tokenizer's decode does not).
-    ``window=True`` builds the generic window codec even when an exact model exists (to compare).
-    ``spaces_between_special_tokens`` is passed to ``tokenizer.decode`` where it could matter
-    (None: not passed): transformers' own decode ignores it, and so does every exact model here;
-    only classes that decode in Python (the generic codec) can act on it (Wav2Vec2's CTC classes
-    do). A ``tokenizers.Tokenizer`` has no such option.
+    ``window=True`` builds the generic fallback codec even when an exact model exists (to compare).
+    ``spaces_between_special_tokens`` is passed to ``tokenizer.decode`` (None: not passed):
+    transformers' tokenizers-backed decode ignores it, and the build-time check then finds the
+    exact model agrees; a class that acts on it (Wav2Vec2's CTC classes) is modelled without it or
+    gets the fallback. A ``tokenizers.Tokenizer`` has no such option.
 
-    The codec is exact when the tokenizer's decoder is one puredetok models; otherwise it is the
-    generic window codec (``codec.exact is False``, ``codec.reason`` says why).
+    The codec is exact (``codec.exact``) when puredetok recognises every part of how the tokenizer
+    decodes and its model agrees with ``tokenizer.decode`` on the build-time check; otherwise it is
+    the generic fallback (``codec.exact is False``; ``codec.reason`` says why, naming the first ids
+    the model got wrong if the check failed).
     Raises :class:`UnsupportedTokenizerError` for an object that is not a tokenizer.
     """
     if max_byte_run is not None and (type(max_byte_run) is not int or max_byte_run < 1):
         raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
     if out_of_vocab not in OUT_OF_VOCAB:
         raise ValueError(f"out_of_vocab must be 'raise' or 'ignore', not {out_of_vocab!r}")
-    codec = _codec(
-        tokenizer,
-        skip_special_tokens,
-        clean_up_tokenization_spaces,
-        max_byte_run,
-        window,
-        spaces_between_special_tokens,
+    source = _read(
+        tokenizer, bool(skip_special_tokens), clean_up_tokenization_spaces, spaces_between_special_tokens
     )
+    codec = _codec(source, max_byte_run, window)
     return ignoring_out_of_vocab(codec, tokenizer) if out_of_vocab == "ignore" else codec
 
 
-def _codec(
-    tokenizer: TokenizerLike,
-    skip_special_tokens: bool,
-    clean_up_tokenization_spaces: bool | None,
-    max_byte_run: int | None,
-    window: bool,
-    spaces_between_special_tokens: bool | None,
-) -> Codec:
-    name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
-    backend = _backend_of(tokenizer)
-    skip = bool(skip_special_tokens)
-    if backend is None:
-        if callable(getattr(tokenizer, "decode", None)) and callable(getattr(tokenizer, "get_vocab", None)):
-            return _window_codec(
-                tokenizer,
-                None,
-                "no tokenizers backend to read the decoder from",
-                skip,
-                clean_up_tokenization_spaces,
-                bool(clean_up_tokenization_spaces),
-                name,
-                spaces_between_special_tokens,
-            )
-        raise UnsupportedTokenizerError(
-            f"cannot build a codec for a {type(tokenizer).__name__}: expected a transformers tokenizer "
-            "or a tokenizers.Tokenizer"
-        )
-    cleanup = _resolve_cleanup(tokenizer, backend, clean_up_tokenization_spaces)
+def _codec(source: _Source, max_byte_run: int | None, window: bool) -> Codec:
+    tokenizer = source.tokenizer
     if window:
-        return _window_codec(
-            tokenizer,
-            backend,
-            "the generic window codec was asked for",
-            skip,
-            clean_up_tokenization_spaces,
-            cleanup,
-            name,
-            spaces_between_special_tokens,
-        )
-    override = _decode_override(tokenizer) if not isinstance(tokenizer, tokenizers.Tokenizer) else None
-    if override is not None:
-        return _window_codec(
-            tokenizer,
-            backend,
-            f"{type(tokenizer).__name__} overrides {override}",
-            skip,
-            clean_up_tokenization_spaces,
-            cleanup,
-            name,
-            spaces_between_special_tokens,
-        )
-    tokens = _vocabulary(backend, skip)
+        return _fallback(source, "the generic fallback (window) codec was asked for")
     try:
-        decoders = _decoders(backend, max_byte_run)
-        tail: Sequence[Stage] = cleanup_stages() if cleanup else ()
-        chain = compile_chain(decoders, tokens, tail)
+        model = _exact_model(source, max_byte_run)
     except Unmodelled as error:
-        return _window_codec(
-            tokenizer,
-            backend,
-            str(error),
-            skip,
-            clean_up_tokenization_spaces,
-            cleanup,
-            name,
-            spaces_between_special_tokens,
+        return _fallback(source, f"not modelled exactly: {error}")
+    if len(model.vocabulary) != source.size:
+        return _fallback(
+            source, f"{model.description}: the model covers {len(model.vocabulary)} ids of {source.size}"
         )
-    names = "+".join(type(d).__name__ for d in decoders)
-    family = _FAMILIES.get(names, names)
-    description = names + (" + cleanup" if cleanup else "")
+    real = source.batch(False)
+    fast = source.batch(True) if model.fast_oracle else real
+    problem = check_model(
+        model.chain,
+        source.size,
+        singles=fast,
+        sequences=fast,
+        real=real,
+        added=source.added,
+        text_ids=[i for i in _text_ids(tokenizer) if 0 <= i < source.size],
+        exempt=_long_byte_runs(model, max_byte_run),
+    )
+    if problem is not None:
+        return _fallback(source, f"the exact model ({model.description}) disagrees with decode on {problem}")
     return Codec(
-        family=family,
+        family=model.family,
         exact=True,
-        reason=f"exact model: {description}",
-        vocab_size=len(tokens),
-        skip_special_tokens=skip,
-        clean_up_tokenization_spaces=cleanup,
-        fingerprint=_fingerprint(description, max_byte_run, skip, tokens),
-        name=name,
-        decoding=chain,
-        added_ids=_added_ids(tokenizer, backend),
+        reason=f"exact model: {model.description}",
+        vocab_size=source.size,
+        skip_special_tokens=source.skip,
+        clean_up_tokenization_spaces=source.cleanup,
+        fingerprint=_fingerprint(model.description, max_byte_run, source.skip, model.vocabulary),
+        name=source.name,
+        decoding=model.chain,
+        added_ids=source.added,
     )

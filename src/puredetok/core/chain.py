@@ -165,9 +165,7 @@ def _fast_text(stages: Sequence[Stage], value: Any) -> str | None:
     return "".join([text for text, _ in pieces])
 
 
-def compile_chain(
-    decoders: Sequence[Decoder], tokens: Sequence[str | None], tail: Sequence[Stage] = ()
-) -> Chain:
+def compile_chain(decoders: Sequence[Decoder], tokens: Sequence[Any], tail: Sequence[Stage] = ()) -> Chain:
     """Compile decoders over a vocabulary (``tokens[id]``, None for a dropped id).
 
     ``tail`` stages run after the decoders (``transformers``' cleanup). Raises
@@ -199,7 +197,10 @@ def compile_chain(
 
     table = build(False)
     first_table = build(True) if depends_on_first else None
-    if stages:
+    bulk = getattr(stages[0], "fast_texts", None) if len(stages) == 1 else None
+    if bulk is not None:
+        fast = tuple(bulk(table))
+    elif stages:
         fast = tuple(_fast_text(stages, value) for value in table)
     else:
         fast = tuple("" if value is None else value for value in table)

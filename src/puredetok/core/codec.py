@@ -61,7 +61,9 @@ class Codec:
 
     family: str
     """The decoder family: ``"byte_level"``, ``"sentencepiece"``, ``"metaspace"``, ``"wordpiece"``,
-    ``"spaces"``, a ``"+"``-joined chain of decoder names, or ``"window"`` (the generic fallback)."""
+    ``"spaces"``, a ``"+"``-joined chain of decoder names, a ``transformers`` class that decodes in
+    Python (``"byt5"``, ``"whisper"``, ``"clip"``, ``"ctc"``, ``"marian"``), or ``"window"`` (the
+    generic fallback)."""
     exact: bool
     """True when the streamed text provably equals ``tokenizer.decode``; False for the fallback."""
     reason: str

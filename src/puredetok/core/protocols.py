@@ -19,8 +19,10 @@ class TokenizerLike(Protocol):
       exception of ``transformers``' space cleanup). With a backend whose decoder is modelled, the
       codec is exact and streaming never calls the tokenizer again.
     * optional attributes, through ``getattr``: ``name_or_path`` (for messages),
-      ``clean_up_tokenization_spaces`` (the default of ``decode``), and whether the class overrides
-      ``decode`` (then the codec is the generic fallback, which calls ``decode``).
+      ``clean_up_tokenization_spaces`` (the default of ``decode``), and whether the class or object
+      overrides how it decodes (then the codec is the generic fallback, which calls ``decode``,
+      unless the class is one puredetok models: ByT5, Whisper, CLIP, wav2vec2's CTC, Marian).
+    * ``decode`` itself, once, to check an exact model before the codec claims exactness.
     * without a backend: ``decode`` (which then also gets ``clean_up_tokenization_spaces``, as
       ``transformers``' does), ``get_vocab()`` and ``len()``, for the generic fallback codec.
     """

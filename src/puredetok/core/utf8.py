@@ -8,7 +8,7 @@ ends inside a sequence that could still be completed; :func:`incomplete_tail` fi
 
 from __future__ import annotations
 
-__all__ = ["incomplete_tail", "Status", "status"]
+__all__ = ["incomplete_tail", "Status", "status", "first_character"]
 
 from enum import Enum
 
@@ -76,3 +76,24 @@ def status(data: bytes) -> Status:
     except UnicodeDecodeError:
         return Status.INVALID
     return Status.INCOMPLETE if tail else Status.COMPLETE
+
+
+def first_character(data: bytes) -> tuple[int, bool]:
+    """How ``data`` starts: ``(n, True)`` if with a well-formed character of ``n`` bytes,
+    ``(len(data), False)`` if all of it is a proper prefix of one, ``(0, False)`` if its first byte
+    starts no well-formed character that these bytes allow.
+    """
+    lead = data[0]
+    if lead < 0x80:
+        return 1, True
+    need = _sequence_length(lead)
+    if not need:
+        return 0, False
+    low, high = _second_byte_range(lead)
+    for index in range(1, need):
+        if index >= len(data):
+            return len(data), False
+        byte = data[index]
+        if not (low <= byte <= high if index == 1 else 0x80 <= byte <= 0xBF):
+            return 0, False
+    return need, True

@@ -1,91 +1,225 @@
-"""The generic fallback: the engines' window-difference algorithm, made safe.
+"""The generic fallback: streaming for a decoder puredetok has no exact model of, by calling the
+tokenizer's own ``decode`` on a bounded window of ids, and sending only text it has checked.
 
-For a decoder puredetok has no exact model of, the text is found by calling the tokenizer's own
-``decode`` on a short window of ids and emitting what the window adds beyond its context:
+What "certain" means here. For an arbitrary ``decode`` nothing about the future is known, so the
+fallback asks it: text is sent only once it is a common prefix of ``decode(window)`` and of
+``decode(window + probe)`` for a few probes chosen when the codec is built to stand for the ways a
+next token changes text already decoded: a word after a space (shows trailing whitespace a strip
+would remove, and cleanup rules that need a following word), a punctuation mark (space cleanup), a
+byte that decodes to U+FFFD alone (a byte run that a later byte spoils). A trailing U+FFFD is held
+too: it may be a character that more bytes complete. So text that one of those changes is held,
+never sent early and then contradicted.
 
-* trailing U+FFFD are held (they may be an incomplete character), and nothing else is: every script
-  streams as soon as it is decoded, with no "wait for a space" rule;
-* ids that decode to nothing, alone and repeated, never enter the window (so a stream of them
-  costs O(1) per token);
-* the window is bounded: when ``limit`` ids are pending, the longest pending prefix whose decode is
-  a prefix of the window's decode is committed, held U+FFFD included (a literal "�" token stream
-  still streams, in bursts), and the window moves on;
-* ``finish`` emits everything.
+How the window stays bounded without losing text.
 
-Exact (G1, G2, G4) for decoders whose output only grows as ids are appended (byte-level BPE,
-WordPiece); for others the mismatch rate is measured in the docs.
+* Ids are never dropped from the window: an id that decodes to nothing alone may still matter
+  next to others (a lone UTF-8 lead byte in ByT5, a CTC pad between repeats).
+* The window is ``context + pending``; its text is compared beyond ``base``, the length of the
+  context's own text, which is certain and already sent.
+* A step only records the id; every ``ATTEMPT`` ids the window is decoded and what is certain is
+  sent. The probes are decoded after the window's tail (its last ``TAIL`` ids behind an anchor
+  id), which costs a fraction of the whole window; the whole window is probed instead whenever the
+  tail cannot decide (the tail's text is not the end of the window's, or the probes change all of
+  it: a change may reach further back). When all of the pending text is certain, the pending ids
+  join the context; when only part is, the ids whose text is already certain do.
+* When the context reaches ``TRIM`` ids it is cut to its last ``KEEP`` ids behind the anchor (an
+  id with plain text, so that start-of-text rules such as dropping a leading space apply to the
+  anchor, not to the kept ids), or to those ids alone, or to nothing (a decoder that drops what
+  came first). A cut is made only if the shorter context ends with the same text as the longer
+  one and continues it the same way after a word and after three UTF-8 continuation bytes (which
+  show a character whose first bytes the text does not show yet, as in ByT5); otherwise the
+  context keeps growing, up to ``LIMIT`` ids.
+* ``finish`` sends the window's text that is still held, so the stream's text equals ``decode``.
+
+The bounds this leaves (documented in the guarantees): text is held for up to ``ATTEMPT`` ids
+between decodes; the fallback is prefix-safe against the changes its probes show, and exact as
+long as the decoder looks back no further than the context and text stays uncertain for fewer than
+``LIMIT`` ids. Past ``LIMIT`` (say a run of whitespace longer than that, before a strip) the oldest
+text is sent as it stands.
 """
 
 from __future__ import annotations
 
-__all__ = ["Window"]
+__all__ = ["Window", "build_window", "ATTEMPT", "KEEP", "TAIL", "TRIM", "LIMIT"]
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Collection, Sequence
 
 import attrs
 
-Hold = tuple[tuple[int, ...], tuple[int, ...], int, int]
-"""``(context ids, pending ids, len(decode(context)), characters of the pending text sent)``"""
+ATTEMPT = 32
+"""Pending ids between two decodes of the window."""
+TAIL = 6
+"""Ids of the window's end decoded with the probes."""
+KEEP = TAIL
+"""Ids of context kept (behind the anchor) when the context is cut: the probed tail."""
+TRIM = 48
+"""Context length from which a cut is tried."""
+LIMIT = 96
+"""The most ids the window holds; past it the context is cut, and pending text sent, unchecked."""
 
-_CONTEXT = 4
+Recent = tuple[int, "Recent"] | None
+"""The ids since the last decode, newest first, as a linked list (appending one costs O(1))."""
+Hold = tuple[tuple[int, ...], int, tuple[int, ...], int, Recent, int]
+"""``(context ids, len(decode(context)), pending ids, characters of the pending text sent,
+ids since the last decode, how many)``."""
+_Window = tuple[tuple[int, ...], int, tuple[int, ...], int]
+
+Decode = Callable[[list[int]], str]
+
+_PUNCTUATION = (".", ",", "'", "?", "!")
 
 
-def _trailing_replacements(text: str, floor: int) -> int:
-    n = len(text)
-    while n > floor and text[n - 1] == "\ufffd":
-        n -= 1
-    return len(text) - n
+def _common_prefix(texts: Sequence[str]) -> int:
+    first = min(texts, key=len)
+    end = len(first)
+    for text in texts:
+        if text is first:
+            continue
+        if not text.startswith(first[:end]):
+            end = len(os.path.commonprefix([first[:end], text]))
+    return end
 
 
 @attrs.frozen(eq=False)
 class Window:
-    """The window-difference model (implements :class:`puredetok.core.codec.Decoding`)."""
+    """The probing window (implements :class:`puredetok.core.codec.Decoding`)."""
 
-    decode: Callable[[list[int]], str] = attrs.field(repr=False)
-    """The tokenizer's own decode, with the codec's options bound."""
-    silent: frozenset[int] = attrs.field(repr=False)
-    """Ids that decode to "" alone and twice over; they never enter the window."""
-    limit: int = 16
-    initial: Hold = ((), (), 0, 0)
+    decode: Decode = attrs.field(repr=False)
+    """The tokenizer's own decode, with the codec's options bound (or its backend's, where that
+    decodes the same: a call costs less)."""
+    probes: tuple[tuple[int, ...], ...]
+    """Continuations whose effect on the window decides what is certain."""
+    anchor: tuple[int, ...]
+    """Ids put before a cut context and before the probed tail."""
+    anchor_text: str
+    """``decode(anchor)``."""
+    trim_probes: tuple[tuple[int, ...], ...] = ()
+    """The probes a cut of the context is checked with (besides no probe at all)."""
+    every: int = ATTEMPT
+    initial: Hold = ((), 0, (), 0, None, 0)
     idle: None = None
-    """Never a hold of this model: every step decodes."""
+    """Never a hold of this model: every step goes through :meth:`step`."""
     fast: tuple[str | None, ...] = ()
 
-    def _commit(self, ids: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
-        context = ids[-_CONTEXT:]
-        return context, len(self.decode(list(context)))
+    def batch(self, windows: Sequence[list[int]]) -> list[str | None]:
+        """Decode each window; None for one the decode refuses.
+
+        One call each: ``decode_batch`` costs more than a few single calls.
+        """
+        decode = self.decode
+        texts: list[str | None] = []
+        for window in windows:
+            try:
+                texts.append(decode(window))
+            except BaseException as error:  # the decode refuses it (the crate may panic)
+                if isinstance(error, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                    raise
+                texts.append(None)
+        return texts
 
     def step(self, hold: Hold, token_id: int) -> tuple[Hold, str]:
-        """Decode the window with one more id and emit what became certain."""
-        if token_id in self.silent:
-            return hold, ""
-        context, pending, base, sent = hold
-        pending = (*pending, token_id)
-        text = self.decode([*context, *pending])[base:]
-        certain = len(text) - _trailing_replacements(text, sent)
-        delta = text[sent:certain] if certain > sent else ""
-        sent = max(sent, certain)
-        if certain == len(text):
-            context, base = self._commit(context + pending)
-            return (context, (), base, 0), delta
-        if len(pending) < self.limit:
-            return (context, pending, base, sent), delta
-        return self._force(context, pending, base, sent, text, delta)
+        """Append the id; every ``every`` ids, decode and send what is certain."""
+        context, base, pending, sent, recent, count = hold
+        if count + 1 < self.every:
+            return (context, base, pending, sent, (token_id, recent), count + 1), ""
+        window, delta = self._attempt(context, base, (*pending, *_ids(recent), token_id), sent)
+        return (*window, None, 0), delta
 
-    def _force(
-        self, context: tuple[int, ...], pending: tuple[int, ...], base: int, sent: int, text: str, delta: str
-    ) -> tuple[Hold, str]:
-        for cut in range(len(pending) - 1, 0, -1):
-            stable = self.decode([*context, *pending[:cut]])[base:]
-            if text.startswith(stable) and stable:
-                break
+    def _uncertain_tail(self, window: list[int], text: str) -> int | None:
+        """How many trailing characters of ``text`` a probe may change, judged on the window's tail;
+        None where the tail cannot tell.
+        """
+        if len(window) <= TAIL:
+            return None
+        tail = [*self.anchor, *window[-TAIL:]]
+        head, *probed = self.batch([tail] + [tail + list(probe) for probe in self.probes])
+        start = len(self.anchor_text)
+        if head is None or not head.startswith(self.anchor_text) or not text.endswith(head[start:]):
+            return None
+        stable = _common_prefix([head] + [head if p is None else p for p in probed])
+        if stable <= start:  # the probes change all of the tail: a change may reach further back
+            return None
+        return len(head) - stable
+
+    def _certain(self, window: list[int], base: int, text: str) -> int:
+        """The end of the window's text that no probe changes."""
+        uncertain = self._uncertain_tail(window, text)
+        if uncertain is not None:
+            certain = len(text) - uncertain
         else:
-            cut, stable = len(pending), text
-        if len(stable) > sent:
-            delta += text[sent : len(stable)]
-            sent = len(stable)
-        new_context, new_base = self._commit(context + pending[:cut])
-        return (new_context, pending[cut:], new_base, sent - len(stable)), delta
+            probed = self.batch([window + list(probe) for probe in self.probes])
+            certain = base + _common_prefix([text[base:]] + [t[base:] for t in probed if t is not None])
+        # A trailing U+FFFD may be an incomplete character that a later byte (or several) completes.
+        return max(base, min(certain, base + len(text[base:].rstrip("\ufffd"))))
+
+    def _attempt(
+        self, context: tuple[int, ...], base: int, pending: tuple[int, ...], sent: int
+    ) -> tuple[_Window, str]:
+        window = [*context, *pending]
+        (text,) = self.batch([window])
+        if text is None:  # nothing can be said about this window yet: hold
+            return (context, base, pending, sent), ""
+        certain = self._certain(window, base, text)
+        delta = text[base + sent : certain] if certain > base + sent else ""
+        sent = max(sent, certain - base)
+        if certain == len(text):
+            context, base, pending, sent = tuple(window), len(text), (), 0
+        else:
+            context, base, pending, sent = self._close(context, base, pending, sent, text, certain)
+        if len(pending) >= LIMIT:
+            # Uncertain for too long: the pending text is sent as it stands and joins the context.
+            delta += text[base + sent :]
+            context, base, pending, sent = tuple(window), len(text), (), 0
+        if len(context) >= TRIM:
+            trimmed = self._trim(context, text[:base])
+            if trimmed is None and len(context) >= LIMIT:
+                # The cut is not confirmed; the context is cut all the same to stay bounded.
+                kept = (*self.anchor, *context[-KEEP:])
+                (head,) = self.batch([list(kept)])
+                trimmed = kept, len(head or "")
+            if trimmed is not None:
+                context, base = trimmed
+        return (context, base, pending, sent), delta
+
+    def _close(
+        self,
+        context: tuple[int, ...],
+        base: int,
+        pending: tuple[int, ...],
+        sent: int,
+        text: str,
+        certain: int,
+    ) -> _Window:
+        """Move the pending ids whose text is closed (a prefix of the certain text) to the context."""
+        for cut in (len(pending) - 1, len(pending) - 2):
+            if cut <= 0:
+                break
+            (head,) = self.batch([[*context, *pending[:cut]]])
+            if head is not None and len(head) <= certain and text.startswith(head):
+                return (*context, *pending[:cut]), len(head), pending[cut:], base + sent - len(head)
+        return context, base, pending, sent
+
+    def _trim(self, context: tuple[int, ...], text: str) -> tuple[tuple[int, ...], int] | None:
+        """A shorter context that ends with the same text as the context (``text``, all certain)
+        and continues it the same way after each trim probe: its last ids behind the anchor, those
+        ids alone, or nothing at all (for a decoder that drops what came first). None if none does.
+        """
+        probes = self.trim_probes
+        longer = self.batch([[*context, *probe] for probe in probes])
+        if any(t is None or not t.startswith(text) for t in longer):
+            return None
+        tail = context[-KEEP:]
+        for kept, prefix in (((*self.anchor, *tail), self.anchor_text), (tail, ""), ((), "")):
+            head, *shorter = self.batch([list(kept)] + [[*kept, *probe] for probe in probes])
+            if head is None or not head.startswith(prefix) or not text.endswith(head[len(prefix) :]):
+                continue
+            if all(
+                mine is not None and mine.startswith(head) and mine[len(head) :] == str(theirs)[len(text) :]
+                for mine, theirs in zip(shorter, longer)
+            ):
+                return kept, len(head)
+        return None
 
     def feed(self, hold: Hold, token_ids: Sequence[int]) -> tuple[Hold, str]:
         """Step through the ids."""
@@ -97,7 +231,72 @@ class Window:
 
     def finish(self, hold: Hold) -> str:
         """Everything not yet sent."""
-        context, pending, base, sent = hold
-        if not pending:
+        context, base, pending, sent, recent, _ = hold
+        if not pending and recent is None:
             return ""
-        return self.decode([*context, *pending])[base + sent :]
+        return self.decode([*context, *pending, *_ids(recent)])[base + sent :]
+
+
+def _ids(recent: Recent) -> list[int]:
+    """The ids of a linked list, oldest first."""
+    ids = []
+    while recent is not None:
+        ids.append(recent[0])
+        recent = recent[1]
+    ids.reverse()
+    return ids
+
+
+def _pick(ids: Sequence[int], texts: Sequence[str], test: Callable[[str], bool]) -> int | None:
+    return next((i for i, text in zip(ids, texts) if test(text)), None)
+
+
+def _continuation(
+    ids: Sequence[int],
+    texts: Sequence[str],
+    added: Collection[int],
+    batch: Callable[[Sequence[Sequence[int]]], list[str | None]],
+) -> int | None:
+    """An id that completes a character started by another id, where both alone decode to nothing
+    or to U+FFFD (a UTF-8 continuation byte), found among a few such ids; None if there is none.
+    """
+    partial = [i for i, t in zip(ids, texts) if t in ("", "\ufffd") and i not in added][:48]
+    pairs = [(a, b) for a in partial for b in partial if a != b]
+    for (_, b), text in zip(pairs, batch(pairs)):
+        if text and "\ufffd" not in text:
+            return b
+    return None
+
+
+def build_window(
+    decode: Decode,
+    batch: Callable[[Sequence[Sequence[int]]], list[str | None]],
+    size: int,
+    added: Collection[int],
+) -> Window:
+    """Choose the probes and the anchor from a sample of the vocabulary (its added ids, and ids
+    spread over the whole range), by what each decodes to alone.
+    """
+    step = max(1, size // 4000)
+    ids = sorted({*range(0, size, step), *(i for i in added if 0 <= i < size)})
+    texts = [t or "" for t in batch([[i] for i in ids])]
+    plain = _pick(ids, texts, lambda t: t.isascii() and t.isalpha() and len(t) > 1)
+    plain = plain if plain is not None else _pick(ids, texts, lambda t: t.strip() != "" and "\ufffd" not in t)
+    # A word after a space shows what a strip or a cleanup rule would still do to held text.
+    word = _pick(ids, texts, lambda t: t.startswith(" ") and t[1:].isascii() and t[1:].isalpha())
+    word = word if word is not None else plain
+    chosen = [
+        word,
+        _pick(ids, texts, lambda t: t.strip() in _PUNCTUATION and t.strip() != ""),
+        _pick(ids, texts, lambda t: t == "\ufffd"),
+    ]
+    probes = tuple(dict.fromkeys((i,) for i in chosen if i is not None))
+    anchor = () if plain is None else (plain,)
+    trim_probes: tuple[tuple[int, ...], ...] = () if word is None else ((word,),)
+    continuation = _continuation(ids, texts, added, batch)
+    if continuation is not None:  # completes a character whose first bytes the text does not show
+        trim_probes += ((continuation,) * 3,)
+    anchor_text = decode(list(anchor)) if anchor else ""
+    return Window(
+        decode=decode, probes=probes, anchor=anchor, anchor_text=anchor_text, trim_probes=trim_probes
+    )

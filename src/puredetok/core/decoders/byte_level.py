@@ -42,40 +42,62 @@ _ALPHABET = frozenset(byte_alphabet().values())
 _TO_LATIN1: Mapping[int, int] = MappingProxyType({ord(c): b for b, c in byte_alphabet().items()})
 
 
-def _release_surrogates(data: bytes) -> tuple[int, str]:
+def _release_surrogates(data: bytes, errors: str) -> tuple[int, str]:
     """CPython's incremental decoder also waits on ED A0..ED BF (surrogates), which the Unicode
     rules (and the tokenizers crate) already treat as invalid; decode those at once.
     """
     used = len(data) - incomplete_tail(data)
-    return used, data[:used].decode("utf-8", "replace")
+    return used, data[:used].decode("utf-8", errors)
 
 
 @attrs.frozen
 class Utf8Stage:
-    """Assembles bytes into text, holding only an incomplete UTF-8 sequence (at most 3 bytes)."""
+    """Assembles bytes into text, holding only an incomplete UTF-8 sequence (at most 3 bytes).
 
+    ``errors`` is what becomes of bytes that are not UTF-8: ``"replace"`` (one U+FFFD per maximal
+    broken sequence, as the ``tokenizers`` crate does) or ``"ignore"`` (dropped, as ByT5 does).
+    """
+
+    errors: str = "replace"
     initial: bytes = b""
     idle: bytes = b""
 
     def push(self, hold: bytes, value: bytes, glued: bool) -> tuple[bytes, list[Piece]]:
         """Decode everything but a trailing sequence that a later byte could still complete."""
         data = hold + value if hold else value
-        text, used = utf_8_decode(data, "replace", False)
+        text, used = utf_8_decode(data, self.errors, False)
         if len(data) - used >= 2 and data[used] == 0xED:
-            used, text = _release_surrogates(data)
+            used, text = _release_surrogates(data, self.errors)
         return data[used:], ([(text, True)] if text else [])
 
     def push_run(self, hold: bytes, values: Iterable[bytes], glued: bool) -> tuple[bytes, list[Group]]:
         """All the bytes at once."""
         data = hold + b"".join(values)
-        text, used = utf_8_decode(data, "replace", False)
+        text, used = utf_8_decode(data, self.errors, False)
         if len(data) - used >= 2 and data[used] == 0xED:
-            used, text = _release_surrogates(data)
+            used, text = _release_surrogates(data, self.errors)
         return data[used:], ([([text], True)] if text else [])
 
+    def fast_texts(self, values: Iterable[bytes | None]) -> list[str | None]:
+        """Per value, its text when pushed from the idle hold and leaving it idle (else None):
+        the chain's fast table, computed in one pass when this is its only stage.
+        """
+        errors = self.errors
+        texts: list[str | None] = []
+        for value in values:
+            if value is None:
+                texts.append("")
+                continue
+            text, used = utf_8_decode(value, errors, False)
+            if len(value) - used >= 2 and value[used] == 0xED:
+                used, text = _release_surrogates(value, errors)
+            texts.append(text if used == len(value) else None)
+        return texts
+
     def flush(self, hold: bytes) -> list[Piece]:
-        """An incomplete sequence at the very end becomes one U+FFFD."""
-        return [(hold.decode("utf-8", "replace"), True)] if hold else []
+        """An incomplete sequence at the very end becomes one U+FFFD (or nothing, with ``"ignore"``)."""
+        text = hold.decode("utf-8", self.errors) if hold else ""
+        return [(text, True)] if text else []
 
 
 @attrs.frozen

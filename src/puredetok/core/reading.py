@@ -1,0 +1,87 @@
+"""Reading a tokenizer object: its ``tokenizers`` backend, its vocabulary, and whether anything
+changes how its ``decode`` works beyond what puredetok models.
+
+Only :mod:`puredetok.core.build` and :mod:`puredetok.core.pyclasses` use this module; it reads
+attributes and never calls ``decode``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["backend_of", "override", "vocabulary", "DECODING_METHODS"]
+
+import tokenizers
+
+DECODING_METHODS = ("decode", "_decode", "convert_tokens_to_string", "clean_up_tokenization", "batch_decode")
+"""Methods whose override changes what ``tokenizer.decode`` returns."""
+
+
+def backend_of(tokenizer: object) -> tokenizers.Tokenizer | None:
+    """The ``tokenizers.Tokenizer`` that decodes for this object (itself, or its backend), if any."""
+    if isinstance(tokenizer, tokenizers.Tokenizer):
+        return tokenizer
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    return backend if isinstance(backend, tokenizers.Tokenizer) else None
+
+
+def _transformers_bases() -> tuple[type, ...]:
+    try:
+        from transformers import PreTrainedTokenizerBase
+        from transformers.tokenization_python import PythonBackend
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        return ()
+    return (TokenizersBackend, PythonBackend, PreTrainedTokenizerBase)
+
+
+def override(
+    tokenizer: object, reference: type | None = None, *, backend_decode_allowed: bool = False
+) -> str | None:
+    """The first way this object changes decoding beyond what ``reference`` does, or None.
+
+    ``reference`` defaults to the ``transformers`` base class the object builds on. Looked at: a
+    decoding method its class overrides, one set on the object itself, and a ``decode`` set on its
+    ``tokenizers`` backend (unless ``backend_decode_allowed``: a class model that reads it).
+    """
+    for name in DECODING_METHODS:
+        if name in getattr(tokenizer, "__dict__", {}):
+            return f"{name} set on the object"
+    backend = backend_of(tokenizer)
+    if backend is not None:
+        for name in ("decode", "decode_batch"):
+            if name in getattr(backend, "__dict__", {}) and not (backend_decode_allowed and name == "decode"):
+                return f"the backend's {name} replaced"
+    if isinstance(tokenizer, tokenizers.Tokenizer):
+        return None
+    if reference is None:
+        reference = next((base for base in _transformers_bases() if isinstance(tokenizer, base)), None)
+        if reference is None:
+            return None
+    cls = type(tokenizer)
+    for name in DECODING_METHODS:
+        if getattr(cls, name, None) is not getattr(reference, name, None):
+            return f"{cls.__name__} overrides {name}"
+    return None
+
+
+def vocabulary(
+    backend: tokenizers.Tokenizer, skip_special_tokens: bool, by_token: dict[str, int] | None = None
+) -> list[str | None]:
+    """Per id, the token string the decoders receive; None where the decode drops the id.
+
+    ``by_token`` is ``backend.get_vocab(with_added_tokens=True)`` if the caller already has it.
+    """
+    if by_token is None:
+        by_token = backend.get_vocab(with_added_tokens=True)
+    size = max(by_token.values(), default=-1) + 1
+    tokens: list[str | None] = [None] * size
+    for token, token_id in by_token.items():
+        tokens[token_id] = token
+    # The crate looks ids up in the added vocabulary first, then the model.
+    for token_id, added in backend.get_added_tokens_decoder().items():
+        if token_id < size:
+            tokens[token_id] = added.content
+    if skip_special_tokens:
+        # The crate skips by content: any id whose token is a special token's content.
+        special = {added.content for added in backend.get_added_tokens_decoder().values() if added.special}
+        tokens = [None if token in special else token for token in tokens]
+    return tokens

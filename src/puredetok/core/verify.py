@@ -1,0 +1,182 @@
+"""The check ``codec_for`` runs before it claims exactness: the model against ``tokenizer.decode``.
+
+A model is compared with the tokenizer's own decode on
+
+* every id alone (in batches where the tokenizer has a ``tokenizers`` backend that decodes the same);
+* every added token next to itself and to a few other ids;
+* short slices of the ids of a multilingual text (split characters, byte runs);
+* a deterministic sample of short sequences that mix the ids most likely to disagree: added and
+  special ids, ids that decode to nothing or to U+FFFD (bytes, partial characters), ids whose text
+  starts or ends with a space, punctuation that cleanup rewrites, repeated ids, and ids drawn from
+  the whole vocabulary.
+
+For each sequence the streamed text must equal the decode, and the text emitted after every prefix
+must be a prefix of it. The first disagreement is reported with its ids; the caller then falls back.
+The sample is fixed (a seeded generator) so that a codec is the same on every build.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Oracle", "check_model", "sample_sequences", "stream_text"]
+
+import random
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+from puredetok.core.chain import Chain
+
+Oracle = Callable[[Sequence[Sequence[int]]], list[str | None]]
+"""Decodes a batch of id lists with the codec's options; None for a sequence the decode refuses."""
+
+_SEED = 20241111
+_RANDOM_SEQUENCES = 800
+_REAL_DECODES = 200
+_POOL = 64
+_CLEANUP_WORDS = frozenset(
+    {".", ",", "?", "!", "'", "n't", "'s", "'m", "'ve", "'re", "do", "not", "|", "<", ">"}
+)
+
+
+def stream_text(decoding: Any, ids: Sequence[int]) -> tuple[list[str], str]:
+    """The deltas of stepping ``ids`` through a fresh stream of ``decoding``, and its final flush."""
+    hold = decoding.initial
+    deltas = []
+    for token_id in ids:
+        hold, delta = decoding.step(hold, token_id)
+        deltas.append(delta)
+    return deltas, decoding.finish(hold)
+
+
+def _model_alone(decoding: Any, size: int) -> list[str]:
+    """Each id's text alone, by the model.
+
+    A chain without stages is its first-token table; where a step from the start is a step from
+    the steady state (no first-token rule, every stage starts idle), the fast table gives it;
+    otherwise a step from the start and the flush.
+    """
+    if isinstance(decoding, Chain) and not decoding.stages:
+        table = decoding.first_table if decoding.first_table is not None else decoding.table
+        return ["" if value is None else str(value) for value in table]
+    fast: Sequence[str | None] = ()
+    if (
+        isinstance(decoding, Chain)
+        and decoding.first_table is None
+        and decoding.initial[1:] == decoding.idle[1:]
+    ):
+        fast = decoding.fast
+    tail = decoding.finish(decoding.idle) if fast else ""
+    initial, step, finish = decoding.initial, decoding.step, decoding.finish
+    texts = []
+    for token_id in range(size):
+        text = fast[token_id] if fast else None
+        if text is None:
+            hold, delta = step(initial, token_id)
+            texts.append(delta + finish(hold))
+        else:
+            texts.append(text + tail)
+    return texts
+
+
+def _pools(alone: Sequence[str | None], added: Collection[int]) -> list[list[int]]:
+    """Ids grouped by the ways they tend to break a model (each pool at most ``_POOL`` ids)."""
+    empty, replacement, spaced, punctuation = [], [], [], []
+    for token_id, text in enumerate(alone):
+        if text is None:
+            continue
+        if text == "":
+            empty.append(token_id)
+        elif "\ufffd" in text:
+            replacement.append(token_id)
+        elif text[0].isspace() or text[-1].isspace():
+            spaced.append(token_id)
+        elif text.strip() in _CLEANUP_WORDS or (len(text) == 1 and not text.isalpha()):
+            punctuation.append(token_id)
+    pools = [sorted(added), empty, replacement, spaced, punctuation]
+    return [pool[:: max(1, len(pool) // _POOL)][:_POOL] for pool in pools if pool]
+
+
+def sample_sequences(
+    size: int, alone: Sequence[str | None], added: Collection[int], text_ids: Sequence[int]
+) -> list[list[int]]:
+    """The short sequences of the check (deterministic for a given vocabulary)."""
+    rng = random.Random(_SEED)
+    pools = _pools(alone, added)
+    sequences: list[list[int]] = []
+    neighbours = [rng.randrange(size) for _ in range(3)] + [pool[0] for pool in pools]
+    for token_id in sorted(added)[:256]:
+        sequences.append([token_id, token_id])
+        for other in neighbours[:4]:
+            sequences.append([other, token_id, other])
+    for length in (2, 3, 5):
+        for begin in range(0, max(0, len(text_ids) - length + 1)):
+            sequences.append(list(text_ids[begin : begin + length]))
+
+    def one() -> int:
+        if pools and rng.random() < 0.6:
+            return rng.choice(rng.choice(pools))
+        return rng.randrange(size)
+
+    for _ in range(_RANDOM_SEQUENCES):
+        sequence = [one() for _ in range(rng.randrange(2, 7))]
+        if rng.random() < 0.2:  # repeats: grouping decoders (CTC) and runs
+            sequence.insert(rng.randrange(len(sequence)), sequence[rng.randrange(len(sequence))])
+        sequences.append(sequence)
+    return sequences
+
+
+def _show(ids: Sequence[int], model: str, expected: str) -> str:
+    return f"ids {list(ids)}: the model gives {model!r}, decode gives {expected!r}"
+
+
+def _disagreement(decoding: Any, ids: Sequence[int], expected: str) -> str | None:
+    deltas, rest = stream_text(decoding, ids)
+    emitted = ""
+    for delta in deltas:
+        emitted += delta
+        if not expected.startswith(emitted):
+            return _show(ids, emitted + "...", expected) + " (text emitted before it was certain)"
+    if emitted + rest != expected:
+        return _show(ids, emitted + rest, expected)
+    return None
+
+
+def check_model(
+    decoding: Any,
+    size: int,
+    *,
+    singles: Oracle,
+    sequences: Oracle,
+    real: Oracle,
+    added: Collection[int],
+    text_ids: Sequence[int],
+    exempt: Callable[[Sequence[int]], bool] = lambda ids: False,
+) -> str | None:
+    """None if the model agrees with the decode on the whole check; else the first disagreement.
+
+    ``singles`` and ``sequences`` decode the one-id and the longer sequences (a faster path to
+    the same decode where there is one); ``real`` is the tokenizer's own ``decode``, which must
+    agree with them on a part of the sample (and decides alone where there is no faster path:
+    then ``sequences`` is ``real``). Sequences for which
+    ``exempt`` is true are where the model is documented to differ (a byte run longer than
+    ``max_byte_run``) and are not compared.
+    """
+    expected_alone = singles(list(zip(range(size))))  # one-id tuples: lists would wake the collector
+    model_alone = _model_alone(decoding, size)
+    for token_id, (mine, theirs) in enumerate(zip(model_alone, expected_alone)):
+        if theirs is not None and mine != theirs:
+            return _show([token_id], mine, theirs)
+    batch = sample_sequences(size, expected_alone, added, text_ids)
+    batch = [ids for ids in batch if not exempt(ids)]
+    expected_all = sequences(batch)
+    if real is not sequences:
+        some = batch[:: max(1, len(batch) // _REAL_DECODES)]
+        for ids, fast, own in zip(some, expected_all[:: max(1, len(batch) // _REAL_DECODES)], real(some)):
+            if fast != own:
+                return f"ids {list(ids)}: decode gives {own!r}, its backend {fast!r} (an override?)"
+    for ids, expected in zip(batch, expected_all):
+        if expected is None:
+            continue
+        problem = _disagreement(decoding, ids, expected)
+        if problem is not None:
+            return problem
+    return None
