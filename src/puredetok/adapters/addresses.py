@@ -31,9 +31,14 @@ import os
 import socket
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
+
+Resolver = Callable[..., list[tuple[Any, Any, Any, Any, tuple[Any, ...]]]]
+"""How a host name is resolved: :func:`socket.getaddrinfo` or the like."""
 
 
 class AddressError(OSError):
@@ -88,11 +93,11 @@ def _host_port(address: str) -> tuple[str, str]:
     return host.strip("[]"), port
 
 
-def loopback(address: str) -> bool:
+def loopback(address: str, resolve: Resolver = socket.getaddrinfo) -> bool:
     """Whether ``address`` can only be reached from this machine: ``ipc://`` and ``inproc://``
     always; ``tcp://`` when its host resolves only to loopback addresses (all of them are checked;
     a name that does not resolve, a network interface's name other than ``lo``, ``*`` and
-    ``0.0.0.0`` are not loopback); any other transport never.
+    ``0.0.0.0`` are not loopback); any other transport never. ``resolve`` resolves host names.
     """
     if address.startswith(("ipc://", "inproc://")):
         return True
@@ -110,7 +115,7 @@ def loopback(address: str) -> bool:
     else:
         return ip.is_loopback
     try:
-        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        found = resolve(host, None, proto=socket.IPPROTO_TCP)
     except (socket.gaierror, UnicodeError):
         return False
     ips = {ipaddress.ip_address(str(entry[4][0]).split("%", 1)[0]) for entry in found}

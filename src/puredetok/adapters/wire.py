@@ -161,7 +161,12 @@ class FrameDecoder:
         """The batch in ``frame``; raises :class:`FrameError` when nothing in it can be read."""
         if len(frame) > self.max_frame_bytes:
             raise FrameError("oversize", f"{len(frame):,} bytes > limit {self.max_frame_bytes:,}")
-        view = memoryview(frame)
+        try:
+            return self._decode(memoryview(frame))
+        except RecursionError:  # only when called with the interpreter's stack nearly used up
+            raise FrameError("too_deep", "the frame nests deeper than the stack left allows") from None
+
+    def _decode(self, view: memoryview) -> Decoded:
         kind, start = self._envelope(view)
         payload = view[start:]
         if kind in COLUMNS:
@@ -232,8 +237,9 @@ class FrameDecoder:
                         columns[key] = None
                     continue
                 spans, position = scanner.items(position)
+                rows = key in ("opens", "reasons")
                 columns[key] = [
-                    self._deep_row(scanner, payload, start)
+                    (self._deep_row(scanner, payload, start) if rows else _DEEP)
                     if deep
                     else msgspec.msgpack.decode(payload[start:end])
                     for start, end, deep in spans
@@ -311,7 +317,7 @@ class FrameDecoder:
                 continue
             try:
                 good.append(one.decode(_encoder.encode(fields)))
-            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError) as error:
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError) as error:
                 rejected.append(Rejected(kind, index, probe, f"malformed {kind} message: {error}"))
         return Decoded(DetokenizeBatch.of(good), tuple(rejected))
 
