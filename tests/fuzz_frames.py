@@ -49,12 +49,16 @@ def _templates(serial: int) -> list[bytes]:
         encode_batch([TokenizeMsg(uid, PLACEHOLDER)]),
         encode_batch([TokenizeMsg(uid, None, ({"role": "user", "content": PLACEHOLDER},))]),
         encode_batch([TokenizeMsg(uid, "a", template_options={"t": PLACEHOLDER})]),
-        encode_batch([TokenizeMsg(uid, "a", params=SamplingParams(extra=extra)), TokenizeMsg(f"{uid}b", "b")]),
+        encode_batch(
+            [TokenizeMsg(uid, "a", params=SamplingParams(extra=extra)), TokenizeMsg(f"{uid}b", "b")]
+        ),
         encode_batch([DetokenizeMsg(uid, (5,), open=Opening((1,), SamplingParams(extra=extra)))]),
         encode_batch([DetokenizeMsg(uid, (5,), True, None, "stop", PLACEHOLDER)]),
         encode_batch([DetokenizeMsg(PLACEHOLDER, (5,)), DetokenizeMsg(f"{uid}b", (6,), True)]),
         encode_batch([AbortMsg(PLACEHOLDER)]),
-        encode_batch([HealthCheckMsg(0)]).replace(b"\xa5probe\x00", b"\xa5probe" + msgspec.msgpack.encode(PLACEHOLDER)),
+        encode_batch([HealthCheckMsg(0)]).replace(
+            b"\xa5probe\x00", b"\xa5probe" + msgspec.msgpack.encode(PLACEHOLDER)
+        ),
     ]
     unknown = msgspec.msgpack.encode(["abort", [{"uid": uid, "junk": PLACEHOLDER}]])
     cells = msgspec.msgpack.encode(

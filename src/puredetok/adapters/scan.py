@@ -17,9 +17,10 @@ DEFAULT_MAX_DEPTH = 32
 """Arrays and maps nested in each other at most, in any value of a frame (a chat message's
 content parts, a tool's JSON schema in the template options, the sampling parameters' extras)."""
 
-DEFAULT_MAX_ELEMENTS = 1 << 20
-"""Values (each scalar, array, map, key) one scan reads at most: bounds its time and what
-decoding the scanned bytes can build (about 60 bytes per value at worst)."""
+DEFAULT_MAX_ELEMENTS = 1 << 18
+"""Values (each scalar, array, map, key) one scan reads at most, 262,144: bounds its time (about
+a quarter of a second in pure Python) and what decoding the scanned bytes can build (some 60 bytes
+per value at worst)."""
 
 
 class ScanError(ValueError):

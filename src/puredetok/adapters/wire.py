@@ -43,7 +43,6 @@ from puredetok.adapters.messages import (
     ReplyBatch,
     TokenizeMsg,
     Uid,
-    UserMsg,
     UserReply,
 )
 from puredetok.adapters.scan import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, ScanError, Scanner
@@ -51,9 +50,11 @@ from puredetok.adapters.scan import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, Sca
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 """Frames larger than this are dropped unread (64 MiB; configurable per decoder)."""
 
-OPEN_ENDED = frozenset({TokenizeMsg.KIND, UserMsg.KIND})
-"""Kinds whose messages carry values of any shape (chat messages, template options, the sampling
-parameters' extras): their frames are scanned before they are decoded (see :class:`FrameDecoder`)."""
+OPEN_ENDED = frozenset({TokenizeMsg.KIND})
+"""Inbound kinds whose messages are mostly values of any shape (chat messages, template options,
+the sampling parameters' extras): their frames are scanned before they are decoded (see
+:class:`FrameDecoder`). Elsewhere only the extras of an opening may be (bounded in depth after
+decoding; in number, by the frame's size)."""
 
 _encoder = msgspec.msgpack.Encoder()
 

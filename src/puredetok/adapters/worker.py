@@ -91,6 +91,12 @@ DEFAULT_MAX_IDS = 1 << 20
 """The most token ids one request may carry in one message (its prompt and its new ids
 together), and the most a tokenized prompt may have: 1,048,576."""
 
+LOOP_BYTES = 1 << 18
+"""Bytes of frames one loop takes in at most, 256 KiB (and one frame at least, whatever its size):
+what one loop decodes, and so how long a probe waits behind frames that came before it on other
+connections, stays bounded whatever the frames hold (a detokenize frame of 4,096 requests is
+some 40 KB)."""
+
 TOKENIZE_BACKLOG = 4
 """The loop stops reading frames while the text waiting for the tokenizing thread is over this
 many times ``max_text_chars`` (the frames then wait in ZeroMQ's queue: back-pressure)."""
