@@ -6,20 +6,48 @@ tokenizes batches in a thread of its own, in the order they were given (the ``to
 library lets go of the interpreter's lock while it encodes, so the loop keeps running), and
 wakes the loop through a pipe when results are ready; the loop sends them. The loop keeps every
 socket to itself (ZeroMQ sockets are not shared between threads).
+
+Encoding a long text takes memory for a moment (some 250 MB for a million characters, most of it
+in the encoder's own allocations): after a batch of :data:`TRIM_CHARS` characters or more, the
+thread hands the freed memory back to the system (glibc's ``malloc_trim``, where there is one),
+so that a worker's resident memory after a long prompt is what it was before.
 """
 
 from __future__ import annotations
 
-__all__ = ["TokenizeThread"]
+__all__ = ["TokenizeThread", "TRIM_CHARS", "text_chars", "trim_memory"]
 
 import collections
+import ctypes
 import os
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from puredetok.adapters.messages import TokenizeMsg
 from puredetok.adapters.tokenize_manager import TokenizeManager, TokenizeResult
+
+TRIM_CHARS = 1 << 18
+"""After tokenizing a batch of this many characters or more, freed memory goes back to the system."""
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """The C library's ``malloc_trim`` (glibc's), or None where it has none."""
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):
+        return None
+    return trim
+
+
+_TRIM = _malloc_trim()
+
+
+def trim_memory() -> None:
+    """Hand memory the process has freed back to the system (where the C library can)."""
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 class TokenizeThread:
@@ -81,3 +109,26 @@ class TokenizeThread:
                 results = [TokenizeResult(m.uid, None, f"internal error: {error}") for m in messages]
             self._done.append((messages, results))
             os.write(self._wake_write, b"\0")
+            chars = sum(map(text_chars, messages))
+            if chars >= TRIM_CHARS:
+                trim_memory()
+
+
+def text_chars(msg: TokenizeMsg) -> int:
+    """The characters of text a tokenize request carries: its text, or every string of its chat
+    messages and template options (values the wire has already bounded in depth and number).
+    """
+    if msg.text is not None:
+        return len(msg.text)
+    total = 0
+    pending: list[Any] = [msg.messages, msg.template_options]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            total += len(value)
+        elif isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list | tuple):
+            pending.extend(value)
+    return total

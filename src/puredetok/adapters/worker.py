@@ -68,7 +68,7 @@ from puredetok.adapters.messages import (
     UserReply,
 )
 from puredetok.adapters.tokenize_manager import TokenizeManager, TokenizeResult
-from puredetok.adapters.tokenizing import TokenizeThread
+from puredetok.adapters.tokenizing import TokenizeThread, text_chars, trim_memory
 from puredetok.adapters.wire import (
     DEFAULT_MAX_FRAME_BYTES,
     Decoded,
@@ -96,6 +96,9 @@ LOOP_BYTES = 1 << 18
 what one loop decodes, and so how long a probe waits behind frames that came before it on other
 connections, stays bounded whatever the frames hold (a detokenize frame of 4,096 requests is
 some 40 KB)."""
+
+TRIM_BYTES = 8 << 20
+"""After a loop that took in this many bytes of frames or more, freed memory goes back to the system."""
 
 TOKENIZE_BACKLOG = 4
 """The loop stops reading frames while the text waiting for the tokenizing thread is over this
@@ -237,6 +240,8 @@ class Worker:
         self._waiting_chars = 0
         """Characters of text given to the tokenizing thread, not yet tokenized."""
         self._tokenizer: TokenizeThread | None = None
+        self._taken = 0
+        """Bytes of frames the last loop took in."""
 
     def _socket(self, kind: int, address: str, *, bind: bool) -> zmq.Socket[bytes]:
         socket: zmq.Socket[bytes] = self._context.socket(kind)
@@ -283,12 +288,12 @@ class Worker:
                 if self._monitor in events:
                     self._disconnections()
                 if self._pull in events:
-                    self.handle(list(self._drain()))
+                    self._take()
                     collector.between_batches()
             # Shutting down: answer everything that has already arrived, including frames the I/O
             # thread is still delivering (a short quiet period ends it), then what is tokenizing.
             while self._pull.poll(50):
-                self.handle(list(self._drain()))
+                self._take()
             while self._tokenizer.pending:
                 if waiting.poll(1000):
                     self._tokenized()
@@ -323,17 +328,17 @@ class Worker:
         self._claim.release()
 
     def _drain(self) -> Iterator[Decoded]:
-        """Frames waiting now, decoded, until ``local_bs`` messages (or about ``max_frame_bytes``
-        bytes of frames) are in hand.
+        """Frames waiting now, decoded, until ``local_bs`` messages (or :data:`LOOP_BYTES` bytes of
+        frames) are in hand.
         """
-        count = size = 0
-        while count < self.local_bs and size < self.limits.max_frame_bytes:
+        count = self._taken = 0
+        while count < self.local_bs and self._taken < LOOP_BYTES:
             try:
                 frame = self._pull.recv(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
             self.frames_received += 1
-            size += len(frame)
+            self._taken += len(frame)
             try:
                 decoded = self.decoder.decode(frame.buffer)
             except FrameError as error:
@@ -341,6 +346,14 @@ class Worker:
                 continue
             count += len(decoded.batch)
             yield decoded
+
+    def _take(self) -> None:
+        """One loop's frames: drained, handled; after large frames, freed memory goes back to the
+        system.
+        """
+        self.handle(list(self._drain()))
+        if self._taken >= TRIM_BYTES:
+            trim_memory()
 
     def _disconnections(self) -> None:
         while self._monitor.poll(0):
@@ -446,16 +459,21 @@ class Worker:
     def _tokenize(self, msgs: list[TokenizeMsg], out: _Outbox) -> None:
         assert self._tokenizer is not None, "the tokenizing thread starts with serve()"
         limit = self.limits.max_text_chars
-        taken = []
+        taken: list[TokenizeMsg] = []
+        taken_chars = 0
         for msg in msgs:
-            chars = _text_chars(msg)
+            chars = text_chars(msg)
             if chars > limit:
                 error = (
                     f"text of {chars:,} characters > the limit of {limit:,} (max_text_chars): not tokenized"
                 )
                 out.reply(UserReply(msg.uid, "", True, error=error))
                 continue
+            if taken and taken_chars + chars > limit:  # one encode call holds one long text's worth
+                self._tokenizer.submit(taken)
+                taken, taken_chars = [], 0
             taken.append(msg)
+            taken_chars += chars
             self._waiting_chars += chars
             self._tokenizing[msg.uid] = self._tokenizing.get(msg.uid, 0) + 1
         self._tokenizer.submit(taken)
@@ -465,7 +483,7 @@ class Worker:
         assert self._tokenizer is not None
         out = _Outbox()
         for msg, result in self._tokenizer.collect():
-            self._waiting_chars -= _text_chars(msg)
+            self._waiting_chars -= text_chars(msg)
             left = self._tokenizing.pop(msg.uid) - 1
             if left:
                 self._tokenizing[msg.uid] = left
@@ -506,26 +524,6 @@ class Worker:
         except zmq.Again:
             kind = batch.kind if isinstance(batch, ReplyBatch) else type(batch[0]).KIND
             self.drops.drop(f"send_timeout_{kind}", f"{len(batch)} messages: no reader in time")
-
-
-def _text_chars(msg: TokenizeMsg) -> int:
-    """The characters of text a tokenize request carries: its text, or every string of its chat
-    messages and template options (values the wire has already bounded in depth and number).
-    """
-    if msg.text is not None:
-        return len(msg.text)
-    total = 0
-    pending: list[Any] = [msg.messages, msg.template_options]
-    while pending:
-        value = pending.pop()
-        if isinstance(value, str):
-            total += len(value)
-        elif isinstance(value, dict):
-            pending.extend(value.keys())
-            pending.extend(value.values())
-        elif isinstance(value, list | tuple):
-            pending.extend(value)
-    return total
 
 
 class _Collector:
