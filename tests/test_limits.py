@@ -226,7 +226,11 @@ def test_ids_text_and_live_requests_over_their_limits_are_refused_with_clear_err
 
         chat = ({"role": "user", "content": "x" * 20}, {"role": "assistant", "content": "y" * 11})
         pool.send(
-            [TokenizeMsg("text", "z" * 31), TokenizeMsg("chat", None, chat), TokenizeMsg("short", " hello" * 5)]
+            [
+                TokenizeMsg("text", "z" * 31),
+                TokenizeMsg("chat", None, chat),
+                TokenizeMsg("short", " hello" * 5),
+            ]
         )
         replies = h.replies_until_finished({"text", "chat"})
         for uid in ("text", "chat"):
