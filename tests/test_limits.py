@@ -70,6 +70,42 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Harness, 
     h.close()
 
 
+def test_frames_over_the_size_limit_are_refused_before_they_are_read(served: tuple[Harness, int]) -> None:
+    """Issue 12: two 1 GiB frames reached 1.21 GB of RSS before they were dropped. ZeroMQ's
+    MAXMSGSIZE refuses them on their header: the worker's memory stays flat (its peak too: this
+    test runs first on its worker)."""
+    h, pid = served
+    pool = h.pool([0])
+    inbox: list[Message] = []
+    probe(h, pool, 100, inbox)
+    before = memory(pid)
+    huge = mmap.mmap(-1, GIB)  # zero pages, never touched: no memory here either
+    sender: zmq.Socket[bytes] = h.context.socket(zmq.PUSH)
+    sender.setsockopt(zmq.LINGER, 0)
+    try:
+        sender.connect(h.worker_address(0))
+        for _ in range(2):
+            sender.send(memoryview(huge), copy=False)
+        deadline = time.monotonic() + 60
+        dropped = 0
+        while time.monotonic() < deadline and dropped < 1:
+            pool.send([HealthCheckMsg(101)])
+            got = h.receive(h.frontend, lambda got: any(isinstance(m, HealthReply) for m in got))
+            [health] = [m for m in got if isinstance(m, HealthReply)]
+            dropped = health.frames_dropped.get("connection_closed", 0)
+            time.sleep(0.2)
+    finally:
+        sender.close(linger=0)
+        huge.close()
+    after = memory(pid)
+    print(
+        f"\ntwo 1 GiB frames: refused unread; RSS {before['VmRSS'] >> 20} -> {after['VmRSS'] >> 20} MB, "
+        f"peak {before['VmHWM'] >> 20} -> {after['VmHWM'] >> 20} MB"
+    )
+    assert dropped >= 1
+    assert after["VmHWM"] - before["VmHWM"] < 64 << 20 and after["VmRSS"] - before["VmRSS"] < 64 << 20
+
+
 def test_a_text_over_the_limit_is_refused_before_it_is_tokenized(served: tuple[Harness, int]) -> None:
     """Issue 12: a 50 MB text tokenized for 105 s while a probe waited, and left 4.5 GB resident."""
     h, pid = served
@@ -134,41 +170,6 @@ def test_a_maximal_text_tokenizes_beside_the_loop(served: tuple[Harness, int]) -
 
 def _finished(inbox: list[Message]) -> set[object]:
     return {m.uid for m in inbox if isinstance(m, UserReply) and m.finished}
-
-
-def test_frames_over_the_size_limit_are_refused_before_they_are_read(served: tuple[Harness, int]) -> None:
-    """Issue 12: two 1 GiB frames reached 1.21 GB of RSS before they were dropped. ZeroMQ's
-    MAXMSGSIZE refuses them on their header: the worker's memory stays flat."""
-    h, pid = served
-    pool = h.pool([0])
-    inbox: list[Message] = []
-    probe(h, pool, 100, inbox)
-    before = memory(pid)
-    huge = mmap.mmap(-1, GIB)  # zero pages, never touched: no memory here either
-    sender: zmq.Socket[bytes] = h.context.socket(zmq.PUSH)
-    sender.setsockopt(zmq.LINGER, 0)
-    try:
-        sender.connect(h.worker_address(0))
-        for _ in range(2):
-            sender.send(memoryview(huge), copy=False)
-        deadline = time.monotonic() + 60
-        dropped = 0
-        while time.monotonic() < deadline and dropped < 1:
-            pool.send([HealthCheckMsg(101)])
-            got = h.receive(h.frontend, lambda got: any(isinstance(m, HealthReply) for m in got))
-            [health] = [m for m in got if isinstance(m, HealthReply)]
-            dropped = health.frames_dropped.get("connection_closed", 0)
-            time.sleep(0.2)
-    finally:
-        sender.close(linger=0)
-        huge.close()
-    after = memory(pid)
-    print(
-        f"\ntwo 1 GiB frames: refused unread; RSS {before['VmRSS'] >> 20} -> {after['VmRSS'] >> 20} MB, "
-        f"peak {before['VmHWM'] >> 20} -> {after['VmHWM'] >> 20} MB"
-    )
-    assert dropped >= 1
-    assert after["VmHWM"] - before["VmHWM"] < 64 << 20 and after["VmRSS"] - before["VmRSS"] < 64 << 20
 
 
 def test_an_abort_while_tokenizing_sends_no_ids(served: tuple[Harness, int]) -> None:

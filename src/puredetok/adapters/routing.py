@@ -85,8 +85,12 @@ class WorkerPool:
             self._sockets[address] = socket
         self._next = 0
 
-    def send(self, messages: Sequence[Message]) -> None:
-        """Send ``messages`` (any mix of inbound kinds): one frame per kind and worker."""
+    def send(self, messages: Sequence[Message]) -> dict[Uid, str]:
+        """Send ``messages`` (any mix of inbound kinds): one frame per kind and worker (more if one
+        would pass ``max_frame_bytes``). Returns the address each tokenize message went to: a
+        frontend keeps it until the request's first reply, to know which requests a restarted
+        worker lost (see :class:`Incarnations`).
+        """
         per_address: dict[str, dict[str, list[Message]]] = {}
 
         def put(address: str, message: Message) -> None:
@@ -103,8 +107,11 @@ class WorkerPool:
             elif not isinstance(message, TokenizeMsg):
                 raise ValueError(f"workers do not accept {type(message).__name__}")
         spread = self.tokenize_addresses
+        sent: dict[Uid, str] = {}
         for index, message in enumerate(tokenizing):
-            put(spread[(self._next + index * len(spread) // len(tokenizing)) % len(spread)], message)
+            address = spread[(self._next + index * len(spread) // len(tokenizing)) % len(spread)]
+            put(address, message)
+            sent[message.uid] = address
         self._next = (self._next + 1) % len(spread)
         frames = [
             (a, frame)
@@ -114,6 +121,7 @@ class WorkerPool:
         ]
         for address, frame in frames:
             self._sockets[address].send(frame, copy=False)
+        return sent
 
     def owner(self, uid: Uid) -> str:
         """The address of the worker that holds request ``uid``'s stream."""
@@ -148,11 +156,12 @@ class Incarnations:
 
     Give it every :class:`ReadyMsg`: :meth:`restarted` is True when a worker it has heard from
     before announces itself as another process. That worker held nothing when it started, so every
-    request routed to it (:meth:`WorkerPool.owner` is its ``address``) that the frontend has not
-    seen end was lost with the old process: fail each with an error, and send an
-    :class:`~puredetok.adapters.messages.AbortMsg` for it so that the scheduler stops generating
-    it. A worker's replies all come after its ``ReadyMsg`` (one connection, in order), so nothing
-    the new process sent is mistaken for the old one's.
+    request routed to it that the frontend has not seen end was lost with the old process: those
+    it owns (:meth:`WorkerPool.owner` is its ``address``), and those whose tokenize message went
+    to it (what :meth:`WorkerPool.send` returned) and have had no reply yet. Fail each with an
+    error, and send an :class:`~puredetok.adapters.messages.AbortMsg` for it so that the scheduler
+    stops generating it. A worker's replies all come after its ``ReadyMsg`` (one connection, in
+    order), so nothing the new process sent is mistaken for the old one's.
     """
 
     def __init__(self) -> None:
