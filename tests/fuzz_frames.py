@@ -94,10 +94,10 @@ def hostile_frames(count: int, seed: int, valid: list[bytes]) -> Iterator[tuple[
             source = rng.choice(valid)
             frame = source[: rng.randrange(len(source))]
         elif kind == "flipped":
-            frame = bytearray(rng.choice(valid))
+            flipped = bytearray(rng.choice(valid))
             for _ in range(rng.randrange(1, 6)):
-                frame[rng.randrange(len(frame))] = rng.randrange(256)
-            frame = bytes(frame)
+                flipped[rng.randrange(len(flipped))] = rng.randrange(256)
+            frame = bytes(flipped)
         else:
             header = bytes([rng.choice(HUGE)]) + b"\xff\xff\xff\xff"
             where = rng.randrange(3)

@@ -11,6 +11,8 @@ scheduler to stop it.
 from __future__ import annotations
 
 import mmap
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ import pytest
 import zmq
 
 from helpers import tokenizer
+from puredetok.adapters.detokenize_manager import DetokenizeManager
 from puredetok.adapters.messages import (
     AbortBackendMsg,
     AbortMsg,
@@ -32,7 +35,8 @@ from puredetok.adapters.messages import (
     UserMsg,
     UserReply,
 )
-from puredetok.adapters.worker import DEFAULT_MAX_TEXT_CHARS
+from puredetok.adapters.routing import WorkerPool
+from puredetok.adapters.worker import DEFAULT_MAX_TEXT_CHARS, Limits
 from test_worker import NO_EOS, core_text, encode, texts
 from zmq_harness import Harness
 
@@ -143,7 +147,7 @@ def test_a_maximal_text_tokenizes_beside_the_loop(served: tuple[Harness, int]) -
     before = memory(pid)
     began = time.perf_counter()
     pool.send([TokenizeMsg("maximal", text)])
-    latencies = []
+    latencies: list[float] = []
     stream = 0
     while not h.backend.poll(0):
         latencies.append(probe(h, pool, 11 + len(latencies), inbox))
@@ -220,7 +224,9 @@ def test_ids_text_and_live_requests_over_their_limits_are_refused_with_clear_err
         replies = h.replies_until_finished({"live-3"})
         error = replies["live-3"][-1].error
         assert error is not None and "3 requests are live" in error and "max_live" in error
-        assert [m.uid for m in h.receive(h.backend, lambda got: len(got) >= 1)] == ["live-3"]
+        assert [getattr(m, "uid", None) for m in h.receive(h.backend, lambda got: len(got) >= 1)] == [
+            "live-3"
+        ]
         pool.send([DetokenizeMsg("live-0", (line[1],), True), DetokenizeMsg("live-4", (line[0],), True)])
         replies = h.replies_until_finished({"live-0", "live-4"})
         assert replies["live-4"][-1].error is None  # room again once one ended
@@ -245,3 +251,53 @@ def test_ids_text_and_live_requests_over_their_limits_are_refused_with_clear_err
         assert refused.error is not None and "ids > the limit of 10 (max_ids)" in refused.error
     finally:
         h.close()
+
+
+def test_the_pool_splits_a_batch_into_frames_under_the_limit(tmp_path: Path) -> None:
+    """A worker refuses a frame over its limit unread (and closes the connection it came on): the
+    sender never sends one. A batch that would be one is split; one message over it is refused
+    before anything is sent."""
+    h = Harness(tmp_path)
+    try:
+        h.start(1, "--quiet", "--max-frame-bytes", "20000")
+        h.wait_ready(1)
+        pool = WorkerPool([h.worker_address(0)], context=h.context, max_frame_bytes=20000)
+        h.pools.append(pool)
+        line = encode("split into frames 推理")
+        uids = [f"split-{n}" for n in range(400)]
+        pool.send([DetokenizeMsg(uid, tuple(line), True, Opening((), NO_EOS)) for uid in uids])
+        replies = h.replies_until_finished(set(uids))
+        assert all(text == core_text(line) for text in texts(replies).values())
+        with pytest.raises(ValueError, match="over the workers' frame limit of 20,000"):
+            pool.send([TokenizeMsg("too big", "x" * 30000)])
+    finally:
+        h.close()
+
+
+def test_the_manager_refuses_a_request_past_max_live() -> None:
+    manager = DetokenizeManager(tokenizer("qwen3"), max_live=2)
+    manager.open("a")
+    detached = manager.open("b")
+    with pytest.raises(ValueError, match="2 requests are live"):
+        manager.open("c")
+    [reply] = manager.handle([DetokenizeMsg("c", (32,))])
+    assert reply.finished and reply.error is not None and "max_live" in reply.error
+    manager.detach("b")
+    manager.open("d")
+    with pytest.raises(ValueError, match="max_live"):
+        manager.attach("b", detached)
+    with pytest.raises(ValueError, match="max_live"):
+        DetokenizeManager(tokenizer("qwen3"), max_live=0)
+
+
+@pytest.mark.parametrize("option", ["--max-ids", "--max-live", "--max-text-chars", "--max-frame-bytes"])
+def test_serve_refuses_a_limit_below_one(option: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "puredetok.cli", "serve", option, "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "must be >= 1" in done.stderr and "Traceback" not in done.stderr
+    with pytest.raises(ValueError, match=option.removeprefix("--").replace("-", "_")):
+        Limits(**{option.removeprefix("--").replace("-", "_"): 0})
