@@ -22,6 +22,7 @@ from puredetok.adapters.messages import (
     DetokenizeMsg,
     HealthCheckMsg,
     HealthReply,
+    Message,
     Opening,
     ReadyMsg,
     ReplyBatch,
@@ -361,3 +362,147 @@ def test_sampling_params_default_as_engines_do() -> None:
     assert params.skip_special_tokens and params.clean_up_tokenization_spaces is None
     assert params.spaces_between_special_tokens is None
     assert params.stop == () and params.max_new_tokens is None and not params.ignore_eos
+
+
+def _deep(levels: int) -> bytes:
+    return b"\x91" * levels + b"\x00"
+
+
+@pytest.mark.parametrize("levels", [29, 30, 100, 999, 1000, 1001, 5000, 100_000])
+def test_deep_nesting_anywhere_costs_its_message_at_most(levels: int) -> None:
+    """Issue 12: a 1 KB frame of 1,000 nested arrays raised RecursionError out of msgspec (its
+    skipping of the batch, its decoding of values of any shape) and killed the worker. Now nothing
+    is skipped by recursion; a message nested deeper than the limit is rejected alone, with its uid."""
+    marker = msgspec.msgpack.encode("@")
+    extra = SamplingParams(extra={"x": "@"})
+    frames: dict[str, list[Message]] = {
+        "opening": [
+            DetokenizeMsg(1, (5,)),
+            DetokenizeMsg(2, (6,), open=Opening((1,), extra)),
+            DetokenizeMsg(3, (7,)),
+        ],
+        "chat": [
+            TokenizeMsg(1, "a"),
+            TokenizeMsg(2, None, ({"role": "user", "content": "@"},)),
+            TokenizeMsg(3, "c"),
+        ],
+        "options": [
+            TokenizeMsg(1, "a"),
+            TokenizeMsg(2, "b", template_options={"t": "@"}),
+            TokenizeMsg(3, "c"),
+        ],
+        "extra": [TokenizeMsg(1, "a"), TokenizeMsg(2, "b", params=extra), TokenizeMsg(3, "c")],
+    }
+    decoder = FrameDecoder()
+    for name, messages in frames.items():
+        frame = encode_batch(messages).replace(marker, _deep(levels), 1)
+        decoded = decoder.decode(frame)
+        # Levels above the nested value: the message's map, then (opening:) its opening and params
+        # and the extras; (chat:) the messages and the message; (options:) the options; (extra:)
+        # the params and the extras.
+        deep_enough = levels + {"opening": 4, "chat": 3, "options": 2, "extra": 3}[name] > 32
+        kept = [getattr(message, "uid", None) for message in decoded.batch.items]
+        if deep_enough:
+            assert kept == [1, 3], name
+            assert [(r.index, r.uid) for r in decoded.rejected] == [(1, 2)], name
+            assert "nested arrays and maps" in decoded.rejected[0].reason
+        else:
+            assert kept == [1, 2, 3], name
+
+
+@pytest.mark.parametrize("levels", [1000, 100_000])
+@pytest.mark.parametrize("where", ["frame", "batch", "uid", "token cell", "unknown field", "reason"])
+def test_deep_nesting_in_any_place_is_a_frame_error_or_a_rejected_message(levels: int, where: str) -> None:
+    deep = _deep(levels)
+    frame = {
+        "frame": deep,
+        "batch": b"\x92\xaadetokenize" + deep,
+        "uid": msgspec.msgpack.encode(["abort", [{"uid": "@"}, {"uid": 2}]]),
+        "token cell": msgspec.msgpack.encode(["detokenize", {"uids": [1, 2], "token_ids": ["@", 6]}]),
+        "unknown field": msgspec.msgpack.encode(["abort", [{"uid": 1, "junk": "@"}, {"uid": 2}]]),
+        "reason": msgspec.msgpack.encode(
+            [
+                "detokenize",
+                {"uids": [1, 2], "token_ids": [5, 6], "finished": [0, 1], "reasons": [[0, "stop", "@"]]},
+            ]
+        ),
+    }[where].replace(msgspec.msgpack.encode("@"), deep, 1)
+    try:
+        decoded = FrameDecoder().decode(frame)
+    except FrameError as error:
+        assert where in ("frame", "batch") and error.reason == "bad_frame"
+        return
+    kept = [getattr(message, "uid", None) for message in decoded.batch.items]
+    if where == "unknown field" and kept == [1, 2]:
+        return  # msgspec could skip it whole within the stack it had (it builds nothing): ignored
+    assert kept == [2]
+    assert [(r.index, r.uid) for r in decoded.rejected] == [
+        (0, None if where == "uid" else 1)
+    ] or where == "uid"
+
+
+def test_a_frame_decoded_on_a_nearly_full_stack_is_still_only_a_frame_error() -> None:
+    """msgspec's recursion guard counts the caller's stack too: called deep in a stack, even a
+    shallow value may hit it; the decoder turns that into a FrameError as well (down to the depth
+    where the decoder's own few calls still fit)."""
+    frame = encode_batch([DetokenizeMsg(1, (5,), open=Opening((1,), SamplingParams(extra={"x": [[[[1]]]]})))])
+    decoder = FrameDecoder()
+
+    def nest(levels: int, call: Any) -> Any:
+        return nest(levels - 1, call) if levels else call()
+
+    room = 0
+    try:
+        while True:  # how deep a call of a few frames still fits
+            nest(room, lambda: nest(8, lambda: None))
+            room += 5
+    except RecursionError:
+        pass
+    outcomes: set[int | str] = set()
+    for levels in range(room - 300, room - 5):
+        try:
+            outcomes.add(len(nest(levels, lambda: decoder.decode(frame)).batch))
+        except FrameError as error:
+            outcomes.add(error.reason)
+    assert 1 in outcomes and outcomes <= {1, "too_deep"}
+
+
+def test_an_open_ended_frame_is_read_within_a_budget_of_values() -> None:
+    """A chat message of a million empty arrays would build some 60 MB of Python lists from a 1 MB
+    frame: the scanner reads the frame first and refuses it past ``max_elements`` values."""
+    frame = encode_batch([TokenizeMsg(1, None, ({"role": "user", "content": "@"},))])
+    many = 10**6
+    frame = frame.replace(msgspec.msgpack.encode("@"), b"\xdd" + many.to_bytes(4, "big") + b"\x90" * many)
+    with pytest.raises(FrameError) as caught:
+        FrameDecoder().decode(frame)
+    assert caught.value.reason == "too_many_values"
+    assert FrameDecoder(max_elements=2 * many).decode(frame).batch.items  # in the budget: read
+
+
+def test_hostile_frames_only_ever_raise_a_frame_error() -> None:
+    """The frames of the worker's fuzz test, in process: each is refused whole (FrameError) or
+    read, with its bad messages rejected."""
+    from fuzz_frames import hostile_frames
+
+    valid = [
+        encode_batch([DetokenizeMsg("v", (1, 2, 3), True, Opening((4,), SamplingParams(stop=("x",))))]),
+        encode_batch([TokenizeMsg("t", None, ({"role": "user", "content": "hi"},))]),
+    ]
+    decoder = FrameDecoder(max_frame_bytes=4 << 20)
+    outcomes: dict[str, int] = {}
+    for _, frame in hostile_frames(1400, 7, valid):
+        try:
+            decoded = decoder.decode(frame)
+        except FrameError as error:
+            outcome = error.reason
+        else:
+            outcome = "rejected" if decoded.rejected else "read"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    assert set(outcomes) <= {
+        "bad_frame",
+        "not_msgpack",
+        "unknown_kind",
+        "too_many_values",
+        "rejected",
+        "read",
+    }

@@ -7,7 +7,6 @@ messages) and the scheduler (they bind the backend socket and send detokenize me
 from __future__ import annotations
 
 import itertools
-import random
 import re
 import signal
 from collections.abc import Iterator, Sequence
@@ -241,62 +240,6 @@ def test_every_request_gets_exactly_the_pure_core_text(harness: Harness, data: s
     got = texts(harness.replies_until_finished({f"p{run}-{n}" for n in range(len(requests))}))
     for n, ids in enumerate(requests):
         assert got[f"p{run}-{n}"] == core_text(ids, skips[n], prompts[n])
-
-
-def _junk(rng: random.Random, valid: bytes) -> bytes:
-    kind = rng.randrange(6)
-    if kind == 0:
-        return rng.randbytes(rng.randrange(0, 64))
-    if kind == 1:
-        return valid[: rng.randrange(0, len(valid))]
-    if kind == 2:
-        return msgspec.msgpack.encode(
-            [
-                rng.choice(["detokenize", "tokenize", "abort", "health", "user", "??"]),
-                rng.choice([5, "x", None, {}]),
-            ]
-        )
-    if kind == 3:
-        junk = rng.choice(
-            [
-                {"uid": 1.5},
-                {"uid": None},
-                {"token_ids": [1]},
-                {"uid": f"junk{rng.random()}", "token_ids": ["a"]},
-                [1, 2],
-            ]
-        )
-        return msgspec.msgpack.encode(["detokenize", [junk]])
-    if kind == 4:
-        return b"\x92\xaadetokenize" + rng.randbytes(rng.randrange(1, 40))
-    return b"\x00" * (MAX_FRAME + 1)
-
-
-def test_fuzzed_frames_never_kill_the_worker_and_valid_requests_are_answered(
-    harness: Harness, worker: WorkerPool
-) -> None:
-    rng = random.Random(1234)
-    address = harness.worker_address(0)
-    sample = encode("fuzz 推理 🦩 naïve ┌──┐")
-    valid_frame = encode_batch([DetokenizeMsg("v", tuple(sample), True)])
-    expected: dict[object, str] = {}
-    for n in range(3000):
-        worker.send_frame(
-            address, _junk(rng, valid_frame) if n % 3 else valid_frame[: rng.randrange(len(valid_frame))]
-        )
-        if n % 25 == 0:
-            uid = f"valid{n}"
-            ids = sample[: rng.randrange(1, len(sample) + 1)]
-            expected[uid] = core_text(ids)
-            worker.send([DetokenizeMsg(uid, tuple(ids), True, Opening((), NO_EOS))])
-    worker.send([HealthCheckMsg(7)])
-    replies = harness.replies_until_finished(set(expected))
-    assert {uid: text for uid, text in texts(replies).items() if uid in expected} == expected
-    health = harness.receive(harness.frontend, lambda got: any(isinstance(m, HealthReply) for m in got))
-    [probe] = [m for m in health if isinstance(m, HealthReply)]
-    assert probe.probe == 7
-    assert {"not_msgpack", "bad_frame", "oversize"} <= set(probe.frames_dropped)
-    assert harness.processes[0].poll() is None
 
 
 def _wait_exit(process: object, timeout: float = 60) -> int:

@@ -7,16 +7,16 @@ or on first sight of its uid (default options), and removed when the request fin
 aborted. Errors are reported per request, in that request's reply; the rest of the batch is
 unaffected.
 
-Capacity: there is none, on purpose. A live record is a few hundred bytes (10,000 live requests
-hold about 3.3 MB), so the manager never evicts a live request, which is how engines that did lost
-text or crashed (SGLang issue 2812). What is bounded is the memory of *ended* uids
-(``remember_ended``), kept only to recognise a late message for a request that has already ended;
-forgetting one never loses text.
+Capacity: at most ``max_live`` requests are live at once (:data:`DEFAULT_MAX_LIVE`); past it a
+new request is refused with an error, and a live one is never evicted (engines that evicted lost
+text or crashed: SGLang issue 2812). A live record is a few hundred bytes (10,000 live requests
+hold about 3.3 MB). The memory of *ended* uids is bounded too (``remember_ended``), kept only to
+recognise a late message for a request that has already ended; forgetting one never loses text.
 """
 
 from __future__ import annotations
 
-__all__ = ["DetokenizeManager", "DEFAULT_REMEMBER_ENDED", "CodecKey"]
+__all__ = ["DetokenizeManager", "DEFAULT_REMEMBER_ENDED", "DEFAULT_MAX_LIVE", "CodecKey"]
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -54,6 +54,9 @@ from puredetok.stops import (
 DEFAULT_REMEMBER_ENDED = 65_536
 """How many ended uids the manager remembers (to report late messages for them)."""
 
+DEFAULT_MAX_LIVE = 65_536
+"""How many requests a manager holds at once by default (about 22 MB of records at 334 B each)."""
+
 CodecKey: TypeAlias = tuple[bool, bool | None, bool | None, int | None, str]
 """The decode options a codec is built for: ``(skip_special_tokens, clean_up_tokenization_spaces,
 spaces_between_special_tokens, max_byte_run, out_of_vocab)``."""
@@ -70,7 +73,9 @@ class DetokenizeManager:
     (see :func:`puredetok.codec_for`), for every request whose :class:`SamplingParams` leave them
     None. Codecs are built once per set of codec options (:data:`CodecKey`) and shared by every
     request with those options; pass the same ``codecs`` dict to several managers of one tokenizer
-    to share them between managers too.
+    to share them between managers too. ``max_live`` bounds the requests live at once: a request
+    that would open past it is refused (an error reply, or ``ValueError`` from :meth:`open` and
+    :meth:`attach`).
     """
 
     def __init__(
@@ -82,15 +87,20 @@ class DetokenizeManager:
         codecs: dict[CodecKey, Codec] | None = None,
         max_byte_run: int | None = None,
         out_of_vocab: OutOfVocab = "raise",
+        max_live: int = DEFAULT_MAX_LIVE,
     ) -> None:
         if remember_ended < 0:
             raise ValueError(f"remember_ended must be >= 0, got {remember_ended}")
+        if type(max_live) is not int or max_live < 1:
+            raise ValueError(f"max_live must be an int >= 1, not {max_live!r}")
         if max_byte_run is not None and (type(max_byte_run) is not int or max_byte_run < 1):
             raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
         if out_of_vocab not in OUT_OF_VOCAB:
             raise ValueError(f"out_of_vocab must be 'raise' or 'ignore', not {out_of_vocab!r}")
         self.tokenizer = tokenizer
         self.remember_ended = remember_ended
+        self.max_live = max_live
+        """The most requests live at once: past it, a new request gets an error."""
         self.max_byte_run = max_byte_run
         """The cap on held byte-fallback runs of requests that do not set one (None: no cap)."""
         self.out_of_vocab: OutOfVocab = out_of_vocab
@@ -339,6 +349,7 @@ class DetokenizeManager:
             raise ValueError(f"request {uid!r} is already open")
         if stream.finish_reason is not None:
             raise ValueError(f"request {uid!r} has already ended ({stream.finish_reason.kind})")
+        self._check_room(uid)
         self._ended.pop(uid, None)
         self._live[uid] = stream
 
@@ -347,6 +358,8 @@ class DetokenizeManager:
         or why not: ``(finished, error)``.
         """
         ended = stream is None and uid in self._ended
+        if stream is None and len(self._live) >= self.max_live:
+            return True, self._full(uid)
         if opening is None:
             if ended:
                 return True, self._late(uid)
@@ -362,8 +375,16 @@ class DetokenizeManager:
             raise ValueError(f"request {uid!r} is already open")
         if uid in self._ended:
             raise ValueError(f"request {uid!r} has already ended ({self._ended[uid]})")
+        self._check_room(uid)
         params = opening.params
         return open_stream(self.codec_of(params), self.rules(params), opening.prompt_ids)
+
+    def _check_room(self, uid: Uid) -> None:
+        if len(self._live) >= self.max_live:
+            raise ValueError(self._full(uid))
+
+    def _full(self, uid: Uid) -> str:
+        return f"request {uid!r} refused: {self.max_live:,} requests are live, the most it holds (max_live)"
 
     def _late(self, uid: Uid) -> str:
         return f"request {uid!r} has already ended ({self._ended[uid]}): message ignored"

@@ -383,12 +383,20 @@ class HealthReply:
 
 @attrs.frozen
 class ReadyMsg:
-    """Worker -> frontend: sent once, when the worker is listening and its tokenizer is loaded."""
+    """Worker -> frontend: sent once, when the worker is listening and its tokenizer is loaded.
+
+    A ``ReadyMsg`` from a worker name already seen, with another ``instance``, means that worker
+    was restarted: the requests it held are lost (see :class:`~puredetok.adapters.routing.Incarnations`).
+    """
 
     KIND: ClassVar[str] = "ready"
     worker: str
     pid: int
     address: str
+    instance: str = ""
+    """Unique to this worker process (a new one on every start)."""
+    incarnation: int = 0
+    """How many times the pool has restarted this worker (0: its first start)."""
 
 
 Message = (

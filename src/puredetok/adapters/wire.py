@@ -14,6 +14,7 @@ from __future__ import annotations
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
+    "OPEN_ENDED",
     "FrameError",
     "Rejected",
     "Decoded",
@@ -40,12 +41,20 @@ from puredetok.adapters.messages import (
     DetokenizeMsg,
     Message,
     ReplyBatch,
+    TokenizeMsg,
     Uid,
     UserReply,
 )
+from puredetok.adapters.scan import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, ScanError, Scanner
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 """Frames larger than this are dropped unread (64 MiB; configurable per decoder)."""
+
+OPEN_ENDED = frozenset({TokenizeMsg.KIND})
+"""Inbound kinds whose messages are mostly values of any shape (chat messages, template options,
+the sampling parameters' extras): their frames are scanned before they are decoded (see
+:class:`FrameDecoder`). Elsewhere only the extras of an opening may be (bounded in depth after
+decoding; in number, by the frame's size)."""
 
 _encoder = msgspec.msgpack.Encoder()
 
@@ -114,15 +123,32 @@ def _positions(values: list[Any] | None, size: int) -> list[int]:
 
 
 class FrameDecoder:
-    """Reads frames of the given message kinds (by default, what a worker accepts)."""
+    """Reads frames of the given message kinds (by default, what a worker accepts).
+
+    Nothing in a frame can make it raise anything but :class:`FrameError`, whatever its bytes
+    (``msgspec`` recurses into nested arrays and maps; see :mod:`puredetok.adapters.scan` for how
+    that is kept in bounds): no message may nest more than ``max_depth`` arrays and maps, counting
+    its own map, and a frame whose messages carry values of any shape (``tokenize``: chat
+    messages, template options, the sampling parameters' extras) is first read by a
+    :class:`~puredetok.adapters.scan.Scanner`, at most ``max_elements`` values in all, so that
+    decoding it builds a bounded number of objects.
+    """
 
     def __init__(
-        self, kinds: Iterable[type[Message]] = INBOUND, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+        self,
+        kinds: Iterable[type[Message]] = INBOUND,
+        *,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        max_elements: int = DEFAULT_MAX_ELEMENTS,
     ) -> None:
+        if max_depth < _OPENING_DEPTH + 1 or max_elements < 1 or max_frame_bytes < 1:
+            raise ValueError(f"max_depth must be > {_OPENING_DEPTH}, max_elements and max_frame_bytes >= 1")
         self.max_frame_bytes = max_frame_bytes
-        self._frame = msgspec.msgpack.Decoder(tuple[str, msgspec.Raw])
-        self._items = msgspec.msgpack.Decoder(list[msgspec.Raw])
+        self.max_depth = max_depth
+        self.max_elements = max_elements
         self._probe = msgspec.msgpack.Decoder(_UidProbe)
+        self._uid_decoder = msgspec.msgpack.Decoder(Uid)
         self._batch: dict[str, msgspec.msgpack.Decoder[Any]] = {}
         self._one: dict[str, msgspec.msgpack.Decoder[Any]] = {}
         self._columns = msgspec.msgpack.Decoder(dict[str, list[Any] | None])
@@ -137,28 +163,110 @@ class FrameDecoder:
         if len(frame) > self.max_frame_bytes:
             raise FrameError("oversize", f"{len(frame):,} bytes > limit {self.max_frame_bytes:,}")
         try:
-            kind, payload = self._frame.decode(frame)
-        except msgspec.ValidationError as error:
-            raise FrameError("bad_frame", f"not a [kind, messages] frame: {error}") from None
-        except msgspec.DecodeError as error:
-            raise FrameError("not_msgpack", str(error)) from None
-        batch_decoder = self._batch.get(kind)
-        if batch_decoder is None:
+            return self._decode(memoryview(frame))
+        except RecursionError:  # only when called with the interpreter's stack nearly used up
+            raise FrameError("too_deep", "the frame nests deeper than the stack left allows") from None
+
+    def _decode(self, view: memoryview) -> Decoded:
+        kind, start = self._envelope(view)
+        payload = view[start:]
+        if kind in COLUMNS:
+            return self._checked(self._columns_of(kind, payload))
+        if kind not in OPEN_ENDED:
+            try:
+                return Decoded(Batch(kind, tuple(self._batch[kind].decode(payload))))
+            except msgspec.ValidationError:
+                pass
+            except msgspec.DecodeError as error:
+                raise FrameError("not_msgpack", str(error)) from None
+            except RecursionError:  # an unknown field nested too deep to skip: read it by hand
+                pass
+        return self._one_by_one(kind, payload)
+
+    def _envelope(self, frame: memoryview) -> tuple[str, int]:
+        """The kind of a ``[kind, batch]`` frame and where its batch starts, read by hand: a batch
+        is never skipped over (``msgspec`` would recurse into it) but decoded where it stands.
+        """
+        scanner = Scanner(frame, max_elements=2)
+        try:
+            count, position = scanner.array_header(0)
+            if count != 2:
+                raise FrameError("bad_frame", f"not a [kind, messages] frame: an array of {count}")
+            kind, position = scanner.string(position)
+        except ScanError as error:
+            raise _frame_error(error, "not a [kind, messages] frame") from None
+        if kind is None:
+            raise FrameError("bad_frame", "not a [kind, messages] frame: the kind is not a string")
+        if kind not in self._batch:
             known = ", ".join(sorted(self._batch))
             raise FrameError("unknown_kind", f"kind {kind[:40]!r} (expected one of {known})")
-        try:
-            decoded = batch_decoder.decode(payload)
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            if kind == DetokenizeBatch.KIND:
-                return self._column_by_column(payload)
-            if kind in COLUMNS:
-                raise FrameError("bad_frame", f"malformed {kind} columns") from None
-            return self._one_by_one(kind, payload)
-        if kind in COLUMNS:
-            return Decoded(decoded)
-        return Decoded(Batch(kind, tuple(decoded)))
+        return kind, position
 
-    def _column_by_column(self, payload: msgspec.Raw) -> Decoded:
+    def _columns_of(self, kind: str, payload: memoryview) -> Decoded:
+        try:
+            return Decoded(self._batch[kind].decode(payload))
+        except msgspec.ValidationError:
+            pass
+        except msgspec.DecodeError as error:
+            raise FrameError("not_msgpack", str(error)) from None
+        except RecursionError:
+            pass
+        if kind != DetokenizeBatch.KIND:
+            raise FrameError("bad_frame", f"malformed {kind} columns")
+        try:
+            columns = self._columns.decode(payload)
+        except (msgspec.ValidationError, msgspec.DecodeError) as error:
+            raise FrameError("bad_frame", f"{kind} frame with unusable columns: {error}") from None
+        except RecursionError:
+            columns = self._scanned_columns(payload)
+        return self._column_by_column(columns)
+
+    def _scanned_columns(self, payload: memoryview) -> dict[str, list[Any] | None]:
+        """The columns of a detokenize batch cell by cell, each cell decoded only if it nests no
+        deeper than the limit (else :data:`_DEEP`, or a row of its position and :data:`_DEEP` for
+        the rows of ``opens`` and ``reasons``, so that the message it belongs to is known).
+        """
+        scanner = Scanner(payload, max_depth=self.max_depth, max_elements=self.max_elements)
+        columns: dict[str, list[Any] | None] = {}
+        try:
+            count, position = scanner.map_header(0)
+            for _ in range(count):
+                key, position = scanner.string(position)
+                if key is None or position < len(payload) and payload[position] == _NIL:
+                    position = scanner.skip(position, None)
+                    if key is not None:
+                        columns[key] = None
+                    continue
+                spans, position = scanner.items(position)
+                rows = key in ("opens", "reasons")
+                columns[key] = [
+                    (self._deep_row(scanner, payload, start) if rows else _DEEP)
+                    if deep
+                    else msgspec.msgpack.decode(payload[start:end])
+                    for start, end, deep in spans
+                ]
+            if position != len(payload):
+                raise ScanError("not_msgpack", f"{len(payload) - position:,} bytes after the columns")
+        except ScanError as error:
+            raise _frame_error(error, "detokenize frame with unusable columns") from None
+        return columns
+
+    @staticmethod
+    def _deep_row(scanner: Scanner, payload: memoryview, start: int) -> Any:
+        """A cell nested too deep: :data:`_DEEP`, or ``[position, _DEEP, ...]`` if it is a row
+        that starts with an int (the message it is about).
+        """
+        try:
+            count, position = scanner.array_header(start)
+            if count < 2:
+                return _DEEP
+            end = scanner.skip(position, 0)
+            first = msgspec.msgpack.decode(payload[position:end])
+        except (ScanError, msgspec.DecodeError):
+            return _DEEP
+        return [first, *[_DEEP] * (count - 1)] if count > 1 and type(first) is int else _DEEP
+
+    def _column_by_column(self, columns: dict[str, list[Any] | None]) -> Decoded:
         """Salvage the valid messages of a detokenize batch in which some cells are malformed.
 
         Only cells of ``uids``, ``token_ids``, the openings and the reasons are salvaged message by
@@ -168,7 +276,6 @@ class FrameDecoder:
         """
         kind = DetokenizeBatch.KIND
         try:
-            columns = self._columns.decode(payload)
             uids, token_ids = columns["uids"], columns["token_ids"]
             if uids is None or token_ids is None:
                 raise TypeError("uids and token_ids are required")
@@ -190,7 +297,7 @@ class FrameDecoder:
                 raise TypeError("reasons must be [position, finish_reason, matched_stop] triples")
             positions = _positions([triple[0] for triple in triples], size)
             reasons = {position: triple[1:] for position, triple in zip(positions, triples)}
-        except (msgspec.ValidationError, msgspec.DecodeError, KeyError, TypeError) as error:
+        except (KeyError, TypeError) as error:
             raise FrameError("bad_frame", f"{kind} frame with unusable columns: {error}") from None
         one = self._one[kind]
         good: list[DetokenizeMsg] = []
@@ -202,34 +309,133 @@ class FrameDecoder:
             if index in reasons:
                 fields.update(finish_reason=reasons[index][0], matched_stop=reasons[index][1])
             cursor += count
+            probe = uid if isinstance(uid, int | str) and not isinstance(uid, bool) else None
+            if any(
+                value is _DEEP
+                for value in (uid, fields["open"], *fields["token_ids"], *reasons.get(index, ()))
+            ):
+                rejected.append(Rejected(kind, index, probe, self._too_deep(kind)))
+                continue
             try:
                 good.append(one.decode(_encoder.encode(fields)))
-            except (msgspec.ValidationError, msgspec.DecodeError) as error:
-                probe = uid if isinstance(uid, int | str) and not isinstance(uid, bool) else None
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError) as error:
                 rejected.append(Rejected(kind, index, probe, f"malformed {kind} message: {error}"))
         return Decoded(DetokenizeBatch.of(good), tuple(rejected))
 
-    def _one_by_one(self, kind: str, payload: msgspec.Raw) -> Decoded:
-        """Salvage the valid messages of a frame in which some are malformed."""
+    def _checked(self, decoded: Decoded) -> Decoded:
+        """``decoded`` without the detokenize messages whose opening's extras nest too deep (the
+        one part of a detokenize message that may hold values of any shape).
+        """
+        batch = decoded.batch
+        if not isinstance(batch, DetokenizeBatch) or not batch.opens:
+            return decoded
+        limit = self.max_depth - _OPENING_DEPTH
+        deep = {
+            p
+            for p, opening in batch.opens
+            if opening.params.extra and _depth(opening.params.extra, limit) > limit
+        }
+        if not deep:
+            return decoded
+        kind, items = batch.KIND, batch.items
+        rejected = [Rejected(kind, p, items[p].uid, self._too_deep(kind)) for p in sorted(deep)]
+        kept = DetokenizeBatch.of([message for p, message in enumerate(items) if p not in deep])
+        return Decoded(kept, decoded.rejected + tuple(rejected))
+
+    def _too_deep(self, kind: str) -> str:
+        return f"malformed {kind} message: more than {self.max_depth} nested arrays and maps"
+
+    def _one_by_one(self, kind: str, payload: memoryview) -> Decoded:
+        """The messages of an array, read one by one: each is scanned first (see the class), then
+        decoded; a message that does not match its schema is rejected alone.
+        """
+        scanner = Scanner(payload, max_depth=self.max_depth, max_elements=self.max_elements)
         try:
-            raws = self._items.decode(payload)
-        except (msgspec.ValidationError, msgspec.DecodeError) as error:
-            raise FrameError("bad_frame", f"{kind} frame without a message list: {error}") from None
+            spans, end = scanner.items(0)
+            if end != len(payload):
+                raise ScanError("not_msgpack", f"{len(payload) - end:,} bytes after the messages")
+        except ScanError as error:
+            raise _frame_error(error, f"{kind} frame without a message list") from None
         good: list[Message] = []
         rejected: list[Rejected] = []
         one = self._one[kind]
-        for index, raw in enumerate(raws):
+        for index, (start, end, deep) in enumerate(spans):
+            raw = payload[start:end]
+            if deep:
+                rejected.append(
+                    Rejected(kind, index, self._deep_uid(scanner, payload, start), self._too_deep(kind))
+                )
+                continue
             try:
                 good.append(one.decode(raw))
             except (msgspec.ValidationError, msgspec.DecodeError) as error:
                 rejected.append(Rejected(kind, index, self._uid(raw), f"malformed {kind} message: {error}"))
         return Decoded(Batch(kind, tuple(good)), tuple(rejected))
 
-    def _uid(self, raw: msgspec.Raw) -> Uid | None:
+    def _uid(self, raw: memoryview) -> Uid | None:
         try:
             return self._probe.decode(raw).uid
         except (msgspec.ValidationError, msgspec.DecodeError):
             return None
+
+    def _deep_uid(self, scanner: Scanner, payload: memoryview, start: int) -> Uid | None:
+        """The uid of a message nested too deep to decode, found by scanning its map's keys."""
+        try:
+            pairs, _ = scanner.pairs(start)
+        except ScanError:
+            return None
+        for key, begin, end in pairs:
+            if key == "uid":
+                try:
+                    uid: Uid = self._uid_decoder.decode(payload[begin:end])
+                except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                    return None
+                return uid
+        return None
+
+
+_NIL = 0xC0
+"""msgpack's nil."""
+
+_OPENING_DEPTH = 3
+"""A detokenize message's levels above its opening's extras: the message, the opening, its params."""
+
+
+class _Deep:
+    """Marks a cell nested deeper than the limit (never decoded)."""
+
+    def __repr__(self) -> str:
+        return "<nested too deep>"
+
+
+_DEEP = _Deep()
+
+
+def _depth(value: Any, limit: int) -> int:
+    """How many lists and dicts nest in ``value`` (a dict of depth 1 holds no list or dict), read
+    without recursion; stops counting past ``limit``.
+    """
+    deepest = 0
+    pending = [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > limit:
+            break
+        pending.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _frame_error(error: ScanError, what: str) -> FrameError:
+    """The :class:`FrameError` for a frame the scanner refused."""
+    reason = {"bad_shape": "bad_frame"}.get(error.reason, error.reason)
+    return FrameError(reason, f"{what}: {error.detail}")
 
 
 @attrs.define

@@ -2,33 +2,52 @@
 
 A worker PULLs frames on its own address (it binds), and PUSHes token ids and aborts to the
 scheduler (``backend``) and text to the API server (``frontend``); it connects to both, so any
-number of workers can share them. Each loop drains up to ``local_bs`` waiting messages, handles
-them kind by kind (keeping the order of each request's messages), and sends one frame per kind.
+number of workers can share them. Each loop drains up to ``local_bs`` waiting messages (and about
+one frame's worth of bytes), handles them kind by kind (keeping the order of each request's
+messages), and sends one frame per kind. Tokenizing runs in a thread beside the loop
+(:mod:`puredetok.adapters.tokenizing`), so a long prompt never holds up the streams.
+
+Limits (:class:`Limits`) bound what one frame, one request and the whole worker may hold: a frame
+over ``max_frame_bytes`` is refused by ZeroMQ before it is read; a text over ``max_text_chars``
+is refused before it is tokenized; a request carrying more than ``max_ids`` ids in one message,
+or tokenizing to more, is refused; past ``max_live`` live requests, a new one is refused. Each
+refusal is an error reply to that request alone.
 
 Shutdown: SIGINT or SIGTERM (or ``stop_event``) ends the loop after the current batch; every
-frame already waiting is still handled, and the replies are flushed before the sockets close.
+frame already waiting is still handled, the tokenizing thread finishes what it was given, and the
+replies are flushed before the sockets close.
 """
 
 from __future__ import annotations
 
-__all__ = ["Worker", "WorkerStats", "tokenize_worker", "default_address", "DEFAULT_LOCAL_BS"]
+__all__ = [
+    "Worker",
+    "WorkerStats",
+    "Limits",
+    "tokenize_worker",
+    "default_address",
+    "DEFAULT_LOCAL_BS",
+    "DEFAULT_MAX_TEXT_CHARS",
+    "DEFAULT_MAX_IDS",
+]
 
 import gc
 import logging
 import os
 import signal
-import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from types import FrameType
 from typing import Any, cast
 
 import attrs
 import zmq
+from zmq.utils.monitor import parse_monitor_message
 
-from puredetok.adapters.detokenize_manager import DetokenizeManager
+from puredetok.adapters.addresses import AddressError, check_bind_address, claim, default_address, loopback
+from puredetok.adapters.detokenize_manager import DEFAULT_MAX_LIVE, DetokenizeManager
 from puredetok.adapters.loading import load_tokenizer
 from puredetok.adapters.messages import (
     DEFAULT_PARAMS,
@@ -44,10 +63,12 @@ from puredetok.adapters.messages import (
     ReplyBatch,
     SamplingParams,
     TokenizeMsg,
+    Uid,
     UserMsg,
     UserReply,
 )
-from puredetok.adapters.tokenize_manager import TokenizeManager
+from puredetok.adapters.tokenize_manager import TokenizeManager, TokenizeResult
+from puredetok.adapters.tokenizing import TokenizeThread, text_chars, trim_memory
 from puredetok.adapters.wire import (
     DEFAULT_MAX_FRAME_BYTES,
     Decoded,
@@ -62,12 +83,52 @@ from puredetok.core.codec import OutOfVocab
 DEFAULT_LOCAL_BS = 4096
 """Messages drained per loop at most."""
 
+DEFAULT_MAX_TEXT_CHARS = 1 << 20
+"""The longest text one tokenize request may carry: 1,048,576 characters (about 250,000 tokens of
+English; the text of its chat messages and template options, counted together)."""
+
+DEFAULT_MAX_IDS = 1 << 20
+"""The most token ids one request may carry in one message (its prompt and its new ids
+together), and the most a tokenized prompt may have: 1,048,576."""
+
+LOOP_BYTES = 1 << 18
+"""Bytes of frames one loop takes in at most, 256 KiB (and one frame at least, whatever its size):
+what one loop decodes, and so how long a probe waits behind frames that came before it on other
+connections, stays bounded whatever the frames hold (a detokenize frame of 4,096 requests is
+some 40 KB)."""
+
+TRIM_BYTES = 8 << 20
+"""After a loop that took in this many bytes of frames or more, freed memory goes back to the system."""
+
+TOKENIZE_BACKLOG = 4
+"""The loop stops reading frames while the text waiting for the tokenizing thread is over this
+many times ``max_text_chars`` (the frames then wait in ZeroMQ's queue: back-pressure)."""
+
 logger = logging.getLogger("puredetok.worker")
 
 
-def default_address(role: str) -> str:
-    """The default ``ipc://`` address of ``role`` (``"worker-0"``, ``"backend"``, ``"frontend"``)."""
-    return f"ipc://{Path(tempfile.gettempdir()) / f'puredetok-{role}.ipc'}"
+@attrs.frozen
+class Limits:
+    """What one frame, one request and one worker may hold; past each, a clear error.
+
+    Every limit is checked before the work it bounds: a frame's size before ZeroMQ reads it (its
+    ``MAXMSGSIZE``), a text's length before it is tokenized, a message's ids before they are
+    decoded, the live requests before one more opens.
+    """
+
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    """Larger frames are refused unread (see :data:`~puredetok.adapters.wire.DEFAULT_MAX_FRAME_BYTES`)."""
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
+    """The longest text of a tokenize request (:data:`DEFAULT_MAX_TEXT_CHARS`)."""
+    max_ids: int = DEFAULT_MAX_IDS
+    """The most ids of one message, prompt included, or of a tokenized prompt (:data:`DEFAULT_MAX_IDS`)."""
+    max_live: int = DEFAULT_MAX_LIVE
+    """The most live requests (see :data:`~puredetok.adapters.detokenize_manager.DEFAULT_MAX_LIVE`)."""
+
+    def __attrs_post_init__(self) -> None:
+        for name, value in attrs.asdict(self).items():
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, not {value!r}")
 
 
 @attrs.frozen
@@ -82,11 +143,15 @@ class WorkerStats:
 
 
 class Worker:
-    """One worker: its sockets and its two managers. :meth:`serve` runs the loop.
+    """One worker: its sockets, its two managers and its tokenizing thread. :meth:`serve` runs the loop.
 
     ``tokenizer`` is a loaded tokenizer, or a name or path for :func:`load_tokenizer`.
     ``max_byte_run`` and ``out_of_vocab`` are the detokenizer's setting of those codec options
-    for requests that do not set them (see :class:`DetokenizeManager`).
+    for requests that do not set them (see :class:`DetokenizeManager`). ``listen`` must be a
+    loopback address (``ipc://`` or a ``tcp://`` host that resolves to loopback addresses only)
+    unless ``allow_remote``; it must not be held by a live worker (see
+    :func:`~puredetok.adapters.addresses.claim`). ``incarnation`` is how many times a pool has
+    restarted this worker (it goes out in the :class:`ReadyMsg`).
     """
 
     def __init__(
@@ -97,7 +162,7 @@ class Worker:
         backend: str | None = None,
         frontend: str | None = None,
         local_bs: int = DEFAULT_LOCAL_BS,
-        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        limits: Limits = Limits(),
         defaults: SamplingParams = DEFAULT_PARAMS,
         name: str | None = None,
         context: zmq.Context[Any] | None = None,
@@ -105,37 +170,78 @@ class Worker:
         send_timeout_ms: int = 30_000,
         max_byte_run: int | None = None,
         out_of_vocab: OutOfVocab = "raise",
+        allow_remote: bool = False,
+        incarnation: int = 0,
     ) -> None:
         if local_bs < 1:
             raise ValueError(f"local_bs must be >= 1, got {local_bs}")
-        if isinstance(tokenizer, str | os.PathLike) or tokenizer is None:
-            tokenizer = load_tokenizer(tokenizer)
-        self.name = name or f"worker-{os.getpid()}"
         self.address = listen or default_address("worker-0")
+        check_bind_address(self.address, allow_remote=allow_remote)
+        self._claim = claim(self.address)  # fails now if a live worker holds the address
+        try:
+            self._setup(tokenizer, backend, frontend, limits, defaults, context, max_byte_run, out_of_vocab)
+            self._pull = self._socket(zmq.PULL, self.address, bind=True)
+        except BaseException:
+            self._claim.release()
+            raise
+        self.name = name or f"worker-{os.getpid()}"
         self.local_bs = local_bs
         self.poll_ms = poll_ms
+        self.incarnation = incarnation
+        self.instance = uuid.uuid4().hex
+        bound = self._pull.getsockopt_string(zmq.LAST_ENDPOINT)
+        if not allow_remote and not loopback(bound):
+            self.close()
+            raise AddressError(f"{self.address} bound {bound}, which is not a loopback address")
+        if not loopback(bound):
+            logger.warning(
+                "%s listens on %s, beyond this machine: the protocol has no authentication", self.name, bound
+            )
+        self._monitor = self._pull.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        for push in (self._backend, self._frontend):
+            push.setsockopt(zmq.SNDTIMEO, send_timeout_ms)
+            push.setsockopt(zmq.SNDHWM, 100_000)
+
+    def _setup(
+        self,
+        tokenizer: Any,
+        backend: str | None,
+        frontend: str | None,
+        limits: Limits,
+        defaults: SamplingParams,
+        context: zmq.Context[Any] | None,
+        max_byte_run: int | None,
+        out_of_vocab: OutOfVocab,
+    ) -> None:
+        if isinstance(tokenizer, str | os.PathLike) or tokenizer is None:
+            tokenizer = load_tokenizer(tokenizer)
+        self.limits = limits
         self.tokenize_manager = TokenizeManager(tokenizer)
+        self.tokenize_manager.tokenize([TokenizeMsg(0, "warm up")])  # settles the tokenizer before the thread
         self.detokenize_manager = DetokenizeManager(
-            tokenizer, defaults=defaults, max_byte_run=max_byte_run, out_of_vocab=out_of_vocab
+            tokenizer,
+            defaults=defaults,
+            max_byte_run=max_byte_run,
+            out_of_vocab=out_of_vocab,
+            max_live=limits.max_live,
         )
-        self.decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
+        self.decoder = FrameDecoder(max_frame_bytes=limits.max_frame_bytes)
         self.drops = DropCounter(logger)
         self.handled: dict[str, int] = {}
         self.frames_received = 0
         self._stop = threading.Event()
         self._context = context or zmq.Context.instance()
-        self._pull = self._socket(zmq.PULL, self.address, bind=True)
-        if not _private(self.address):
-            logger.warning(
-                "%s listens on %s, beyond this machine: the protocol has no authentication",
-                self.name,
-                self.address,
-            )
         self._backend = self._socket(zmq.PUSH, backend or default_address("backend"), bind=False)
         self._frontend = self._socket(zmq.PUSH, frontend or default_address("frontend"), bind=False)
-        for push in (self._backend, self._frontend):
-            push.setsockopt(zmq.SNDTIMEO, send_timeout_ms)
-            push.setsockopt(zmq.SNDHWM, 100_000)
+        self._tokenizing: dict[Uid, int] = {}
+        """Requests given to the tokenizing thread, with how many of their messages it still has."""
+        self._cancelled: set[Uid] = set()
+        """Requests aborted while the tokenizing thread has them: their ids are not sent on."""
+        self._waiting_chars = 0
+        """Characters of text given to the tokenizing thread, not yet tokenized."""
+        self._tokenizer: TokenizeThread | None = None
+        self._taken = 0
+        """Bytes of frames the last loop took in."""
 
     def _socket(self, kind: int, address: str, *, bind: bool) -> zmq.Socket[bytes]:
         socket: zmq.Socket[bytes] = self._context.socket(kind)
@@ -143,6 +249,7 @@ class Worker:
         try:
             if bind:
                 socket.setsockopt(zmq.RCVHWM, 100_000)
+                socket.setsockopt(zmq.MAXMSGSIZE, self.limits.max_frame_bytes)
                 socket.bind(address)
             else:
                 socket.connect(address)
@@ -157,25 +264,39 @@ class Worker:
 
     def serve(self, on_ready: Callable[[ReadyMsg], None] | None = None) -> WorkerStats:
         """Run until :meth:`stop` (or a signal, through :func:`tokenize_worker`), then close."""
-        ready = ReadyMsg(self.name, os.getpid(), self.address)
+        ready = ReadyMsg(self.name, os.getpid(), self.address, self.instance, self.incarnation)
+        self._tokenizer = TokenizeThread(self.tokenize_manager)
         self._send(self._frontend, [ready])
         logger.info("%s ready on %s", self.name, self.address)
         if on_ready is not None:
             on_ready(ready)
-        poller = zmq.Poller()
-        poller.register(self._pull, zmq.POLLIN)
+        reading, waiting = zmq.Poller(), zmq.Poller()
+        for poller in (reading, waiting):
+            poller.register(self._tokenizer.fd, zmq.POLLIN)
+            poller.register(self._monitor, zmq.POLLIN)
+        reading.register(self._pull, zmq.POLLIN)
         collector = _Collector()
         try:
             while not self._stop.is_set():
-                if poller.poll(self.poll_ms):
-                    self.handle(list(self._drain()))
-                    collector.between_batches()
-                else:
+                backlog = self._waiting_chars > TOKENIZE_BACKLOG * self.limits.max_text_chars
+                events = dict((waiting if backlog else reading).poll(self.poll_ms))
+                if not events:
                     collector.idle()
+                    continue
+                if self._tokenizer.fd in events:
+                    self._tokenized()
+                if self._monitor in events:
+                    self._disconnections()
+                if self._pull in events:
+                    self._take()
+                    collector.between_batches()
             # Shutting down: answer everything that has already arrived, including frames the I/O
-            # thread is still delivering (a short quiet period ends it).
-            while poller.poll(50):
-                self.handle(list(self._drain()))
+            # thread is still delivering (a short quiet period ends it), then what is tokenizing.
+            while self._pull.poll(50):
+                self._take()
+            while self._tokenizer.pending:
+                if waiting.poll(1000):
+                    self._tokenized()
         finally:
             collector.stop()
             self.close()
@@ -192,20 +313,32 @@ class Worker:
         )
 
     def close(self) -> None:
-        """Close the sockets, flushing replies still queued (up to their linger time)."""
+        """Close the sockets, flushing replies still queued (up to their linger time), and let the
+        address go.
+        """
+        if self._tokenizer is not None:
+            self._tokenizer.close()
+            self._tokenizer = None
+        if hasattr(self, "_monitor"):
+            self._pull.disable_monitor()
+            self._monitor.close(linger=0)
         self._pull.close(linger=0)
         self._backend.close()
         self._frontend.close()
+        self._claim.release()
 
     def _drain(self) -> Iterator[Decoded]:
-        """Frames waiting now, decoded, until ``local_bs`` messages are in hand."""
-        count = 0
-        while count < self.local_bs:
+        """Frames waiting now, decoded, until ``local_bs`` messages (or :data:`LOOP_BYTES` bytes of
+        frames) are in hand.
+        """
+        count = self._taken = 0
+        while count < self.local_bs and self._taken < LOOP_BYTES:
             try:
                 frame = self._pull.recv(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
             self.frames_received += 1
+            self._taken += len(frame)
             try:
                 decoded = self.decoder.decode(frame.buffer)
             except FrameError as error:
@@ -213,6 +346,24 @@ class Worker:
                 continue
             count += len(decoded.batch)
             yield decoded
+
+    def _take(self) -> None:
+        """One loop's frames: drained, handled; after large frames, freed memory goes back to the
+        system.
+        """
+        self.handle(list(self._drain()))
+        if self._taken >= TRIM_BYTES:
+            trim_memory()
+
+    def _disconnections(self) -> None:
+        while self._monitor.poll(0):
+            event = parse_monitor_message(self._monitor.recv_multipart())
+            if event["event"] == zmq.EVENT_DISCONNECTED:
+                self.drops.drop(
+                    "connection_closed",
+                    f"a sender's connection closed: it went away, or sent a frame over "
+                    f"{self.limits.max_frame_bytes:,} bytes (refused unread)",
+                )
 
     def handle(self, frames: Sequence[Decoded]) -> None:
         """Handle decoded frames, in arrival order, and send one frame per kind."""
@@ -234,6 +385,9 @@ class Worker:
                 if rejected.uid is not None:
                     finished = rejected.kind != DetokenizeMsg.KIND
                     out.reply(UserReply(rejected.uid, "", finished, error=rejected.reason))
+        self._flush(out)
+
+    def _flush(self, out: _Outbox) -> None:
         for messages in out.to_backend.values():
             self._send(self._backend, messages)
         replies = out.replies()
@@ -253,6 +407,9 @@ class Worker:
         elif kind == AbortMsg.KIND:
             uids = [message.uid for message in messages if isinstance(message, AbortMsg)]
             for reply in self.detokenize_manager.abort(uids):
+                if reply.uid in self._tokenizing:  # aborted before its ids went out: they never will
+                    self._cancelled.add(reply.uid)
+                    reply = UserReply(reply.uid, "", True, "abort")
                 out.reply(reply)
             out.to_backend.setdefault(AbortBackendMsg.KIND, []).extend(AbortBackendMsg(uid) for uid in uids)
         elif kind == HealthCheckMsg.KIND:
@@ -261,25 +418,94 @@ class Worker:
             )
 
     def _detokenize(self, batch: DetokenizeBatch, out: _Outbox) -> None:
+        batch = self._within_limits(batch, out)
+        if not len(batch):
+            return
         replies = self.detokenize_manager.handle_batch(batch)
         out.replies_of(replies)
         closing = frozenset(batch.finished)
         failed = frozenset(position for position, _ in replies.errors)
         for position, reason, _ in replies.ended:
-            # A stop rule ended the request here while the scheduler is still generating it.
-            if position not in closing and position not in failed and reason not in (None, "abort"):
-                out.to_backend.setdefault(AbortBackendMsg.KIND, []).append(
-                    AbortBackendMsg(batch.uids[position])
-                )
+            # A stop rule ended the request here while the scheduler is still generating it, or
+            # the request could not be served (refused, unknown, already ended): stop it there.
+            if position in closing or reason == "abort" or (reason is None) != (position in failed):
+                continue
+            out.to_backend.setdefault(AbortBackendMsg.KIND, []).append(AbortBackendMsg(batch.uids[position]))
+
+    def _within_limits(self, batch: DetokenizeBatch, out: _Outbox) -> DetokenizeBatch:
+        """``batch`` without its messages over ``max_ids``; each of those ends its request with an
+        error (and the scheduler is told to stop it, unless it has finished it).
+        """
+        if batch.counts is None and not batch.opens:
+            return batch  # one id per message, the decode step
+        limit = self.limits.max_ids
+        prompts = {position: len(opening.prompt_ids) for position, opening in batch.opens}
+        counts = batch.counts or (1,) * len(batch)
+        if max(counts, default=0) + max(prompts.values(), default=0) <= limit:
+            return batch
+        over = {p for p, count in enumerate(counts) if count + prompts.get(p, 0) > limit}
+        items = batch.items
+        closing = frozenset(batch.finished)
+        for position in sorted(over):
+            uid, size = items[position].uid, counts[position] + prompts.get(position, 0)
+            self.detokenize_manager.abort([uid])
+            error = f"request {uid!r} refused: {size:,} ids in one message > {limit:,} (max_ids)"
+            out.reply(UserReply(uid, "", True, error=error))
+            if position not in closing:
+                out.to_backend.setdefault(AbortBackendMsg.KIND, []).append(AbortBackendMsg(uid))
+        self.drops.drop("over_max_ids", f"{len(over)} messages over {limit:,} ids")
+        return DetokenizeBatch.of([message for p, message in enumerate(items) if p not in over])
 
     def _tokenize(self, msgs: list[TokenizeMsg], out: _Outbox) -> None:
-        for msg, result in zip(msgs, self.tokenize_manager.tokenize(msgs)):
-            if result.input_ids is None:
-                out.reply(UserReply(msg.uid, "", True, error=result.error))
-            else:
-                out.to_backend.setdefault(UserMsg.KIND, []).append(
-                    UserMsg(msg.uid, tuple(result.input_ids), msg.params)
+        assert self._tokenizer is not None, "the tokenizing thread starts with serve()"
+        limit = self.limits.max_text_chars
+        taken: list[TokenizeMsg] = []
+        taken_chars = 0
+        for msg in msgs:
+            chars = text_chars(msg)
+            if chars > limit:
+                error = (
+                    f"text of {chars:,} characters > the limit of {limit:,} (max_text_chars): not tokenized"
                 )
+                out.reply(UserReply(msg.uid, "", True, error=error))
+                continue
+            if taken and taken_chars + chars > limit:  # one encode call holds one long text's worth
+                self._tokenizer.submit(taken)
+                taken, taken_chars = [], 0
+            taken.append(msg)
+            taken_chars += chars
+            self._waiting_chars += chars
+            self._tokenizing[msg.uid] = self._tokenizing.get(msg.uid, 0) + 1
+        self._tokenizer.submit(taken)
+
+    def _tokenized(self) -> None:
+        """Send on what the tokenizing thread has finished."""
+        assert self._tokenizer is not None
+        out = _Outbox()
+        for msg, result in self._tokenizer.collect():
+            self._waiting_chars -= text_chars(msg)
+            left = self._tokenizing.pop(msg.uid) - 1
+            if left:
+                self._tokenizing[msg.uid] = left
+            if msg.uid in self._cancelled:
+                if not left:
+                    self._cancelled.discard(msg.uid)
+                continue
+            self._tokenize_result(msg, result, out)
+        self._flush(out)
+
+    def _tokenize_result(self, msg: TokenizeMsg, result: TokenizeResult, out: _Outbox) -> None:
+        if result.input_ids is None:
+            out.reply(UserReply(msg.uid, "", True, error=result.error))
+        elif len(result.input_ids) > self.limits.max_ids:
+            error = (
+                f"prompt of {len(result.input_ids):,} ids > the limit of {self.limits.max_ids:,} (max_ids)"
+            )
+            out.reply(UserReply(msg.uid, "", True, error=error))
+        else:
+            out.to_backend.setdefault(UserMsg.KIND, []).append(
+                UserMsg(msg.uid, tuple(result.input_ids), msg.params)
+            )
 
     def _health(self, probe: int) -> HealthReply:
         return HealthReply(
@@ -298,14 +524,6 @@ class Worker:
         except zmq.Again:
             kind = batch.kind if isinstance(batch, ReplyBatch) else type(batch[0]).KIND
             self.drops.drop(f"send_timeout_{kind}", f"{len(batch)} messages: no reader in time")
-
-
-def _private(address: str) -> bool:
-    """Whether an address is reachable from this machine only (ipc://, inproc://, loopback tcp://)."""
-    if not address.startswith("tcp://"):
-        return True
-    host = address[len("tcp://") :].rsplit(":", 1)[0].strip("[]")
-    return host == "localhost" or host == "::1" or host.startswith("127.")
 
 
 class _Collector:
@@ -403,18 +621,20 @@ def tokenize_worker(
     backend: str | None = None,
     frontend: str | None = None,
     local_bs: int = DEFAULT_LOCAL_BS,
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    limits: Limits = Limits(),
     defaults: SamplingParams = DEFAULT_PARAMS,
     name: str | None = None,
     on_ready: Callable[[ReadyMsg], None] | None = None,
     stop_event: threading.Event | None = None,
     max_byte_run: int | None = None,
     out_of_vocab: OutOfVocab = "raise",
+    allow_remote: bool = False,
+    incarnation: int = 0,
 ) -> WorkerStats:
     """Run a worker until SIGINT/SIGTERM (in the main thread) or ``stop_event``; its stats at the end.
 
-    See :class:`Worker` for the arguments; addresses default to ``ipc://`` files in the temporary
-    folder (:func:`default_address`).
+    See :class:`Worker` for the arguments; addresses default to ``ipc://`` files in a folder
+    private to this user (:func:`~puredetok.adapters.addresses.default_address`).
     """
     worker = Worker(
         tokenizer,
@@ -422,11 +642,13 @@ def tokenize_worker(
         backend=backend,
         frontend=frontend,
         local_bs=local_bs,
-        max_frame_bytes=max_frame_bytes,
+        limits=limits,
         defaults=defaults,
         name=name,
         max_byte_run=max_byte_run,
         out_of_vocab=out_of_vocab,
+        allow_remote=allow_remote,
+        incarnation=incarnation,
     )
     previous: dict[signal.Signals, Any] = {}
 

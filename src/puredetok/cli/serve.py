@@ -5,17 +5,27 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
-import subprocess
 import sys
 from types import FrameType
 
+from puredetok.adapters.addresses import check_bind_address, default_address
+from puredetok.adapters.detokenize_manager import DEFAULT_MAX_LIVE
 from puredetok.adapters.messages import ReadyMsg
+from puredetok.adapters.routing import WorkerProcesses
 from puredetok.adapters.wire import DEFAULT_MAX_FRAME_BYTES
-from puredetok.adapters.worker import DEFAULT_LOCAL_BS, default_address, tokenize_worker
+from puredetok.adapters.worker import (
+    DEFAULT_LOCAL_BS,
+    DEFAULT_MAX_IDS,
+    DEFAULT_MAX_TEXT_CHARS,
+    Limits,
+    tokenize_worker,
+)
 from puredetok.cli.options import add_tokenizer_option
 
 NAME = "serve"
-HELP = "run the ZeroMQ tokenizer/detokenizer worker process (N workers with --workers)"
+HELP = "run the ZeroMQ tokenizer/detokenizer worker process (a supervised pool of N with --workers N)"
+
+_LIMITS = ("max_frame_bytes", "max_text_chars", "max_ids", "max_live")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -23,22 +33,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_tokenizer_option(parser)
     parser.add_argument(
         "--listen",
-        default=default_address("worker-{index}"),
+        default=None,
         help="address this worker binds its PULL socket to; '{index}' is the worker's number "
-        "(default: %(default)s)",
+        "(default: ipc://FOLDER/worker-{index}.ipc, FOLDER being $XDG_RUNTIME_DIR/puredetok or "
+        "/tmp/puredetok-UID, private to this user)",
     )
     parser.add_argument(
-        "--backend",
-        default=default_address("backend"),
-        help="scheduler's PULL address (default: %(default)s)",
+        "--backend", default=None, help="scheduler's PULL address (default: ipc://FOLDER/backend.ipc)"
     )
     parser.add_argument(
-        "--frontend",
-        default=default_address("frontend"),
-        help="API server's PULL address (default: %(default)s)",
+        "--frontend", default=None, help="API server's PULL address (default: ipc://FOLDER/frontend.ipc)"
     )
-    parser.add_argument("--workers", type=int, default=1, help="worker processes to run (default: 1)")
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="let --listen be an address other machines can reach (the protocol has no authentication); "
+        "without it, a tcp:// host must resolve to loopback addresses only",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes to run: with 2 or more, this process supervises them and restarts one "
+        "that dies (default: 1, run here)",
+    )
     parser.add_argument("--index", type=int, default=0, help="number of the first worker (default: 0)")
+    parser.add_argument("--incarnation", type=int, default=0, help=argparse.SUPPRESS)  # set by the pool
     parser.add_argument(
         "--local-bs",
         type=int,
@@ -49,7 +69,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--max-frame-bytes",
         type=int,
         default=DEFAULT_MAX_FRAME_BYTES,
-        help="larger frames are dropped unread (default: %(default)s)",
+        help="larger frames are refused before they are read (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-text-chars",
+        type=int,
+        default=DEFAULT_MAX_TEXT_CHARS,
+        help="longer texts of tokenize requests are refused before they are tokenized (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-ids",
+        type=int,
+        default=DEFAULT_MAX_IDS,
+        help="most token ids of one detokenize message (its prompt included) or of a tokenized prompt "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-live",
+        type=int,
+        default=DEFAULT_MAX_LIVE,
+        help="most live requests per worker: past it a new request is refused (default: %(default)s)",
     )
     parser.add_argument(
         "--max-byte-run",
@@ -72,22 +111,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run one worker here, or start ``--workers`` worker processes and wait for them."""
-    if args.workers < 1 or args.local_bs < 1 or args.max_frame_bytes < 1 or args.index < 0:
-        raise ValueError("--workers, --local-bs and --max-frame-bytes must be >= 1, --index >= 0")
+    """Run one worker here, or a supervised pool of ``--workers`` worker processes."""
+    if args.workers < 1 or args.local_bs < 1 or args.index < 0 or args.incarnation < 0:
+        raise ValueError("--workers and --local-bs must be >= 1, --index >= 0")
+    if any(getattr(args, name) < 1 for name in _LIMITS):
+        raise ValueError("--max-frame-bytes, --max-text-chars, --max-ids and --max-live must be >= 1")
     if args.max_byte_run is not None and args.max_byte_run < 1:
         raise ValueError("--max-byte-run must be >= 1 (leave it out for no cap)")
+    args.listen = args.listen or default_address("worker-{index}")
+    args.backend = args.backend or default_address("backend")
+    args.frontend = args.frontend or default_address("frontend")
     if args.workers > 1 and "{index}" not in args.listen:
         raise ValueError(
             "with --workers > 1, --listen must contain '{index}' (each worker binds its own address)"
         )
-    if args.workers > 1:
-        return _pool(args)
+    check_bind_address(args.listen.replace("{index}", str(args.index)), allow_remote=args.allow_remote)
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
+    if args.workers > 1:
+        return _pool(args)
 
     def ready(message: ReadyMsg) -> None:
         print(f"ready: {message.worker} (pid {message.pid}) on {message.address}", flush=True)
@@ -98,42 +143,32 @@ def run(args: argparse.Namespace) -> int:
         backend=args.backend,
         frontend=args.frontend,
         local_bs=args.local_bs,
-        max_frame_bytes=args.max_frame_bytes,
+        limits=Limits(*(getattr(args, name) for name in _LIMITS)),
         name=f"worker-{args.index}",
         on_ready=ready,
         max_byte_run=args.max_byte_run,
         out_of_vocab=args.out_of_vocab,
+        allow_remote=args.allow_remote,
+        incarnation=args.incarnation,
     )
     return 0
 
 
 def _pool(args: argparse.Namespace) -> int:
-    """Start one ``serve`` process per worker; pass SIGINT/SIGTERM on to them; wait for all."""
-    children = []
-    for index in range(args.index, args.index + args.workers):
-        command = [sys.executable, "-m", "puredetok.cli", "serve", "--workers", "1", "--index", str(index)]
-        for option in (
-            "tokenizer",
-            "listen",
-            "backend",
-            "frontend",
-            "local_bs",
-            "max_frame_bytes",
-            "out_of_vocab",
-        ):
-            command += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
-        if args.max_byte_run is not None:
-            command += ["--max-byte-run", str(args.max_byte_run)]
-        if args.quiet:
-            command.append("--quiet")
-        children.append(subprocess.Popen(command))
+    """Run a :class:`WorkerProcesses` pool; SIGINT/SIGTERM stop it (passed on to every worker)."""
+    arguments: list[str] = []
+    for option in ("tokenizer", "listen", "backend", "frontend", "local_bs", *_LIMITS, "out_of_vocab"):
+        arguments += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
+    if args.max_byte_run is not None:
+        arguments += ["--max-byte-run", str(args.max_byte_run)]
+    for flag in ("allow_remote", "quiet"):
+        if getattr(args, flag):
+            arguments.append(f"--{flag.replace('_', '-')}")
+    pool = WorkerProcesses(args.workers, arguments, first_index=args.index)
 
     def forward(number: int, frame: FrameType | None) -> None:
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(number)
+        pool.stop(number)
 
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, forward)
-    codes = [child.wait() for child in children]
-    return 0 if not any(codes) else 1
+    return pool.run()

@@ -1,0 +1,110 @@
+"""Hostile frames for a worker: every shape of bytes that once killed or could kill one.
+
+:func:`hostile_frames` yields ``(kind, frame)``: deep nesting at many depths (the whole frame, the
+batch, every field of every inbound kind, unknown fields), random bytes, valid frames cut short or
+with bytes flipped, and headers that declare huge lengths. Deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import msgspec
+
+from puredetok.adapters.messages import (
+    AbortMsg,
+    DetokenizeMsg,
+    HealthCheckMsg,
+    Opening,
+    SamplingParams,
+    TokenizeMsg,
+)
+from puredetok.adapters.wire import encode_batch
+
+DEPTHS = (1, 2, 8, 31, 32, 33, 34, 100, 500, 900, 990, 999, 1000, 1001, 1500, 5000, 100_000)
+"""Nesting depths tried: around the wire's limit (32), around Python's recursion limit (1000)
+and far past both."""
+
+HUGE = (0xDD, 0xDF, 0xDB, 0xC6, 0xC9)
+"""array32, map32, str32, bin32, ext32: each followed by a length of 2**32 - 1."""
+
+PLACEHOLDER = "@@PLACEHOLDER@@"
+
+
+def nested(depth: int, rng: random.Random) -> bytes:
+    """``depth`` arrays, maps or a mix nested in each other, around a scalar."""
+    style = rng.randrange(3)
+    opener = {0: b"\x91", 1: b"\x81\xa1k"}.get(style)
+    if opener is not None:
+        return opener * depth + b"\x00"
+    return b"".join(rng.choice((b"\x91", b"\x81\xa1k", b"\x92\x01")) for _ in range(depth)) + b"\xc0"
+
+
+def _templates(serial: int) -> list[bytes]:
+    """Valid frames of every inbound kind, with one field to be replaced marked by a placeholder."""
+    uid = f"junk-{serial}"
+    extra = {"x": PLACEHOLDER}
+    frames = [
+        encode_batch([TokenizeMsg(uid, PLACEHOLDER)]),
+        encode_batch([TokenizeMsg(uid, None, ({"role": "user", "content": PLACEHOLDER},))]),
+        encode_batch([TokenizeMsg(uid, "a", template_options={"t": PLACEHOLDER})]),
+        encode_batch(
+            [TokenizeMsg(uid, "a", params=SamplingParams(extra=extra)), TokenizeMsg(f"{uid}b", "b")]
+        ),
+        encode_batch([DetokenizeMsg(uid, (5,), open=Opening((1,), SamplingParams(extra=extra)))]),
+        encode_batch([DetokenizeMsg(uid, (5,), True, None, "stop", PLACEHOLDER)]),
+        encode_batch([DetokenizeMsg(PLACEHOLDER, (5,)), DetokenizeMsg(f"{uid}b", (6,), True)]),
+        encode_batch([AbortMsg(PLACEHOLDER)]),
+        encode_batch([HealthCheckMsg(0)]).replace(
+            b"\xa5probe\x00", b"\xa5probe" + msgspec.msgpack.encode(PLACEHOLDER)
+        ),
+    ]
+    unknown = msgspec.msgpack.encode(["abort", [{"uid": uid, "junk": PLACEHOLDER}]])
+    cells = msgspec.msgpack.encode(
+        ["detokenize", {"uids": [uid, f"{uid}b"], "token_ids": [PLACEHOLDER, 6], "finished": [1]}]
+    )
+    return [*frames, unknown, cells]
+
+
+def _fill(template: bytes, value: bytes) -> bytes:
+    marker = msgspec.msgpack.encode(PLACEHOLDER)
+    assert marker in template
+    return template.replace(marker, value, 1)
+
+
+def hostile_frames(count: int, seed: int, valid: list[bytes]) -> Iterator[tuple[str, bytes]]:
+    """``count`` hostile frames: ``(kind, bytes)``; ``valid`` are frames to cut and flip."""
+    rng = random.Random(seed)
+    kinds = ("nested", "nested_batch", "nested_field", "random", "truncated", "flipped", "huge_length")
+    for serial in range(count):
+        kind = kinds[serial % len(kinds)]
+        depth = rng.choice(DEPTHS)
+        if kind == "nested":
+            frame = nested(depth, rng)
+        elif kind == "nested_batch":
+            name = rng.choice(("detokenize", "tokenize", "abort", "health"))
+            frame = msgspec.msgpack.encode(name) + nested(depth, rng)
+            frame = b"\x92" + frame
+        elif kind == "nested_field":
+            frame = _fill(rng.choice(_templates(serial)), nested(depth, rng))
+        elif kind == "random":
+            frame = rng.randbytes(rng.choice((0, 1, 2, 5, 17, 100, 1000, 10_000)))
+        elif kind == "truncated":
+            source = rng.choice(valid)
+            frame = source[: rng.randrange(len(source))]
+        elif kind == "flipped":
+            flipped = bytearray(rng.choice(valid))
+            for _ in range(rng.randrange(1, 6)):
+                flipped[rng.randrange(len(flipped))] = rng.randrange(256)
+            frame = bytes(flipped)
+        else:
+            header = bytes([rng.choice(HUGE)]) + b"\xff\xff\xff\xff"
+            where = rng.randrange(3)
+            if where == 0:
+                frame = header + rng.randbytes(rng.randrange(8))
+            elif where == 1:
+                frame = b"\x92\xaadetokenize" + header + rng.randbytes(rng.randrange(8))
+            else:
+                frame = _fill(rng.choice(_templates(serial)), header + rng.randbytes(rng.randrange(8)))
+        yield kind, frame

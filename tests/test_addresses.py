@@ -1,0 +1,163 @@
+"""Issue 12, items 5 and 9: default addresses private to the user, no silent takeover of a live
+worker's address (ipc:// and tcp://), loopback decided by the resolved address, and a
+non-loopback bind only with an explicit flag."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from puredetok.adapters.addresses import AddressError, claim, default_address, loopback, private_folder
+from puredetok.adapters.messages import HealthCheckMsg, HealthReply
+from puredetok.adapters.worker import Worker
+from zmq_harness import Harness, free_port
+
+
+def serve(
+    *arguments: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "puredetok.cli", "serve", "--quiet", *arguments]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def resolver(*ips: str) -> Any:
+    """A resolver that answers ``ips`` for any name (what a DNS server could answer)."""
+
+    def resolve(
+        host: str, port: object, **options: object
+    ) -> list[tuple[Any, Any, Any, Any, tuple[Any, ...]]]:
+        return [(socket.AF_INET6 if ":" in ip else socket.AF_INET, 0, 0, "", (ip, 0)) for ip in ips]
+
+    return resolve
+
+
+def test_loopback_is_decided_by_every_resolved_address_never_by_the_name() -> None:
+    evil = "tcp://127.evil.example.com:5555"
+    assert not loopback(evil)  # does not resolve here: not loopback
+    assert not loopback(evil, resolver("93.184.216.34"))
+    assert not loopback(evil, resolver("127.0.0.1", "93.184.216.34"))  # one non-loopback is enough
+    assert loopback(evil, resolver("127.0.0.1", "::1"))
+    assert loopback("tcp://localhost:5555") and loopback("tcp://127.0.0.1:1") and loopback("tcp://[::1]:1")
+    for remote in (
+        "tcp://0.0.0.0:1",
+        "tcp://*:1",
+        "tcp://10.0.0.1:1",
+        "tcp://[::]:1",
+        "pgm://eth0;239.1.1.1:5",
+    ):
+        assert not loopback(remote), remote
+    assert all(not loopback(f"tcp://{name}:1") for _, name in socket.if_nameindex() if name != "lo")
+    assert loopback("ipc:///anywhere") and loopback("inproc://x")
+
+
+def test_default_addresses_live_in_a_folder_private_to_the_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    address = default_address("worker-0")
+    folder = tmp_path / "puredetok"
+    assert address == f"ipc://{folder}/worker-0.ipc"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and folder.stat().st_uid == os.getuid()
+    folder.chmod(0o755)
+    with pytest.raises(AddressError, match="open to other users"):
+        private_folder()
+    folder.rmdir()
+    folder.symlink_to(tmp_path)
+    with pytest.raises(AddressError, match="not a folder"):
+        private_folder()
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    assert private_folder().name == f"puredetok-{os.getuid()}"
+
+
+def test_serve_uses_the_private_defaults(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "puredetok.cli", "serve", "--quiet"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.endswith(f"on ipc://{tmp_path}/puredetok/worker-0.ipc\n"), line
+        assert stat.S_IMODE((tmp_path / "puredetok").stat().st_mode) == 0o700
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+
+
+@pytest.fixture(params=[False, True], ids=["ipc", "tcp"])
+def live(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
+    h = Harness(tmp_path, tcp=request.param)
+    h.start(1)
+    h.wait_ready(1)
+    yield h
+    h.close()
+
+
+def test_a_second_worker_never_takes_over_a_live_workers_address(live: Harness) -> None:
+    """Issue 12: a second ``serve`` on the same ipc address started without error and silently took
+    the address over (ZeroMQ unlinks the live socket file and binds anew)."""
+    address = live.worker_address(0)
+    second = serve(
+        "--listen", address, "--backend", live.backend_address, "--frontend", live.frontend_address
+    )
+    assert second.returncode == 2, second.stderr
+    assert "Traceback" not in second.stderr and address in second.stderr
+    assert "held by a live worker" in second.stderr or "in use" in second.stderr, second.stderr
+    pool = live.pool([0])
+    pool.send([HealthCheckMsg(5)])  # the live worker still has its address, and answers
+    [health] = live.receive(live.frontend, lambda got: any(isinstance(m, HealthReply) for m in got))
+    assert isinstance(health, HealthReply) and health.probe == 5
+
+
+def test_a_foreign_listener_is_not_taken_over_and_a_stale_socket_file_is(tmp_path: Path) -> None:
+    path = tmp_path / "worker.ipc"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen()
+    try:
+        with pytest.raises(AddressError, match="a live process is listening"):
+            claim(f"ipc://{path}")
+    finally:
+        listener.close()
+    assert path.exists()  # a socket file nobody listens on any more: stale, free to take
+    held = claim(f"ipc://{path}")
+    with pytest.raises(AddressError, match="held by a live worker"):
+        claim(f"ipc://{path}")
+    held.release()
+    claim(f"ipc://{path}").release()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "127.evil.example.com", "*"])
+def test_a_non_loopback_bind_needs_allow_remote(host: str, tmp_path: Path) -> None:
+    listen = f"tcp://{host}:{free_port()}"
+    refused = serve(
+        "--listen", listen, "--backend", f"ipc://{tmp_path}/b", "--frontend", f"ipc://{tmp_path}/f"
+    )
+    assert (
+        refused.returncode == 2 and "--allow-remote" in refused.stderr and "Traceback" not in refused.stderr
+    )
+    with pytest.raises(AddressError, match="allow_remote"):
+        Worker(listen=listen, backend=f"ipc://{tmp_path}/b", frontend=f"ipc://{tmp_path}/f")
+
+
+def test_allow_remote_binds_another_interface(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    try:
+        port = free_port()
+        h.start(1, "--allow-remote", "--listen", f"tcp://0.0.0.0:{port}")
+        [ready] = h.wait_ready(1)
+        assert ready.address == f"tcp://0.0.0.0:{port}"
+    finally:
+        h.close()
