@@ -141,12 +141,12 @@ LEAVES = st.one_of(
 )
 
 
-def mutated(value: Any, draw: st.DrawFn) -> Any:
+def mutated(value: Any, data: st.DataObject) -> Any:
     """``value`` with one leaf (or subtree) replaced by something else."""
-    if type(value) is tuple and value and draw(st.booleans()):
-        index = draw(st.integers(0, len(value) - 1))
-        return (*value[:index], mutated(value[index], draw), *value[index + 1 :])
-    return draw(_values(LEAVES))
+    if type(value) is tuple and value and data.draw(st.booleans()):
+        index = data.draw(st.integers(0, len(value) - 1))
+        return (*value[:index], mutated(value[index], data), *value[index + 1 :])
+    return data.draw(_values(LEAVES))
 
 
 @pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
@@ -160,7 +160,7 @@ def test_hostile_bytes_never_crash_nor_restore_a_state_the_decoder_cannot_take(
     streams and finishes without any error but InvalidTokenError."""
     c = data.draw(st.sampled_from([codec(name, skip), window(name)]))
     real = feed(start(c), data.draw(id_lists(name, max_size=8)))[0].hold
-    value = data.draw(st.one_of(_values(LEAVES), st.builds(lambda: mutated(real, data.draw))))
+    value = data.draw(st.one_of(_values(LEAVES), st.builds(lambda: mutated(real, data))))
     try:
         bad = pack(STATE_FORMAT, c, value)
     except (TypeError, ValueError):  # a value no state holds cannot even be written
@@ -244,10 +244,10 @@ def test_saved_streams_refuse_inconsistent_counters_and_rules() -> None:
     c = codec("qwen3")
     rules = StopRules(stop=["abc"], max_new_tokens=5, min_tokens=2)
     stream = open_stream(c, rules)
-    good = (stream.hold, "", 2, 5, None, ("abc",), (), (), False, 5, 2, False)
+    good: tuple[Any, ...] = (stream.hold, "", 2, 5, None, ("abc",), (), (), False, 5, 2, False)
     body = (good[0], good[1], good[2], good[3], good[4], good[5:])
     assert Stream.from_bytes(c, pack(STREAM_FORMAT, c, body)) == stream
-    bad_bodies = [
+    bad_bodies: list[tuple[Any, ...]] = [
         (good[0], "x", 2, 5, None, good[5:]),  # held text that starts no stop string
         (good[0], "", 3, 5, None, good[5:]),  # more min_tokens left than the rules have
         (good[0], "", 2, 6, None, good[5:]),  # more tokens left than the limit
