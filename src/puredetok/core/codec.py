@@ -141,7 +141,7 @@ class DecodeState:
         return state_to_bytes(self)
 
     @classmethod
-    def from_bytes(cls, codec: Codec, data: bytes) -> DecodeState:
+    def from_bytes(cls, codec: Codec, data: bytes | bytearray | memoryview) -> DecodeState:
         """The state saved by :meth:`to_bytes`, resumed with ``codec``.
 
         Raises :class:`~puredetok.errors.CodecMismatchError` when ``codec``'s fingerprint is not

@@ -294,7 +294,7 @@ def state_to_bytes(state: DecodeState) -> bytes:
     return pack(STATE_FORMAT, state.codec, state.hold)
 
 
-def state_from_bytes(codec: Codec, data: bytes) -> DecodeState:
+def state_from_bytes(codec: Codec, data: bytes | bytearray | memoryview) -> DecodeState:
     """The state saved in ``data`` (see :meth:`DecodeState.from_bytes`)."""
     from puredetok.core.codec import DecodeState
 

@@ -102,7 +102,7 @@ def _count(value: object, low: int, high: int | None) -> int:
     return value
 
 
-def stream_from_bytes(codec: Codec, data: bytes) -> Stream:
+def stream_from_bytes(codec: Codec, data: bytes | bytearray | memoryview) -> Stream:
     """The stream saved in ``data`` (see :meth:`Stream.from_bytes`)."""
     from puredetok.stops.stream import Stream
 

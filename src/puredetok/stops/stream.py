@@ -132,7 +132,7 @@ class Stream(_Storage):
         return stream_to_bytes(self)
 
     @classmethod
-    def from_bytes(cls, codec: Codec, data: bytes) -> Stream:
+    def from_bytes(cls, codec: Codec, data: bytes | bytearray | memoryview) -> Stream:
         """The stream saved by :meth:`to_bytes`, resumed with ``codec``; raises
         :class:`~puredetok.errors.CodecMismatchError` for a codec with another fingerprint and
         :class:`~puredetok.errors.InvalidStateError` for truncated, corrupt or hostile bytes.
