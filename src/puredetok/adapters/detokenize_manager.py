@@ -2,10 +2,12 @@
 
 The manager holds the only mutable state of detokenization, a map from request id to its
 immutable :class:`~puredetok.stops.Stream` record, and applies the pure core and stop layer to
-it. A request's record is created by an explicit opening (prompt ids, stop rules, decode options)
-or on first sight of its uid (default options), and removed when the request finishes or is
-aborted. Errors are reported per request, in that request's reply; the rest of the batch is
-unaffected.
+it. A request's record is created only by an explicit opening (prompt ids, stop rules, decode
+options, or a handed-back state): a message for a uid the manager does not hold (never opened,
+ended, or lost with another worker) gets an error reply and never opens a request, so unknown
+uids cost nothing but that reply. A record is removed when the request finishes or is aborted,
+or when the manager hands it back (:meth:`DetokenizeManager.drain`). Errors are reported per
+request, in that request's reply; the rest of the batch is unaffected.
 
 Capacity: there is none, on purpose. A live record is a few hundred bytes (10,000 live requests
 hold about 3.3 MB), so the manager never evicts a live request, which is how engines that did lost
@@ -26,7 +28,7 @@ import attrs
 
 from puredetok.adapters.eos import eos_token_ids
 from puredetok.adapters.messages import (
-    DEFAULT_PARAMS,
+    UNKNOWN_REQUEST,
     DetokenizeBatch,
     DetokenizeMsg,
     Ended,
@@ -65,7 +67,6 @@ RULES_CACHE = 4_096
 class DetokenizeManager:
     """Streams text for many requests of one tokenizer.
 
-    ``defaults`` are the options of a request that starts without an :class:`Opening`.
     ``max_byte_run`` and ``out_of_vocab`` are the manager's setting of those codec options
     (see :func:`puredetok.codec_for`), for every request whose :class:`SamplingParams` leave them
     None. Codecs are built once per set of codec options (:data:`CodecKey`) and shared by every
@@ -77,7 +78,6 @@ class DetokenizeManager:
         self,
         tokenizer: Any,
         *,
-        defaults: SamplingParams = DEFAULT_PARAMS,
         remember_ended: int = DEFAULT_REMEMBER_ENDED,
         codecs: dict[CodecKey, Codec] | None = None,
         max_byte_run: int | None = None,
@@ -100,8 +100,6 @@ class DetokenizeManager:
         self._rules: dict[tuple[object, ...], StopRules] = {}
         self._live: dict[Uid, Stream] = {}
         self._ended: OrderedDict[Uid, str] = OrderedDict()
-        self._default_codec = self.codec_of(defaults)
-        self._default_rules = self.rules(defaults)
 
     def __len__(self) -> int:
         """The number of live requests."""
@@ -191,8 +189,9 @@ class DetokenizeManager:
         return rules
 
     def open(self, uid: Uid, opening: Opening | None = None) -> Stream:
-        """Start request ``uid`` explicitly; raises ValueError if it is live or has ended, or if
-        the opening is invalid (a bad prompt id or stop option).
+        """Start request ``uid`` (``Opening()``, no prompt and default parameters, if None); raises
+        ValueError if it is live or has ended, or if the opening is invalid (a bad prompt id or stop
+        option, a state that is not a stream of this tokenizer with these decode options).
         """
         stream = self._opened(uid, opening or Opening())
         self._live[uid] = stream
@@ -202,8 +201,11 @@ class DetokenizeManager:
         """One reply per message, in order: the new text, and whether and why the request ended.
 
         A message with an invalid token id still applies its valid ids; the invalid ones add no
-        text and are named in the reply's ``error`` (the request goes on). A message for a request
-        that has ended, or an opening for one that is live, gets an error reply and changes nothing.
+        text and are named in the reply's ``error`` (the request goes on). A message for a uid that
+        is not live and carries no opening (never opened, ended, handed back) gets a finished error
+        reply (:data:`~puredetok.adapters.messages.UNKNOWN_REQUEST` when the uid is not remembered
+        as ended); an opening for a request that is live or remembered as ended gets an error reply;
+        neither changes anything.
         """
         return list(self.handle_batch(DetokenizeBatch.of(messages)).items)
 
@@ -334,7 +336,11 @@ class DetokenizeManager:
         return self._live.pop(uid)
 
     def attach(self, uid: Uid, stream: Stream) -> None:
-        """Put a detached request back (here or in another manager); raises ValueError if live."""
+        """Put a detached request back (here or in another manager); raises ValueError if live.
+
+        A stream that travelled as bytes or as a pickle is resumed first, with this manager's codec
+        for its decode options: ``manager.attach(uid, saved.resume(manager.codec_of(params)))``.
+        """
         if uid in self._live:
             raise ValueError(f"request {uid!r} is already open")
         if stream.finish_reason is not None:
@@ -342,15 +348,26 @@ class DetokenizeManager:
         self._ended.pop(uid, None)
         self._live[uid] = stream
 
+    def drain(self) -> list[tuple[Uid, bytes]]:
+        """Hand every live request back, as ``(uid, Stream.to_bytes())`` pairs, and hold none.
+
+        For a worker that stops: an :class:`Opening` with the state continues each request exactly
+        (here or in any manager of the same tokenizer). The uids are remembered as handed back, so
+        a late message for one gets an error here.
+        """
+        drained = [(uid, stream.to_bytes()) for uid, stream in self._live.items()]
+        for uid, _ in drained:
+            del self._live[uid]
+            self._remember(uid, "handed back")
+        return drained
+
     def _first(self, uid: Uid, opening: Opening | None, stream: Stream | None) -> Stream | tuple[bool, str]:
-        """The record for a message that opens a request or meets an unknown uid (not yet stored),
-        or why not: ``(finished, error)``.
+        """The record for a message that opens a request or names a uid that is not live (not yet
+        stored), or why not: ``(finished, error)``.
         """
         ended = stream is None and uid in self._ended
         if opening is None:
-            if ended:
-                return True, self._late(uid)
-            return open_stream(self._default_codec, self._default_rules)
+            return True, self._late(uid) if ended else self._unknown(uid)
         try:
             return self._opened(uid, opening)
         except ValueError as error:
@@ -363,10 +380,28 @@ class DetokenizeManager:
         if uid in self._ended:
             raise ValueError(f"request {uid!r} has already ended ({self._ended[uid]})")
         params = opening.params
-        return open_stream(self.codec_of(params), self.rules(params), opening.prompt_ids)
+        if opening.state is None:
+            return open_stream(self.codec_of(params), self.rules(params), opening.prompt_ids)
+        if opening.prompt_ids:
+            raise ValueError(
+                f"request {uid!r}: an opening with a state has no prompt (the state continues it)"
+            )
+        stream = Stream.from_bytes(self.codec_of(params), opening.state)
+        if stream.finish_reason is not None:
+            raise ValueError(
+                f"request {uid!r}: the state is of a stream that has ended ({stream.finish_reason.kind})"
+            )
+        shared = self.rules(params)
+        return attrs.evolve(stream, rules=shared) if stream.rules == shared else stream
 
     def _late(self, uid: Uid) -> str:
         return f"request {uid!r} has already ended ({self._ended[uid]}): message ignored"
+
+    def _unknown(self, uid: Uid) -> str:
+        return (
+            f"{UNKNOWN_REQUEST} {uid!r}: no open request has this uid (never opened, ended, or lost when "
+            "a worker restarted); a request's first message carries its Opening: message ignored"
+        )
 
     def _remember(self, uid: Uid, why: str) -> None:
         ended = self._ended

@@ -31,7 +31,6 @@ import zmq
 from puredetok.adapters.detokenize_manager import DetokenizeManager
 from puredetok.adapters.loading import load_tokenizer
 from puredetok.adapters.messages import (
-    DEFAULT_PARAMS,
     AbortBackendMsg,
     AbortMsg,
     AnyBatch,
@@ -42,7 +41,6 @@ from puredetok.adapters.messages import (
     Message,
     ReadyMsg,
     ReplyBatch,
-    SamplingParams,
     TokenizeMsg,
     UserMsg,
     UserReply,
@@ -98,7 +96,6 @@ class Worker:
         frontend: str | None = None,
         local_bs: int = DEFAULT_LOCAL_BS,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-        defaults: SamplingParams = DEFAULT_PARAMS,
         name: str | None = None,
         context: zmq.Context[Any] | None = None,
         poll_ms: int = 100,
@@ -116,7 +113,7 @@ class Worker:
         self.poll_ms = poll_ms
         self.tokenize_manager = TokenizeManager(tokenizer)
         self.detokenize_manager = DetokenizeManager(
-            tokenizer, defaults=defaults, max_byte_run=max_byte_run, out_of_vocab=out_of_vocab
+            tokenizer, max_byte_run=max_byte_run, out_of_vocab=out_of_vocab
         )
         self.decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
         self.drops = DropCounter(logger)
@@ -404,7 +401,6 @@ def tokenize_worker(
     frontend: str | None = None,
     local_bs: int = DEFAULT_LOCAL_BS,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-    defaults: SamplingParams = DEFAULT_PARAMS,
     name: str | None = None,
     on_ready: Callable[[ReadyMsg], None] | None = None,
     stop_event: threading.Event | None = None,
@@ -423,7 +419,6 @@ def tokenize_worker(
         frontend=frontend,
         local_bs=local_bs,
         max_frame_bytes=max_frame_bytes,
-        defaults=defaults,
         name=name,
         max_byte_run=max_byte_run,
         out_of_vocab=out_of_vocab,
