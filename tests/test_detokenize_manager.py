@@ -626,8 +626,8 @@ def test_drained_requests_continue_exactly_in_another_manager() -> None:
         before = "".join(first.detokenize([DetokenizeMsg("r", (t,)) for t in output[:cut]]))
         if "r" not in first:
             continue  # it ended before the cut
-        [(uid, state)] = first.drain()
-        assert uid == "r" and len(first) == 0 and len(state) < 80
+        [(uid, state, consumed)] = first.drain()
+        assert uid == "r" and consumed == cut and len(first) == 0 and len(state) < 80
         [late] = first.handle([DetokenizeMsg("r", (32,))])
         assert late.error is not None and "handed back" in late.error
         replies = second.handle(
@@ -658,3 +658,59 @@ def test_an_opening_with_a_bad_state_is_an_error_for_that_request() -> None:
     assert sorted(map(str, m._live)) == ["6", "live"]
     with pytest.raises(ValueError, match="needs a state"):
         Opening((), SamplingParams(), None, 3)
+
+
+@pytest.mark.parametrize("name", ["qwen3", "llama2"])
+@settings(max_examples=max(10, settings().max_examples // 3))
+@given(data=st.data())
+def test_a_hand_back_at_any_point_gives_every_request_its_text(name: str, data: st.DataObject) -> None:
+    """Requests interleaved in batches (one id each, several, invalid ids, messages for unknown
+    uids) are drained at a random point; each is re-opened in another manager with its state and
+    the ids from its ``consumed`` count on, and its text is what it would have been."""
+    reqs = data.draw(requests(name))
+    queue: list[DetokenizeMsg] = []
+    pending: list[list[DetokenizeMsg]] = []
+    sent: dict[int, list[int]] = {}
+    for i, (prompt, ids, params, _) in enumerate(reqs):
+        ids = [*ids]
+        if data.draw(st.booleans()):
+            ids.insert(data.draw(st.integers(0, len(ids))), -1)  # an invalid id: skipped, counted
+        sent[i] = ids
+        cuts = sorted(data.draw(st.lists(st.integers(0, len(ids)), max_size=4)))
+        chunks = [ids[a:b] for a, b in zip([0, *cuts], [*cuts, len(ids)])]
+        opening = Opening(tuple(prompt), params)
+        pending.append(
+            [
+                DetokenizeMsg(i, tuple(chunk), n == len(chunks) - 1, opening if n == 0 else None)
+                for n, chunk in enumerate(chunks)
+            ]
+        )
+    while any(pending):
+        i = data.draw(st.sampled_from([i for i, msgs in enumerate(pending) if msgs]))
+        queue.append(pending[i].pop(0))
+        if data.draw(st.integers(0, 9)) == 0:
+            queue.append(DetokenizeMsg(f"stranger-{len(queue)}", (5,)))
+    stop_at = data.draw(st.integers(0, len(queue)))
+    first, second = manager(name), manager(name)
+    texts: dict[Uid, str] = {i: "" for i in range(len(reqs))}
+    done = queue[:stop_at]
+    while done:
+        cut = data.draw(st.integers(1, len(done)))
+        for reply in first.handle(done[:cut]):
+            if reply.uid in texts:
+                texts[reply.uid] += reply.incremental_output
+        done = done[cut:]
+    for uid, state, consumed in first.drain():
+        index = int(uid)
+        params = reqs[index][2]
+        [reply] = second.handle(
+            [DetokenizeMsg(uid, tuple(sent[index][consumed:]), True, Opening((), params, state, consumed))]
+        )
+        assert reply.finished and not (reply.error or "").startswith(UNKNOWN_REQUEST)
+        texts[uid] += reply.incremental_output
+    for index, (prompt, _, params, _) in enumerate(reqs):
+        if not any(msg.uid == index for msg in queue[:stop_at]):
+            continue  # never opened before the hand-back: nothing to continue
+        valid = [token for token in sent[index] if token >= 0]
+        assert texts[index] == pure_text(name, prompt, valid, params)
+    assert len(first) == len(second) == 0

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 __all__ = ["DetokenizeManager", "DEFAULT_REMEMBER_ENDED", "CodecKey"]
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeAlias
 
@@ -99,6 +99,9 @@ class DetokenizeManager:
         self._codecs = {} if codecs is None else codecs
         self._rules: dict[tuple[object, ...], StopRules] = {}
         self._live: dict[Uid, Stream] = {}
+        self._consumed: Counter[Uid] = Counter()
+        """Per live request, how many generated ids it has been sent since it opened (for a
+        hand-back: where the ids of its re-opening start)."""
         self._ended: OrderedDict[Uid, str] = OrderedDict()
 
     def __len__(self) -> int:
@@ -193,8 +196,10 @@ class DetokenizeManager:
         ValueError if it is live or has ended, or if the opening is invalid (a bad prompt id or stop
         option, a state that is not a stream of this tokenizer with these decode options).
         """
-        stream = self._opened(uid, opening or Opening())
+        opening = opening or Opening()
+        stream = self._opened(uid, opening)
         self._live[uid] = stream
+        self._consumed[uid] = opening.consumed
         return stream
 
     def handle(self, messages: Sequence[DetokenizeMsg]) -> list[UserReply]:
@@ -220,6 +225,7 @@ class DetokenizeManager:
             # message (a new or ended uid, an invalid id) goes the general way.
             get, live, step_one = self._live.get, self._live, advance  # locals: once per message
             append = replies.outputs.append
+            self._consumed.update(uids)  # ids sent per request, in one C-level pass (see _message)
             for position, (uid, token_id) in enumerate(zip(uids, ids)):
                 stream = get(uid)
                 if stream is not None and type(token_id) is int:
@@ -235,7 +241,7 @@ class DetokenizeManager:
                                 self._end(uid, new, position, replies)
                         append(text)
                         continue
-                append(self._message(position, uid, (token_id,), None, None, replies))
+                append(self._message(position, uid, (token_id,), None, None, replies, counted=True))
         else:
             opening, closing = dict(batch.opens), frozenset(batch.finished)
             why = {position: FinishReason(reason, matched) for position, reason, matched in batch.reasons}
@@ -257,10 +263,13 @@ class DetokenizeManager:
         opening: Opening | None,
         end: FinishReason | None,
         replies: _Replies,
+        *,
+        counted: bool = False,
     ) -> str:
         """One message, any message: its text; its ending and error go into ``replies``.
 
-        ``end`` is the scheduler's reason when the message ends its request (None if it does not).
+        ``end`` is the scheduler's reason when the message ends its request (None if it does not);
+        ``counted``: its ids are already counted in the request's ids sent.
         """
         stream = old = self._live.get(uid)
         if stream is None or opening is not None:
@@ -270,8 +279,16 @@ class DetokenizeManager:
                 if ended:
                     replies.ended.append((position, None, None))
                 replies.errors.append((position, message))
+                if stream is None:
+                    self._consumed.pop(uid, None)
+                elif counted:
+                    self._consumed[uid] -= len(token_ids)
                 return ""
             stream = first
+            assert opening is not None
+            self._consumed[uid] = opening.consumed + (len(token_ids) if counted else 0)
+        if not counted:
+            self._consumed[uid] += len(token_ids)
         last = None
         stopped_on = end.matched if end is not None and type(end.matched) is int else None
         if (
@@ -301,6 +318,7 @@ class DetokenizeManager:
         reason = stream.finish_reason
         assert reason is not None
         self._live.pop(uid, None)
+        self._consumed.pop(uid, None)
         self._remember(uid, reason.kind)
         replies.ended.append((position, reason.kind, reason.matched))
 
@@ -317,6 +335,7 @@ class DetokenizeManager:
         replies = []
         for uid in uids:
             stream = self._live.pop(uid, None)
+            self._consumed.pop(uid, None)
             if stream is not None:
                 abort(stream)
                 replies.append(UserReply(uid, "", True, "abort"))
@@ -333,7 +352,9 @@ class DetokenizeManager:
         The record is immutable and picklable: :meth:`attach` it here or to another manager and
         the request goes on exactly where it stopped.
         """
-        return self._live.pop(uid)
+        stream = self._live.pop(uid)
+        self._consumed.pop(uid, None)
+        return stream
 
     def attach(self, uid: Uid, stream: Stream) -> None:
         """Put a detached request back (here or in another manager); raises ValueError if live.
@@ -347,16 +368,19 @@ class DetokenizeManager:
             raise ValueError(f"request {uid!r} has already ended ({stream.finish_reason.kind})")
         self._ended.pop(uid, None)
         self._live[uid] = stream
+        self._consumed[uid] = 0
 
-    def drain(self) -> list[tuple[Uid, bytes]]:
-        """Hand every live request back, as ``(uid, Stream.to_bytes())`` pairs, and hold none.
+    def drain(self) -> list[tuple[Uid, bytes, int]]:
+        """Hand every live request back, as ``(uid, Stream.to_bytes(), consumed)``, and hold none.
 
-        For a worker that stops: an :class:`Opening` with the state continues each request exactly
+        ``consumed`` is how many generated ids the request was sent since it opened (invalid ones
+        included; counting on from its opening's ``consumed``): an :class:`Opening` with the state
+        and that count, in a message with the request's ids from there on, continues it exactly
         (here or in any manager of the same tokenizer). The uids are remembered as handed back, so
         a late message for one gets an error here.
         """
-        drained = [(uid, stream.to_bytes()) for uid, stream in self._live.items()]
-        for uid, _ in drained:
+        drained = [(uid, stream.to_bytes(), self._consumed.pop(uid, 0)) for uid, stream in self._live.items()]
+        for uid, _, _ in drained:
             del self._live[uid]
             self._remember(uid, "handed back")
         return drained

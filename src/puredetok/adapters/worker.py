@@ -5,13 +5,18 @@ scheduler (``backend``) and text to the API server (``frontend``); it connects t
 number of workers can share them. Each loop drains up to ``local_bs`` waiting messages, handles
 them kind by kind (keeping the order of each request's messages), and sends one frame per kind.
 
-Shutdown: SIGINT or SIGTERM (or ``stop_event``) ends the loop after the current batch; every
-frame already waiting is still handled, and the replies are flushed before the sockets close.
+Shutdown: SIGINT or SIGTERM (or ``stop_event``) ends the loop after the current batch; the frames
+already waiting are still handled (for up to :data:`DRAIN_SECONDS`), then every open request is
+handed back to the frontend: a finished reply whose ``error`` starts with ``"handed back"``,
+carrying the request's stream as bytes (:attr:`UserReply.state`) and how many of its generated ids
+that stream has consumed (:attr:`UserReply.consumed`). A :class:`DetokenizeMsg` whose
+:class:`Opening` carries them, with the request's ids from ``consumed`` on, continues the request
+exactly on any worker of the same tokenizer. The replies are flushed before the sockets close.
 """
 
 from __future__ import annotations
 
-__all__ = ["Worker", "WorkerStats", "tokenize_worker", "default_address", "DEFAULT_LOCAL_BS"]
+__all__ = ["Worker", "WorkerStats", "tokenize_worker", "default_address", "DEFAULT_LOCAL_BS", "DRAIN_SECONDS"]
 
 import gc
 import logging
@@ -31,6 +36,7 @@ import zmq
 from puredetok.adapters.detokenize_manager import DetokenizeManager
 from puredetok.adapters.loading import load_tokenizer
 from puredetok.adapters.messages import (
+    HANDED_BACK,
     AbortBackendMsg,
     AbortMsg,
     AnyBatch,
@@ -59,6 +65,11 @@ from puredetok.core.codec import OutOfVocab
 
 DEFAULT_LOCAL_BS = 4096
 """Messages drained per loop at most."""
+
+DRAIN_SECONDS = 1.0
+"""When stopping, how long the worker goes on handling frames that keep arriving before it hands
+its requests back (ids that arrive later are not lost: the hand-back says how many ids each state
+has consumed, and the re-opening brings the rest)."""
 
 logger = logging.getLogger("puredetok.worker")
 
@@ -170,9 +181,13 @@ class Worker:
                 else:
                     collector.idle()
             # Shutting down: answer everything that has already arrived, including frames the I/O
-            # thread is still delivering (a short quiet period ends it).
-            while poller.poll(50):
+            # thread is still delivering (a short quiet period ends it, or DRAIN_SECONDS), then
+            # hand every open request back.
+            deadline = time.monotonic() + DRAIN_SECONDS
+            while time.monotonic() < deadline and poller.poll(50):
                 self.handle(list(self._drain()))
+            self._pull.close(linger=0)
+            self._hand_back()
         finally:
             collector.stop()
             self.close()
@@ -268,6 +283,22 @@ class Worker:
                 out.to_backend.setdefault(AbortBackendMsg.KIND, []).append(
                     AbortBackendMsg(batch.uids[position])
                 )
+
+    def _hand_back(self) -> None:
+        """Send every open request back to the frontend, as its state and the ids it has consumed."""
+        drained = self.detokenize_manager.drain()
+        if not drained:
+            return
+        why = (
+            f"{HANDED_BACK}: the worker is stopping; send a DetokenizeMsg with "
+            "Opening(params=..., state=<this state>, consumed=<this count>) and the ids from there on "
+            "to continue the request exactly"
+        )
+        replies = [
+            UserReply(uid, "", True, None, None, why, state, consumed) for uid, state, consumed in drained
+        ]
+        self._send(self._frontend, ReplyBatch.of(replies))
+        logger.info("%s handed %d open requests back", self.name, len(replies))
 
     def _tokenize(self, msgs: list[TokenizeMsg], out: _Outbox) -> None:
         for msg, result in zip(msgs, self.tokenize_manager.tokenize(msgs)):

@@ -152,7 +152,7 @@ def memory_section(tokenizer: Any, requests: int = 10_000) -> list[Result]:
     held = after - messages
     del batch
     assert len(manager) == requests
-    saved = sum(len(state) for _, state in manager.drain())
+    saved = sum(len(state) for _, state, _ in manager.drain())
     limit = 10 * 1024 * 1024
     return [
         Result(
