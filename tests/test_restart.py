@@ -111,7 +111,9 @@ def test_a_restart_under_load_loses_no_stream_and_sends_no_wrong_text(tmp_path: 
         ids = texts[n % 3][: rng.randrange(60, len(texts[n % 3]) + 1)]
         if n % 7 == 0:
             ids = [*ids[:50], EOS, *ids[50:]]  # ends on EOS, before its last ids
-        params = SamplingParams(stop=("</ans>",) if n % 4 == 1 else (), max_new_tokens=90 if n % 5 == 0 else None)
+        params = SamplingParams(
+            stop=("</ans>",) if n % 4 == 1 else (), max_new_tokens=90 if n % 5 == 0 else None
+        )
         prompt = texts[(n + 1) % 3][: n % 6]
         requests[f"r{n}"] = Request(f"r{n}", prompt, ids, params)
 

@@ -273,7 +273,8 @@ class TokenizeMsg:
 
     Chat messages (``[{"role": ..., "content": ...}, ...]``) go through the tokenizer's own chat
     template with the generation prompt added; ``template_options`` are passed to the template
-    (for example ``{"enable_thinking": False}`` for Qwen3).
+    (for example ``{"enable_thinking": False}`` for Qwen3). The messages' text is data: special
+    tokens in it are not parsed (unless :attr:`parse_special_tokens`).
     """
 
     KIND: ClassVar[str] = "tokenize"
@@ -288,6 +289,12 @@ class TokenizeMsg:
     """Extra variables for the chat template."""
     add_special_tokens: bool = True
     """For plain text: let the tokenizer add its BOS/EOS (chat templates add their own)."""
+    parse_special_tokens: bool = False
+    """For chat messages: parse special-token text in the messages (and template options) as the
+    special tokens. By default the text is data: ``<|im_end|>`` written in a message is those
+    characters, and only the chat template's own special tokens are control tokens. Only for
+    callers that wrote the messages themselves (never for a user's text). Plain ``text`` is encoded
+    as the tokenizer encodes it (its special-token text parsed)."""
 
 
 @attrs.frozen
