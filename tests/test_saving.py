@@ -276,3 +276,34 @@ def test_pickled_streams_and_states_are_saved_records() -> None:
     assert isinstance(clone, SavedStream) and clone.resume(c) == stream
     assert pickle.loads(pickle.dumps(clone)) == clone  # the saved record pickles as itself
     assert pickle.loads(pickle.dumps([stream.decode, stream]))[0].resume(c) == stream.decode
+
+
+def test_the_size_table_in_the_docs_is_what_the_script_measures() -> None:
+    """docs/benchmarks.md's state sizes (python -m puredetok.bench.states) are counts of bytes."""
+    from pathlib import Path
+
+    from puredetok.bench.states import size_table
+
+    labels = {
+        "qwen3": "Qwen3",
+        "qwen2_5": "Qwen2.5",
+        "llama3": "Llama-3",
+        "gpt2": "GPT-2",
+        "phi2": "Phi-2",
+        "llama2": "Llama-2",
+        "mistral_v03": "Mistral v0.3",
+        "phi3_mini": "Phi-3",
+        "t5_small": "T5",
+        "distilbert_base_uncased": "DistilBERT",
+    }
+    page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    documented = page.split("<!-- sizes-table -->\n", 1)[1].split("\n<!-- /sizes-table -->", 1)[0]
+    assert size_table({label: tokenizer(name) for name, label in labels.items()}) == documented
+
+
+def test_the_script_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    from puredetok.bench.states import main
+
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Bytes;") and "| Qwen3 | 3.16 MB | 18 / 21 |" in out
