@@ -196,6 +196,8 @@ class _Tracker:
         if entry is None:
             self.unclaimed += 1
             return
+        if entry.failure is not None:
+            return  # the client gave it up (its worker restarted): a new worker knows nothing of it
         entry.deadline = self.deadline()
         if reply.state is not None and reply.consumed is not None:
             hand_back = HandBack(reply.uid, reply.state, reply.consumed)
