@@ -25,8 +25,9 @@ def test_the_manager_and_memory_sections_measure_side_by_side() -> None:
     manager, four, baseline = manager_section(tok, requests=8, steps=8)
     assert manager.target and manager.ratio is not None and manager.ok is not None
     assert baseline.ratio == 1.0 and four.ratio is not None
-    [held, messages] = memory_section(tok, requests=500)
+    [held, messages, saved] = memory_section(tok, requests=500)
     assert held.ok is True and "500 live requests" in held.name
+    assert saved.ok is True and "saved as bytes" in saved.name
 
 
 def test_the_worker_section_drives_a_real_worker_process() -> None:

@@ -83,8 +83,9 @@ def test_c_g2_g4_after_prompts_as_engines_send_them(name: str, skip: bool, data:
     fed, first = feed(primed, output[:cut])
     fed, rest = feed(fed, output[cut:])
     assert fed == state and first + rest == emitted
-    moved = DecodeState(restored(name, skip), pickle.loads(pickle.dumps(primed.hold)))
-    for clone in (moved, copy.copy(primed), copy.deepcopy(primed)):
+    moved = DecodeState.from_bytes(restored(name, skip), primed.to_bytes())
+    unpickled = pickle.loads(pickle.dumps(primed)).resume(restored(name, skip))
+    for clone in (moved, unpickled, copy.copy(primed), copy.deepcopy(primed)):
         assert clone == primed and hash(clone) == hash(primed)
         assert feed(clone, output) == (state, emitted)
 

@@ -15,6 +15,7 @@ from helpers import byte_ids, codec, continuation, id_lists, reference, tokenize
 from puredetok import Codec, feed, finish, start
 from puredetok.adapters.detokenize_manager import CodecKey, DetokenizeManager
 from puredetok.adapters.messages import (
+    UNKNOWN_REQUEST,
     DetokenizeBatch,
     DetokenizeMsg,
     FinishKind,
@@ -52,7 +53,7 @@ def encode(text: str, name: str = "qwen3") -> list[int]:
 
 @st.composite
 def requests(draw: st.DrawFn, name: str) -> list[tuple[list[int], list[int], SamplingParams, bool]]:
-    """A few requests: (prompt, ids, params, explicit opening)."""
+    """A few requests: (prompt, ids, params, whether the opening gives them)."""
     out = []
     for _ in range(draw(st.integers(1, 4))):
         ids = draw(id_lists(name, max_size=30))
@@ -82,7 +83,7 @@ def test_interleaved_batches_give_each_request_its_pure_text(name: str, data: st
     for i, (prompt, ids, params, explicit) in enumerate(reqs):
         cuts = sorted(data.draw(st.lists(st.integers(0, len(ids)), max_size=4)))
         chunks = [ids[a:b] for a, b in zip([0, *cuts], [*cuts, len(ids)])]
-        opening = Opening(tuple(prompt), params) if explicit else None
+        opening = Opening(tuple(prompt), params) if explicit else Opening()
         pending.append(
             [
                 DetokenizeMsg(i, tuple(chunk), n == len(chunks) - 1, opening if n == 0 else None)
@@ -127,6 +128,7 @@ def test_interleaved_batches_give_each_request_its_pure_text(name: str, data: st
 def test_detokenize_gives_one_text_per_message_in_order() -> None:
     ids = [100024, 119, 128237, 119, 123918, 102, 374, 8848, 11, 46602, 101, 21887, 94880, 586]
     m = manager()
+    m.open("spec")
     deltas = [m.detokenize([DetokenizeMsg("spec", (token,))])[0] for token in ids]
     assert deltas == ["", "鱻", "", "䨻", "", "🦩", " is", " rare", ",", " ", "推", "理", " naï", "ve"]
     assert m.detokenize([DetokenizeMsg("spec", (), True)]) == [""]
@@ -137,7 +139,9 @@ def test_spec_vector_streams_exactly_and_leaves_no_state() -> None:
     text = "推理引擎 😀 streams text: naïve café, 1+1=2.\n第二行结束。"
     ids = encode(text)
     m = manager()
-    replies = m.handle([DetokenizeMsg(1, (t,), i == len(ids) - 1) for i, t in enumerate(ids)])
+    replies = m.handle(
+        [DetokenizeMsg(1, (t,), i == len(ids) - 1, Opening() if i == 0 else None) for i, t in enumerate(ids)]
+    )
     assert "".join(r.incremental_output for r in replies) == text
     assert not any("\ufffd" in r.incremental_output for r in replies)
     assert replies[-1].finished and replies[-1].finish_reason == "length" and len(m) == 0
@@ -181,7 +185,7 @@ def test_stop_string_split_over_tokens_is_never_streamed() -> None:
 
 def test_eos_ends_the_request_and_is_not_text() -> None:
     m = manager()
-    [reply] = m.handle([DetokenizeMsg(1, (*encode("The end."), 151645, *encode("more")))])
+    [reply] = m.handle([DetokenizeMsg(1, (*encode("The end."), 151645, *encode("more")), False, Opening())])
     assert reply.incremental_output == "The end." and reply.finished
     assert reply.finish_reason == "stop" and reply.matched_stop == 151645
 
@@ -192,9 +196,9 @@ def test_invalid_ids_are_a_per_request_error_and_nothing_else_is_lost() -> None:
     good = encode("推理 naïve")
     size = m.codec().vocab_size
     batch = [
-        DetokenizeMsg(1, (good[0], -1, good[1], size, 2**63, *good[2:])),
-        DetokenizeMsg(2, tuple(good)),
-        DetokenizeMsg(3, (size + 5,)),
+        DetokenizeMsg(1, (good[0], -1, good[1], size, 2**63, *good[2:]), False, Opening()),
+        DetokenizeMsg(2, tuple(good), False, Opening()),
+        DetokenizeMsg(3, (size + 5,), False, Opening()),
     ]
     first, second, third = m.handle(batch)
     assert (
@@ -233,7 +237,7 @@ def test_late_messages_duplicate_openings_and_unknown_aborts_are_errors() -> Non
 def test_abort_drops_the_state_and_sends_nothing_held() -> None:
     m = manager()
     emoji = encode("🦩")
-    [partial] = m.handle([DetokenizeMsg(1, tuple(emoji[:-1]))])
+    [partial] = m.handle([DetokenizeMsg(1, tuple(emoji[:-1]), False, Opening())])
     assert partial.incremental_output == "" and 1 in m
     [aborted] = m.abort([1])
     assert aborted == UserReply(1, "", True, "abort") and 1 not in m and len(m) == 0
@@ -246,7 +250,7 @@ def test_an_invalid_opening_is_an_error_for_that_request() -> None:
         DetokenizeMsg(2, (32,), False, Opening((), SamplingParams(stop=("",)))),
         DetokenizeMsg(3, (32,), False, Opening((), SamplingParams(max_new_tokens=0))),
         DetokenizeMsg(4, (32,), False, Opening((), SamplingParams(min_tokens=5, max_new_tokens=2))),
-        DetokenizeMsg(5, (32,)),
+        DetokenizeMsg(5, (32,), False, Opening()),
     ]
     replies = m.handle(bad)
     assert all(r.error is not None for r in replies[:4]) and replies[4].error is None
@@ -284,7 +288,12 @@ def test_capacity_is_not_a_limit_on_live_requests() -> None:
     out = [""] * 1000
     for position in range(max(map(len, ids)) + 1):
         batch = [
-            DetokenizeMsg(i, tuple(seq[position : position + 1]), position >= len(seq) - 1)
+            DetokenizeMsg(
+                i,
+                tuple(seq[position : position + 1]),
+                position >= len(seq) - 1,
+                Opening() if not position else None,
+            )
             for i, seq in enumerate(ids)
             if position < len(seq)
         ]
@@ -297,14 +306,15 @@ def test_capacity_is_not_a_limit_on_live_requests() -> None:
 def test_a_request_moved_out_and_back_mid_stream_loses_nothing() -> None:
     """SGLang eviction re-init: re-initialising an evicted request dropped text ("ABCD" came out short)."""
     ids = [32, 33, 34, 35]
+    params = SamplingParams()
     for cut in range(len(ids) + 1):
         first = manager()
+        first.open("r", Opening((), params))
         texts = first.detokenize([DetokenizeMsg("r", (t,)) for t in ids[:cut]])
-        parked = pickle.loads(pickle.dumps(first.detach("r"))) if cut else None
-        assert len(first) == 0
+        parked = pickle.loads(pickle.dumps(first.detach("r")))  # travels without its codec
+        assert len(first) == 0 and len(pickle.dumps(parked)) < 200
         second = manager()
-        if parked is not None:
-            second.attach("r", parked)
+        second.attach("r", parked.resume(second.codec_of(params)))
         texts += second.detokenize(
             [DetokenizeMsg("r", (t,), i == len(ids) - cut - 1) for i, t in enumerate(ids[cut:])]
         )
@@ -329,6 +339,14 @@ def test_100_000_requests_with_aborts_duplicates_and_unknown_uids_leave_nothing_
     vocab = [i for i in range(0, 150_000, 37) if i not in m.eos_token_ids]
     total, next_uid, live = 100_000, 0, list[Uid]()
     errors = replies_count = 0
+    opened: set[Uid] = set()
+
+    def opening(uid: Uid) -> Opening | None:
+        if uid in opened:
+            return None
+        opened.add(uid)
+        return Opening()
+
     while next_uid < total or live:
         batch: list[DetokenizeMsg] = []
         aborts: list[Uid] = []
@@ -342,10 +360,10 @@ def test_100_000_requests_with_aborts_duplicates_and_unknown_uids_leave_nothing_
             if roll < 0.05:
                 aborts.extend([uid, uid] if roll < 0.01 else [uid])  # sometimes a duplicate abort
             elif roll < 0.25:
-                done = DetokenizeMsg(uid, tuple(rng.sample(vocab, 2)), True)
+                done = DetokenizeMsg(uid, tuple(rng.sample(vocab, 2)), True, opening(uid))
                 batch.extend([done, done] if roll < 0.07 else [done])  # sometimes a duplicate finish
             else:
-                batch.append(DetokenizeMsg(uid, (rng.choice(vocab),)))
+                batch.append(DetokenizeMsg(uid, (rng.choice(vocab),), False, opening(uid)))
                 keep.append(uid)
             if 0.5 < roll < 0.51:
                 batch.append(DetokenizeMsg(f"unknown-{uid}", (), True))
@@ -382,6 +400,9 @@ def test_a_batch_column_by_column_is_its_messages_one_by_one(
     """handle_batch on one-id columns (the worker's path) gives what handling each message alone
     gives, in order, errors and endings included."""
     together, alone = manager(), manager()
+    for uid in range(5):  # uid 5 is never opened: its messages are errors on both paths
+        together.open(uid)
+        alone.open(uid)
     for step in steps:
         messages = [DetokenizeMsg(uid, (token_id,), finished) for uid, token_id, finished in step]
         batch = DetokenizeBatch.of(messages)
@@ -403,7 +424,7 @@ def test_max_byte_run_per_request_and_as_the_managers_setting() -> None:
     uids = iter(range(100))
 
     def texts(manager: DetokenizeManager, params: SamplingParams | None) -> list[str]:
-        uid, opening = next(uids), None if params is None else Opening((1,), params)
+        uid, opening = next(uids), Opening() if params is None else Opening((1,), params)
         first = manager.handle([DetokenizeMsg(uid, tuple(run[:1]), False, opening)])
         rest = manager.handle([DetokenizeMsg(uid, (token,)) for token in run[1:]])
         tail = manager.handle([DetokenizeMsg(uid, (), True)])
@@ -450,11 +471,11 @@ def test_the_schedulers_reason_reaches_the_reply() -> None:
     eos = 151645
     replies = m.handle(
         [
-            DetokenizeMsg("eos", (*text, eos), True, None, "stop", eos),
-            DetokenizeMsg("other-id", tuple(text), True, None, "stop", 7),
-            DetokenizeMsg("string", tuple(text), True, None, "stop", "</answer>"),
-            DetokenizeMsg("length", tuple(text), True, None, "length"),
-            DetokenizeMsg("unsaid", tuple(text), True),
+            DetokenizeMsg("eos", (*text, eos), True, Opening(), "stop", eos),
+            DetokenizeMsg("other-id", tuple(text), True, Opening(), "stop", 7),
+            DetokenizeMsg("string", tuple(text), True, Opening(), "stop", "</answer>"),
+            DetokenizeMsg("length", tuple(text), True, Opening(), "length"),
+            DetokenizeMsg("unsaid", tuple(text), True, Opening()),
         ]
     )
     said = {r.uid: (r.incremental_output, r.finish_reason, r.matched_stop) for r in replies}
@@ -476,14 +497,14 @@ def test_a_stop_token_the_request_did_not_name_is_still_not_text() -> None:
     include = Opening((), SamplingParams(include_stop_str_in_output=True))
     dropped, kept = m.handle(
         [
-            DetokenizeMsg(1, (*text, stop_id), True, None, "stop", stop_id),
+            DetokenizeMsg(1, (*text, stop_id), True, Opening(), "stop", stop_id),
             DetokenizeMsg(2, (*text, stop_id), True, include, "stop", stop_id),
         ]
     )
     assert (dropped.incremental_output, dropped.matched_stop) == ("Hello", stop_id)
     assert (kept.incremental_output, kept.matched_stop) == ("Hello!", stop_id)
     # Not the message's last id: the scheduler's word is the reason, every id is text.
-    [elsewhere] = m.handle([DetokenizeMsg(3, (stop_id, *text), True, None, "stop", stop_id)])
+    [elsewhere] = m.handle([DetokenizeMsg(3, (stop_id, *text), True, Opening(), "stop", stop_id)])
     assert (elsewhere.incremental_output, elsewhere.finish_reason) == ("!Hello", "stop")
 
 
@@ -497,7 +518,7 @@ def test_the_stop_layers_reason_wins_where_it_ended_the_stream_first() -> None:
             # a stop string inside the message's ids
             DetokenizeMsg("string", tuple(cut), True, stop, "length"),
             # an EOS inside the ids, the scheduler still says length
-            DetokenizeMsg("eos", (*encode("ok"), 151645, *encode("more")), True, None, "length"),
+            DetokenizeMsg("eos", (*encode("ok"), 151645, *encode("more")), True, Opening(), "length"),
             # a stop string completed by the text the end flushes: its own tokens say "lo!"
             DetokenizeMsg("flush", tuple(encode("Hello!")), True, held, "stop", 151643),
         ]
@@ -513,7 +534,7 @@ def test_the_stop_layers_reason_wins_where_it_ended_the_stream_first() -> None:
 def test_a_stop_on_an_invalid_id_is_an_error_and_the_reason_still_arrives() -> None:
     m = manager()
     size = m.codec().vocab_size
-    [reply] = m.handle([DetokenizeMsg(1, (32, size + 3), True, None, "stop", size + 3)])
+    [reply] = m.handle([DetokenizeMsg(1, (32, size + 3), True, Opening(), "stop", size + 3)])
     assert reply.error is not None and f"{size + 3} at position 1" in reply.error
     assert (reply.incremental_output, reply.finish_reason, reply.matched_stop) == ("A", "stop", size + 3)
     assert len(m) == 0
@@ -522,7 +543,7 @@ def test_a_stop_on_an_invalid_id_is_an_error_and_the_reason_still_arrives() -> N
 def test_an_abort_from_the_scheduler_sends_nothing_held() -> None:
     m = manager()
     emoji = encode("ok 🦩")
-    [reply] = m.handle([DetokenizeMsg(1, tuple(emoji[:-1]), True, None, "abort")])
+    [reply] = m.handle([DetokenizeMsg(1, tuple(emoji[:-1]), True, Opening(), "abort")])
     assert (reply.incremental_output, reply.finish_reason, reply.matched_stop) == ("ok ", "abort", None)
     assert len(m) == 0
 
@@ -571,3 +592,125 @@ def test_any_end_the_scheduler_gives_is_the_replys_reason_with_decodes_text(
     else:
         assert out == full
     assert len(m) == 0
+
+
+# --- explicit open and hand-back (issue 12) -------------------------------------------------------
+
+
+def test_a_message_for_a_uid_not_held_is_an_error_and_never_opens_a_request() -> None:
+    """Never opened, ended beyond the remember_ended window, or lost with another worker: an error
+    reply, nothing held, and no growth however many such uids come."""
+    m = manager(remember_ended=4)
+    [never] = m.handle([DetokenizeMsg("never", (32, 33))])
+    assert never.finished and never.error is not None and never.error.startswith(UNKNOWN_REQUEST)
+    assert never.incremental_output == "" and never.finish_reason is None and len(m) == 0
+    m.handle([DetokenizeMsg(n, (32,), True, Opening()) for n in range(10)])  # ten end; four remembered
+    early, last = m.handle([DetokenizeMsg(0, (33,)), DetokenizeMsg(9, (33,))])
+    assert early.error is not None and early.error.startswith(UNKNOWN_REQUEST)  # forgotten: unknown
+    assert last.error is not None and "already ended" in last.error  # remembered: ended
+    for batch in range(20):
+        replies = m.handle_batch(DetokenizeBatch(tuple(f"u{batch}-{n}" for n in range(500)), (32,) * 500))
+        assert len(replies.errors) == 500 and len(replies.ended) == 500 and set(replies.outputs) == {""}
+    assert len(m) == 0 and len(m._ended) == 4
+
+
+def test_drained_requests_continue_exactly_in_another_manager() -> None:
+    """A hand-back: every live request as bytes; an Opening with its state continues it exactly,
+    mid-character, mid-stop-string and counting down its token limits."""
+    prompt = encode("Question:\n")
+    output = encode("推理 🦩 answer: naïve </ans> done")
+    params = SamplingParams(stop=("</ans>",), max_new_tokens=40, min_tokens=2, skip_special_tokens=False)
+    for cut in range(len(output) + 1):
+        first, second = manager(), manager()
+        first.open("r", Opening(tuple(prompt), params))
+        before = "".join(first.detokenize([DetokenizeMsg("r", (t,)) for t in output[:cut]]))
+        if "r" not in first:
+            continue  # it ended before the cut
+        [(uid, state, consumed)] = first.drain()
+        assert uid == "r" and consumed == cut and len(first) == 0 and len(state) < 80
+        [late] = first.handle([DetokenizeMsg("r", (32,))])
+        assert late.error is not None and "handed back" in late.error
+        replies = second.handle(
+            [DetokenizeMsg("r", tuple(output[cut:]), True, Opening((), params, state, cut))]
+        )
+        assert replies[0].error is None
+        assert before + replies[0].incremental_output == pure_text("qwen3", prompt, output, params)
+
+
+def test_an_opening_with_a_bad_state_is_an_error_for_that_request() -> None:
+    m = manager()
+    m.open("live")
+    good = open_stream(m.codec_of(SamplingParams()), m.rules(SamplingParams())).to_bytes()
+    ended_state = close(open_stream(m.codec_of(SamplingParams())))[0].to_bytes()
+    bad = [
+        DetokenizeMsg(1, (32,), False, Opening((), SamplingParams(), good[:-1])),  # truncated
+        DetokenizeMsg(2, (32,), False, Opening((), SamplingParams(skip_special_tokens=False), good)),  # codec
+        DetokenizeMsg(3, (32,), False, Opening((5,), SamplingParams(), good)),  # a prompt too
+        DetokenizeMsg(4, (32,), False, Opening((), SamplingParams(), ended_state)),  # already ended
+        DetokenizeMsg("live", (32,), False, Opening((), SamplingParams(), good)),  # already open
+        DetokenizeMsg(6, (32,), False, Opening((), SamplingParams(), good)),  # fine
+    ]
+    replies = m.handle(bad)
+    reasons = ["checksum", "another codec", "no prompt", "has ended", "already open"]
+    for reply, reason in zip(replies, reasons):
+        assert reply.error is not None and reason in reply.error, (reply, reason)
+    assert replies[5].error is None and replies[5].incremental_output == "A"
+    assert sorted(map(str, m._live)) == ["6", "live"]
+    with pytest.raises(ValueError, match="needs a state"):
+        Opening((), SamplingParams(), None, 3)
+
+
+@pytest.mark.parametrize("name", ["qwen3", "llama2"])
+@settings(max_examples=max(10, settings().max_examples // 3))
+@given(data=st.data())
+def test_a_hand_back_at_any_point_gives_every_request_its_text(name: str, data: st.DataObject) -> None:
+    """Requests interleaved in batches (one id each, several, invalid ids, messages for unknown
+    uids) are drained at a random point; each is re-opened in another manager with its state and
+    the ids from its ``consumed`` count on, and its text is what it would have been."""
+    reqs = data.draw(requests(name))
+    queue: list[DetokenizeMsg] = []
+    pending: list[list[DetokenizeMsg]] = []
+    sent: dict[int, list[int]] = {}
+    for i, (prompt, ids, params, _) in enumerate(reqs):
+        ids = [*ids]
+        if data.draw(st.booleans()):
+            ids.insert(data.draw(st.integers(0, len(ids))), -1)  # an invalid id: skipped, counted
+        sent[i] = ids
+        cuts = sorted(data.draw(st.lists(st.integers(0, len(ids)), max_size=4)))
+        chunks = [ids[a:b] for a, b in zip([0, *cuts], [*cuts, len(ids)])]
+        opening = Opening(tuple(prompt), params)
+        pending.append(
+            [
+                DetokenizeMsg(i, tuple(chunk), n == len(chunks) - 1, opening if n == 0 else None)
+                for n, chunk in enumerate(chunks)
+            ]
+        )
+    while any(pending):
+        i = data.draw(st.sampled_from([i for i, msgs in enumerate(pending) if msgs]))
+        queue.append(pending[i].pop(0))
+        if data.draw(st.integers(0, 9)) == 0:
+            queue.append(DetokenizeMsg(f"stranger-{len(queue)}", (5,)))
+    stop_at = data.draw(st.integers(0, len(queue)))
+    first, second = manager(name), manager(name)
+    texts: dict[Uid, str] = {i: "" for i in range(len(reqs))}
+    done = queue[:stop_at]
+    while done:
+        cut = data.draw(st.integers(1, len(done)))
+        for reply in first.handle(done[:cut]):
+            if reply.uid in texts:
+                texts[reply.uid] += reply.incremental_output
+        done = done[cut:]
+    for uid, state, consumed in first.drain():
+        index = int(uid)
+        params = reqs[index][2]
+        [reply] = second.handle(
+            [DetokenizeMsg(uid, tuple(sent[index][consumed:]), True, Opening((), params, state, consumed))]
+        )
+        assert reply.finished and not (reply.error or "").startswith(UNKNOWN_REQUEST)
+        texts[uid] += reply.incremental_output
+    for index, (prompt, _, params, _) in enumerate(reqs):
+        if not any(msg.uid == index for msg in queue[:stop_at]):
+            continue  # never opened before the hand-back: nothing to continue
+        valid = [token for token in sent[index] if token >= 0]
+        assert texts[index] == pure_text(name, prompt, valid, params)
+    assert len(first) == len(second) == 0

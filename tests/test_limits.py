@@ -227,7 +227,12 @@ def test_ids_text_and_live_requests_over_their_limits_are_refused_with_clear_err
         assert [getattr(m, "uid", None) for m in h.receive(h.backend, lambda got: len(got) >= 1)] == [
             "live-3"
         ]
-        pool.send([DetokenizeMsg("live-0", (line[1],), True), DetokenizeMsg("live-4", (line[0],), True)])
+        pool.send(
+            [
+                DetokenizeMsg("live-0", (line[1],), True),
+                DetokenizeMsg("live-4", (line[0],), True, Opening((), NO_EOS)),
+            ]
+        )
         replies = h.replies_until_finished({"live-0", "live-4"})
         assert replies["live-4"][-1].error is None  # room again once one ended
 

@@ -234,7 +234,7 @@ def test_the_manager_takes_the_option_per_request_and_as_its_setting() -> None:
     lenient = DetokenizeManager(qwen, out_of_vocab="ignore", codecs=shared)
     [by_setting, strict] = lenient.handle(
         [
-            DetokenizeMsg(3, ids, True),
+            DetokenizeMsg(3, ids, True, Opening()),
             DetokenizeMsg(4, ids, True, Opening((), SamplingParams(out_of_vocab="raise"))),
         ]
     )

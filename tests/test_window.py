@@ -1,5 +1,6 @@
 """The generic fallback (window) codec on every real tokenizer: G1, G2 (against the decode of longer
-sequences drawn at random, not only its own probes) and G4; and its mismatch rate, measured."""
+sequences drawn at random, not only its own probes), G4 and G6 (its states saved as bytes); and its
+mismatch rate, measured."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 import puredetok
 from helpers import TOKENIZERS, id_lists, reference, tokenizer
-from puredetok import finish, start, step
+from puredetok import DecodeState, feed, finish, start, step
 
 
 @functools.cache
@@ -30,10 +31,14 @@ def test_window_codec_keeps_g1_g2_g4(name: str, skip: bool, data: st.DataObject)
     assert not c.exact and c.family == "window" and "window" in c.reason
     full, later = reference(name, ids, skip), reference(name, ids + more, skip)
     state, emitted = start(c), ""
-    for token_id in ids:
+    for index, token_id in enumerate(ids):
         state, delta = step(state, token_id)
         emitted += delta
         assert full.startswith(emitted) and later.startswith(emitted)  # G2, and G4 with it
+        resumed = DecodeState.from_bytes(c, state.to_bytes())  # G6: every state saves and resumes
+        assert resumed == state
+        if index == len(ids) // 2:
+            assert feed(resumed, ids[index + 1 :]) == feed(state, ids[index + 1 :])
     assert emitted + finish(state) == full  # G1
 
 

@@ -72,7 +72,9 @@ messages_by_kind: dict[str, st.SearchStrategy[Any]] = {
         lambda uid, token_ids, opening, end: DetokenizeMsg(uid, token_ids, end[0], opening, end[1], end[2]),
         uids,
         ids,
-        st.none() | st.builds(Opening, ids, params),
+        st.none()
+        | st.builds(Opening, ids, params)
+        | st.builds(Opening, st.just(()), params, st.binary(max_size=40), st.integers(0, 2**40)),
         endings,
     ),
     "abort": st.builds(AbortMsg, uids),
@@ -88,6 +90,12 @@ messages_by_kind: dict[str, st.SearchStrategy[Any]] = {
             st.none() | st.text(max_size=4) | st.integers(0, 10**6) if finished else st.none(),
             st.none() | st.text(max_size=30),
         )
+    )
+    | st.builds(
+        lambda uid, state, consumed: UserReply(uid, "", True, None, None, "handed back", state, consumed),
+        uids,
+        st.binary(max_size=60),
+        st.integers(0, 2**40),
     ),
     "abort_backend": st.builds(AbortBackendMsg, uids),
     "health_reply": st.builds(
@@ -138,7 +146,7 @@ def test_the_wire_is_msgpack_columns_for_the_per_token_kinds_and_field_maps_for_
     frame = encode_batch([UserReply("a", "x"), UserReply("b", "", True, "stop", 5)])
     assert msgspec.msgpack.decode(frame) == [
         "reply",
-        {"uids": ["a", "b"], "outputs": ["x", ""], "ended": [[1, "stop", 5]], "errors": []},
+        {"uids": ["a", "b"], "outputs": ["x", ""], "ended": [[1, "stop", 5]], "errors": [], "handed": []},
     ]
     frame = encode_batch([AbortMsg(3)])
     assert msgspec.msgpack.decode(frame) == ["abort", [{"uid": 3}]]

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from helpers import _folder, codec, continuation, id_lists, tokenizer
 from puredetok import feed, finish, start
 from puredetok.adapters.messages import (
+    UNKNOWN_REQUEST,
     AbortBackendMsg,
     AbortMsg,
     DetokenizeBatch,
@@ -111,10 +112,13 @@ def test_detokenize_with_stops_and_aborts(harness: Harness, worker: WorkerPool) 
     line = encode("推理引擎 😀 streams text: naïve café, 1+1=2.\n第二行结束。")
     stop_opening = Opening((), SamplingParams(stop=("\n",)))
     worker.send(
-        [DetokenizeMsg("s1", tuple(line[:5]), False, stop_opening), DetokenizeMsg("s2", tuple(line[:3]))]
+        [
+            DetokenizeMsg("s1", tuple(line[:5]), False, stop_opening),
+            DetokenizeMsg("s2", tuple(line[:3]), False, Opening()),
+        ]
     )
     worker.send([DetokenizeMsg("s1", tuple(line[5:])), DetokenizeMsg("s2", tuple(line[3:6]))])
-    worker.send([DetokenizeMsg("s3", (32, -7, 33, 10**12), True)])  # vLLM 21951: invalid ids
+    worker.send([DetokenizeMsg("s3", (32, -7, 33, 10**12), True, Opening())])  # vLLM 21951: invalid ids
     worker.send([AbortMsg("s2"), AbortMsg("s-unknown")])
     worker.send([DetokenizeMsg("s2", (32,))])  # a late token from the scheduler, after the abort
     got = harness.receive(
@@ -142,6 +146,27 @@ def test_detokenize_with_stops_and_aborts(harness: Harness, worker: WorkerPool) 
     assert {m.uid for m in aborts if isinstance(m, AbortBackendMsg)} == {"s1", "s2", "s-unknown"}
 
 
+def test_a_uid_the_worker_does_not_hold_gets_an_error_and_opens_nothing(
+    harness: Harness, worker: WorkerPool
+) -> None:
+    """Issue 12: ids for an unknown uid opened a new request, without bound. Now: an error reply
+    each (never opened, or ended and forgotten), nothing held, nothing told to the scheduler."""
+    ghosts = {f"ghost-{n}" for n in range(3000)}
+    worker.send([DetokenizeMsg(uid, (32, 33)) for uid in sorted(ghosts)])
+    worker.send([DetokenizeMsg("real", (32,), True, Opening())])
+    replies = harness.replies_until_finished({*ghosts, "real"})
+    for uid in ghosts:
+        [reply] = replies[uid]
+        assert reply.finished and reply.incremental_output == "" and reply.finish_reason is None
+        assert reply.error is not None and reply.error.startswith(UNKNOWN_REQUEST)
+    assert texts(replies)["real"] == "A"
+    worker.send([HealthCheckMsg(3)])
+    got = harness.receive(harness.frontend, lambda got: any(isinstance(m, HealthReply) for m in got))
+    [health] = [m for m in got if isinstance(m, HealthReply)]
+    assert health.live_requests == 0
+    assert not harness.backend.poll(200)  # no abort for requests it never had
+
+
 def test_the_schedulers_finish_reason_reaches_the_api_server(harness: Harness, worker: WorkerPool) -> None:
     """Issue 14: the reply said "length" whenever the scheduler ended a request; now the
     scheduler's reason (and stop) crosses the wire, column by column, to the reply."""
@@ -149,11 +174,11 @@ def test_the_schedulers_finish_reason_reaches_the_api_server(harness: Harness, w
     stop_opening = Opening((), SamplingParams(stop=("answer",)))
     worker.send(
         [
-            DetokenizeMsg("f-eos", (*text, eos), True, None, "stop", eos),
-            DetokenizeMsg("f-id", tuple(text), True, None, "stop", 9),
-            DetokenizeMsg("f-length", tuple(text), True, None, "length"),
-            DetokenizeMsg("f-abort", tuple(text), True, None, "abort"),
-            DetokenizeMsg("f-plain", tuple(text), True),
+            DetokenizeMsg("f-eos", (*text, eos), True, Opening(), "stop", eos),
+            DetokenizeMsg("f-id", tuple(text), True, Opening(), "stop", 9),
+            DetokenizeMsg("f-length", tuple(text), True, Opening(), "length"),
+            DetokenizeMsg("f-abort", tuple(text), True, Opening(), "abort"),
+            DetokenizeMsg("f-plain", tuple(text), True, Opening()),
             DetokenizeMsg("f-rule", tuple(text), True, stop_opening, "length"),
         ]
     )
@@ -180,6 +205,7 @@ def test_the_schedulers_finish_reason_reaches_the_api_server(harness: Harness, w
                 "uids": ["f-bad", "f-good"],
                 "token_ids": [32, 33],
                 "finished": [0, 1],
+                "opens": [[0, {}], [1, {}]],
                 "reasons": [[0, "finished", None], [1, "stop", 5]],
             },
         )
@@ -344,7 +370,7 @@ def test_an_internal_error_costs_its_requests_never_the_worker(
             isinstance(first, UserReply) and first.error is not None and "internal error: boom" in first.error
         )
         monkeypatch.undo()
-        worker.handle([decoder.decode(encode_batch([DetokenizeMsg("z", (32,), True)]))])
+        worker.handle([decoder.decode(encode_batch([DetokenizeMsg("z", (32,), True, Opening())]))])
         [ok] = h.receive(h.frontend, lambda got: len(got) >= 1)
         assert ok == UserReply("z", "A", True, "length")
         assert worker.stats().frames_dropped == {"internal_error": 1}
@@ -376,7 +402,7 @@ def test_an_internal_error_costs_only_its_batch_and_an_empty_batch_no_reply(
 
         decoder = FrameDecoder()
         monkeypatch.setattr(worker.detokenize_manager, "handle_batch", broken_on_b)
-        first = decoder.decode(encode_batch([DetokenizeMsg("a", (32,))]))
+        first = decoder.decode(encode_batch([DetokenizeMsg("a", (32,), False, Opening())]))
         second = decoder.decode(encode_batch([DetokenizeMsg("b", (33,))]))
         empty = decoder.decode(encode_frame(DetokenizeBatch((), ())))
         worker.handle([first, empty, second])
@@ -417,7 +443,7 @@ def test_serve_takes_the_codec_options_and_continues_prompts(tmp_path: Path) -> 
         output = list(llama.encode(" VLLM is great.\nSecond line.", add_special_tokens=False))
         pool.send(
             [
-                DetokenizeMsg("oov", (size,)),
+                DetokenizeMsg("oov", (size,), False, Opening()),
                 DetokenizeMsg("strict", (size,), True, Opening((), SamplingParams(out_of_vocab="raise"))),
                 DetokenizeMsg(
                     "nl", tuple(output), True, Opening(tuple(prompt), SamplingParams(stop=("\n",)))

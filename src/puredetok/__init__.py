@@ -13,15 +13,23 @@ returned.
 Stop conditions (stop strings, stop and EOS tokens, token limits) are a pure layer on top:
 ``open_stream``, ``advance``, ``advance_many``, ``close``, ``abort`` over a frozen ``Stream``
 (see :mod:`puredetok.stops`).
+
+A state (and a stream) is a value that travels without its codec: ``state.to_bytes()`` is a few
+dozen bytes, ``DecodeState.from_bytes(codec, data)`` resumes it where the codec is, and a pickled
+state unpickles as a ``SavedState`` to ``resume(codec)``.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "Codec",
+    "CodecMismatchError",
     "DecodeState",
     "FinishReason",
+    "InvalidStateError",
     "InvalidTokenError",
+    "SavedState",
+    "SavedStream",
     "StopRules",
     "Stream",
     "StreamFinishedError",
@@ -40,7 +48,14 @@ __all__ = [
 ]
 
 from puredetok.core import Codec, DecodeState, TokenizerLike, codec_for, feed, finish, start, step
-from puredetok.errors import InvalidTokenError, StreamFinishedError, UnsupportedTokenizerError
+from puredetok.core.saving import SavedState
+from puredetok.errors import (
+    CodecMismatchError,
+    InvalidStateError,
+    InvalidTokenError,
+    StreamFinishedError,
+    UnsupportedTokenizerError,
+)
 from puredetok.stops import (
     FinishReason,
     StopRules,
@@ -51,3 +66,4 @@ from puredetok.stops import (
     close,
     open_stream,
 )
+from puredetok.stops.saving import SavedStream

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["InvalidTokenError", "StreamFinishedError", "UnsupportedTokenizerError"]
+__all__ = [
+    "InvalidTokenError",
+    "StreamFinishedError",
+    "UnsupportedTokenizerError",
+    "InvalidStateError",
+    "CodecMismatchError",
+]
 
 
 class InvalidTokenError(ValueError):
@@ -35,4 +41,16 @@ class StreamFinishedError(ValueError):
     """A token offered to a stream that has already finished (by a stop, its length limit, or abort).
 
     The stream is untouched; its ``finish_reason`` says why it ended.
+    """
+
+
+class InvalidStateError(ValueError):
+    """Bytes that are not a saved state (or stream) a codec can resume: truncated, corrupt, of
+    another kind, or holding a value the codec's decoder cannot take. Nothing is changed.
+    """
+
+
+class CodecMismatchError(InvalidStateError):
+    """A saved state (or stream) offered to a codec whose fingerprint is not the one it was saved
+    with: another tokenizer, or the same one with other decode options.
     """

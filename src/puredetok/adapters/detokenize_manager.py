@@ -2,10 +2,12 @@
 
 The manager holds the only mutable state of detokenization, a map from request id to its
 immutable :class:`~puredetok.stops.Stream` record, and applies the pure core and stop layer to
-it. A request's record is created by an explicit opening (prompt ids, stop rules, decode options)
-or on first sight of its uid (default options), and removed when the request finishes or is
-aborted. Errors are reported per request, in that request's reply; the rest of the batch is
-unaffected.
+it. A request's record is created only by an explicit opening (prompt ids, stop rules, decode
+options, or a handed-back state): a message for a uid the manager does not hold (never opened,
+ended, or lost with another worker) gets an error reply and never opens a request, so unknown
+uids cost nothing but that reply. A record is removed when the request finishes or is aborted,
+or when the manager hands it back (:meth:`DetokenizeManager.drain`). Errors are reported per
+request, in that request's reply; the rest of the batch is unaffected.
 
 Capacity: at most ``max_live`` requests are live at once (:data:`DEFAULT_MAX_LIVE`); past it a
 new request is refused with an error, and a live one is never evicted (engines that evicted lost
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 __all__ = ["DetokenizeManager", "DEFAULT_REMEMBER_ENDED", "DEFAULT_MAX_LIVE", "CodecKey"]
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeAlias
 
@@ -27,6 +29,7 @@ import attrs
 from puredetok.adapters.eos import eos_token_ids
 from puredetok.adapters.messages import (
     DEFAULT_PARAMS,
+    UNKNOWN_REQUEST,
     DetokenizeBatch,
     DetokenizeMsg,
     Ended,
@@ -61,6 +64,9 @@ CodecKey: TypeAlias = tuple[bool, bool | None, bool | None, int | None, str]
 """The decode options a codec is built for: ``(skip_special_tokens, clean_up_tokenization_spaces,
 spaces_between_special_tokens, max_byte_run, out_of_vocab)``."""
 
+ENDED_ALREADY = "has already ended"
+"""In the error of a message for a request that has ended (it is ignored)."""
+
 RULES_CACHE = 4_096
 """Distinct stop rules kept for sharing between requests (the cache starts over when full)."""
 
@@ -68,21 +74,20 @@ RULES_CACHE = 4_096
 class DetokenizeManager:
     """Streams text for many requests of one tokenizer.
 
-    ``defaults`` are the options of a request that starts without an :class:`Opening`.
     ``max_byte_run`` and ``out_of_vocab`` are the manager's setting of those codec options
     (see :func:`puredetok.codec_for`), for every request whose :class:`SamplingParams` leave them
     None. Codecs are built once per set of codec options (:data:`CodecKey`) and shared by every
     request with those options; pass the same ``codecs`` dict to several managers of one tokenizer
-    to share them between managers too. ``max_live`` bounds the requests live at once: a request
-    that would open past it is refused (an error reply, or ``ValueError`` from :meth:`open` and
-    :meth:`attach`).
+    to share them between managers too; the codec of the engines' default options
+    (``SamplingParams()``) is built with the manager, so no request waits for it. ``max_live``
+    bounds the requests live at once: a request that would open past it is refused (an error
+    reply, or ``ValueError`` from :meth:`open` and :meth:`attach`).
     """
 
     def __init__(
         self,
         tokenizer: Any,
         *,
-        defaults: SamplingParams = DEFAULT_PARAMS,
         remember_ended: int = DEFAULT_REMEMBER_ENDED,
         codecs: dict[CodecKey, Codec] | None = None,
         max_byte_run: int | None = None,
@@ -109,9 +114,11 @@ class DetokenizeManager:
         self._codecs = {} if codecs is None else codecs
         self._rules: dict[tuple[object, ...], StopRules] = {}
         self._live: dict[Uid, Stream] = {}
+        self._consumed: Counter[Uid] = Counter()
+        """Per live request, how many generated ids it has been sent since it opened (for a
+        hand-back: where the ids of its re-opening start)."""
         self._ended: OrderedDict[Uid, str] = OrderedDict()
-        self._default_codec = self.codec_of(defaults)
-        self._default_rules = self.rules(defaults)
+        self.codec_of(DEFAULT_PARAMS)  # built now: the first request should not wait for it
 
     def __len__(self) -> int:
         """The number of live requests."""
@@ -201,19 +208,25 @@ class DetokenizeManager:
         return rules
 
     def open(self, uid: Uid, opening: Opening | None = None) -> Stream:
-        """Start request ``uid`` explicitly; raises ValueError if it is live or has ended, or if
-        the opening is invalid (a bad prompt id or stop option).
+        """Start request ``uid`` (``Opening()``, no prompt and default parameters, if None); raises
+        ValueError if it is live or has ended, or if the opening is invalid (a bad prompt id or stop
+        option, a state that is not a stream of this tokenizer with these decode options).
         """
-        stream = self._opened(uid, opening or Opening())
+        opening = opening or Opening()
+        stream = self._opened(uid, opening)
         self._live[uid] = stream
+        self._consumed[uid] = opening.consumed
         return stream
 
     def handle(self, messages: Sequence[DetokenizeMsg]) -> list[UserReply]:
         """One reply per message, in order: the new text, and whether and why the request ended.
 
         A message with an invalid token id still applies its valid ids; the invalid ones add no
-        text and are named in the reply's ``error`` (the request goes on). A message for a request
-        that has ended, or an opening for one that is live, gets an error reply and changes nothing.
+        text and are named in the reply's ``error`` (the request goes on). A message for a uid that
+        is not live and carries no opening (never opened, ended, handed back) gets a finished error
+        reply (:data:`~puredetok.adapters.messages.UNKNOWN_REQUEST` when the uid is not remembered
+        as ended); an opening for a request that is live or remembered as ended gets an error reply;
+        neither changes anything.
         """
         return list(self.handle_batch(DetokenizeBatch.of(messages)).items)
 
@@ -228,6 +241,7 @@ class DetokenizeManager:
             # message (a new or ended uid, an invalid id) goes the general way.
             get, live, step_one = self._live.get, self._live, advance  # locals: once per message
             append = replies.outputs.append
+            self._consumed.update(uids)  # ids sent per request, in one C-level pass (see _message)
             for position, (uid, token_id) in enumerate(zip(uids, ids)):
                 stream = get(uid)
                 if stream is not None and type(token_id) is int:
@@ -243,7 +257,7 @@ class DetokenizeManager:
                                 self._end(uid, new, position, replies)
                         append(text)
                         continue
-                append(self._message(position, uid, (token_id,), None, None, replies))
+                append(self._message(position, uid, (token_id,), None, None, replies, counted=True))
         else:
             opening, closing = dict(batch.opens), frozenset(batch.finished)
             why = {position: FinishReason(reason, matched) for position, reason, matched in batch.reasons}
@@ -265,10 +279,13 @@ class DetokenizeManager:
         opening: Opening | None,
         end: FinishReason | None,
         replies: _Replies,
+        *,
+        counted: bool = False,
     ) -> str:
         """One message, any message: its text; its ending and error go into ``replies``.
 
-        ``end`` is the scheduler's reason when the message ends its request (None if it does not).
+        ``end`` is the scheduler's reason when the message ends its request (None if it does not);
+        ``counted``: its ids are already counted in the request's ids sent.
         """
         stream = old = self._live.get(uid)
         if stream is None or opening is not None:
@@ -278,8 +295,16 @@ class DetokenizeManager:
                 if ended:
                     replies.ended.append((position, None, None))
                 replies.errors.append((position, message))
+                if stream is None:
+                    self._consumed.pop(uid, None)
+                elif counted:
+                    self._consumed[uid] -= len(token_ids)
                 return ""
             stream = first
+            assert opening is not None
+            self._consumed[uid] = opening.consumed + (len(token_ids) if counted else 0)
+        if not counted:
+            self._consumed[uid] += len(token_ids)
         last = None
         stopped_on = end.matched if end is not None and type(end.matched) is int else None
         if (
@@ -309,6 +334,7 @@ class DetokenizeManager:
         reason = stream.finish_reason
         assert reason is not None
         self._live.pop(uid, None)
+        self._consumed.pop(uid, None)
         self._remember(uid, reason.kind)
         replies.ended.append((position, reason.kind, reason.matched))
 
@@ -325,6 +351,7 @@ class DetokenizeManager:
         replies = []
         for uid in uids:
             stream = self._live.pop(uid, None)
+            self._consumed.pop(uid, None)
             if stream is not None:
                 abort(stream)
                 replies.append(UserReply(uid, "", True, "abort"))
@@ -341,10 +368,16 @@ class DetokenizeManager:
         The record is immutable and picklable: :meth:`attach` it here or to another manager and
         the request goes on exactly where it stopped.
         """
-        return self._live.pop(uid)
+        stream = self._live.pop(uid)
+        self._consumed.pop(uid, None)
+        return stream
 
     def attach(self, uid: Uid, stream: Stream) -> None:
-        """Put a detached request back (here or in another manager); raises ValueError if live."""
+        """Put a detached request back (here or in another manager); raises ValueError if live.
+
+        A stream that travelled as bytes or as a pickle is resumed first, with this manager's codec
+        for its decode options: ``manager.attach(uid, saved.resume(manager.codec_of(params)))``.
+        """
         if uid in self._live:
             raise ValueError(f"request {uid!r} is already open")
         if stream.finish_reason is not None:
@@ -352,18 +385,32 @@ class DetokenizeManager:
         self._check_room(uid)
         self._ended.pop(uid, None)
         self._live[uid] = stream
+        self._consumed[uid] = 0
+
+    def drain(self) -> list[tuple[Uid, bytes, int]]:
+        """Hand every live request back, as ``(uid, Stream.to_bytes(), consumed)``, and hold none.
+
+        ``consumed`` is how many generated ids the request was sent since it opened (invalid ones
+        included; counting on from its opening's ``consumed``): an :class:`Opening` with the state
+        and that count, in a message with the request's ids from there on, continues it exactly
+        (here or in any manager of the same tokenizer). The uids are remembered as handed back, so
+        a late message for one gets an error here.
+        """
+        drained = [(uid, stream.to_bytes(), self._consumed.pop(uid, 0)) for uid, stream in self._live.items()]
+        for uid, _, _ in drained:
+            del self._live[uid]
+            self._remember(uid, "handed back")
+        return drained
 
     def _first(self, uid: Uid, opening: Opening | None, stream: Stream | None) -> Stream | tuple[bool, str]:
-        """The record for a message that opens a request or meets an unknown uid (not yet stored),
-        or why not: ``(finished, error)``.
+        """The record for a message that opens a request or names a uid that is not live (not yet
+        stored), or why not: ``(finished, error)``.
         """
         ended = stream is None and uid in self._ended
         if stream is None and len(self._live) >= self.max_live:
             return True, self._full(uid)
         if opening is None:
-            if ended:
-                return True, self._late(uid)
-            return open_stream(self._default_codec, self._default_rules)
+            return True, self._late(uid) if ended else self._unknown(uid)
         try:
             return self._opened(uid, opening)
         except ValueError as error:
@@ -377,7 +424,19 @@ class DetokenizeManager:
             raise ValueError(f"request {uid!r} has already ended ({self._ended[uid]})")
         self._check_room(uid)
         params = opening.params
-        return open_stream(self.codec_of(params), self.rules(params), opening.prompt_ids)
+        if opening.state is None:
+            return open_stream(self.codec_of(params), self.rules(params), opening.prompt_ids)
+        if opening.prompt_ids:
+            raise ValueError(
+                f"request {uid!r}: an opening with a state has no prompt (the state continues it)"
+            )
+        stream = Stream.from_bytes(self.codec_of(params), opening.state)
+        if stream.finish_reason is not None:
+            raise ValueError(
+                f"request {uid!r}: the state is of a stream that has ended ({stream.finish_reason.kind})"
+            )
+        shared = self.rules(params)
+        return attrs.evolve(stream, rules=shared) if stream.rules == shared else stream
 
     def _check_room(self, uid: Uid) -> None:
         if len(self._live) >= self.max_live:
@@ -387,7 +446,13 @@ class DetokenizeManager:
         return f"request {uid!r} refused: {self.max_live:,} requests are live, the most it holds (max_live)"
 
     def _late(self, uid: Uid) -> str:
-        return f"request {uid!r} has already ended ({self._ended[uid]}): message ignored"
+        return f"request {uid!r} {ENDED_ALREADY} ({self._ended[uid]}): message ignored"
+
+    def _unknown(self, uid: Uid) -> str:
+        return (
+            f"{UNKNOWN_REQUEST} {uid!r}: no open request has this uid (never opened, ended, or lost when "
+            "a worker restarted); a request's first message carries its Opening: message ignored"
+        )
 
     def _remember(self, uid: Uid, why: str) -> None:
         ended = self._ended

@@ -39,6 +39,9 @@ __all__ = [
     "Reason",
     "Ended",
     "Failed",
+    "Handed",
+    "UNKNOWN_REQUEST",
+    "HANDED_BACK",
     "INBOUND",
     "TO_BACKEND",
     "TO_FRONTEND",
@@ -241,12 +244,27 @@ DEFAULT_PARAMS = SamplingParams()
 
 @attrs.frozen
 class Opening:
-    """How a request's detokenizer state starts: its prompt ids and its parameters."""
+    """How a request's detokenizer state starts: its prompt ids and its parameters, or the state
+    a stopping worker handed back (:attr:`UserReply.state`), to continue the request exactly.
+    """
 
     prompt_ids: tuple[int, ...] = ()
-    """The prompt: the text continues it, and no prompt text is ever emitted."""
+    """The prompt: the text continues it, and no prompt text is ever emitted (none with a state)."""
     params: SamplingParams = SamplingParams()
-    """Stop rules and decode options for this request."""
+    """Stop rules and decode options for this request. With a :attr:`state`, its decode options
+    choose the codec (the state's fingerprint must match it) and the state's own stop rules and
+    token counters apply."""
+    state: bytes | None = None
+    """A handed-back stream (:meth:`puredetok.Stream.to_bytes`): the request goes on from it."""
+    consumed: int = 0
+    """With a :attr:`state`: how many generated ids of the request it has consumed (the hand-back's
+    :attr:`UserReply.consumed`); the message carrying this opening brings the ids from there on."""
+
+    def __attrs_post_init__(self) -> None:
+        if type(self.consumed) is not int or self.consumed < 0:
+            raise ValueError(f"consumed must be an int >= 0, not {self.consumed!r}")
+        if self.consumed and self.state is None:
+            raise ValueError("consumed counts the ids a state has consumed: it needs a state")
 
 
 @attrs.frozen
@@ -255,7 +273,8 @@ class TokenizeMsg:
 
     Chat messages (``[{"role": ..., "content": ...}, ...]``) go through the tokenizer's own chat
     template with the generation prompt added; ``template_options`` are passed to the template
-    (for example ``{"enable_thinking": False}`` for Qwen3).
+    (for example ``{"enable_thinking": False}`` for Qwen3). The messages' text is data: special
+    tokens in it are not parsed (unless :attr:`parse_special_tokens`).
     """
 
     KIND: ClassVar[str] = "tokenize"
@@ -270,19 +289,25 @@ class TokenizeMsg:
     """Extra variables for the chat template."""
     add_special_tokens: bool = True
     """For plain text: let the tokenizer add its BOS/EOS (chat templates add their own)."""
+    parse_special_tokens: bool = False
+    """For chat messages: parse special-token text in the messages (and template options) as the
+    special tokens. By default the text is data: ``<|im_end|>`` written in a message is those
+    characters, and only the chat template's own special tokens are control tokens. Only for
+    callers that wrote the messages themselves (never for a user's text). Plain ``text`` is encoded
+    as the tokenizer encodes it (its special-token text parsed)."""
 
 
 @attrs.frozen
 class DetokenizeMsg:
     """Backend -> worker: the next generated token ids of one request (one or several).
 
-    The first message of a request may carry an :class:`Opening` (prompt ids, stop rules, decode
-    options); without one, the request starts with default options on first sight of its uid.
-    ``finished`` says the scheduler has ended the request: the held-back text is flushed, and the
-    reply's ``finish_reason`` is the scheduler's (``"length"`` if it gives none) unless a stop rule
-    of the request ended it first. A ``"stop"`` on a token id that is this message's last id drops
-    that token's text, as a stop token's (unless ``include_stop_str_in_output``); an ``"abort"``
-    emits nothing that was held.
+    The first message of a request carries its :class:`Opening` (prompt ids, stop rules, decode
+    options, or a handed-back state); a message for a uid the worker does not hold gets an error
+    reply (:data:`UNKNOWN_REQUEST`) and never opens a request. ``finished`` says the scheduler has
+    ended the request: the held-back text is flushed, and the reply's ``finish_reason`` is the
+    scheduler's (``"length"`` if it gives none) unless a stop rule of the request ended it first.
+    A ``"stop"`` on a token id that is this message's last id drops that token's text, as a stop
+    token's (unless ``include_stop_str_in_output``); an ``"abort"`` emits nothing that was held.
     """
 
     KIND: ClassVar[str] = "detokenize"
@@ -334,11 +359,24 @@ class UserMsg:
     params: SamplingParams = SamplingParams()
 
 
+UNKNOWN_REQUEST = "unknown request"
+"""How the error of a reply begins when its message named a uid the worker does not hold (never
+opened, ended and forgotten, or lost when a worker restarted): the request is not there, and the
+message changed nothing. After a hand-back, messages sent before the re-opening get this error."""
+
+HANDED_BACK = "handed back"
+"""How the error of a reply begins when it carries a request's :attr:`UserReply.state`."""
+
+
 @attrs.frozen
 class UserReply:
     """Worker -> frontend: new text of one request, and whether and why it ended.
 
     ``error`` is set when this request could not be handled (the rest of its batch is unaffected).
+    A worker that stops hands each open request back: a reply with ``finished=True``, an
+    ``error`` (starting with :data:`HANDED_BACK`, so that a client unaware of hand-backs sees the
+    request end), the request's :attr:`state` and :attr:`consumed`; an :class:`Opening` with them
+    continues it exactly on any worker of the same tokenizer.
     """
 
     KIND: ClassVar[str] = "reply"
@@ -350,10 +388,16 @@ class UserReply:
     matched_stop: str | int | None = None
     """The stop string or token id that ended the request (``finish_reason == "stop"``)."""
     error: str | None = None
+    state: bytes | None = None
+    """The request's stream, handed back by a worker that stops (``Stream.to_bytes()``)."""
+    consumed: int | None = None
+    """With a :attr:`state`: how many generated ids of the request the state has consumed."""
 
     def __attrs_post_init__(self) -> None:
         if not self.finished and (self.finish_reason is not None or self.matched_stop is not None):
             raise ValueError("a reply that has not finished has no finish_reason nor matched_stop")
+        if (self.state is None) != (self.consumed is None):
+            raise ValueError("a handed-back state comes with the count of ids it has consumed")
 
 
 @attrs.frozen
@@ -439,6 +483,8 @@ Ended: TypeAlias = tuple[int, str | None, str | int | None]
 """In a :class:`ReplyBatch`: ``(position, finish_reason, matched_stop)`` of a request that ended."""
 Failed: TypeAlias = tuple[int, str]
 """In a :class:`ReplyBatch`: ``(position, error)`` of a message that could not be handled."""
+Handed: TypeAlias = tuple[int, bytes, int]
+"""In a :class:`ReplyBatch`: ``(position, state, consumed)`` of a request handed back."""
 
 
 def _positions(name: str, positions: Iterable[int], size: int) -> None:
@@ -535,8 +581,8 @@ class ReplyBatch:
     """Worker -> frontend: :class:`UserReply` messages, column by column.
 
     Reply ``n`` is request ``uids[n]``, with new text ``outputs[n]``; ``ended`` lists the replies
-    whose request has finished, with the reason and the matched stop, and ``errors`` those with an
-    error (see :class:`UserReply`).
+    whose request has finished, with the reason and the matched stop, ``errors`` those with an
+    error, and ``handed`` those that hand their request back (see :class:`UserReply`).
     """
 
     KIND: ClassVar[str] = "reply"
@@ -544,6 +590,7 @@ class ReplyBatch:
     outputs: tuple[str, ...]
     ended: tuple[Ended, ...] = ()
     errors: tuple[Failed, ...] = ()
+    handed: tuple[Handed, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         size = len(self.uids)
@@ -551,6 +598,7 @@ class ReplyBatch:
             raise ValueError(f"{size} uids but {len(self.outputs)} outputs")
         _positions("ended", (position for position, _, _ in self.ended), size)
         _positions("errors", (position for position, _ in self.errors), size)
+        _positions("handed", (position for position, _, _ in self.handed), size)
 
     @property
     def kind(self) -> str:
@@ -565,11 +613,16 @@ class ReplyBatch:
         """The replies, as records."""
         ended = {position: (reason, matched) for position, reason, matched in self.ended}
         errors = dict(self.errors)
+        handed = {position: (state, consumed) for position, state, consumed in self.handed}
         replies = []
         for position, (uid, output) in enumerate(zip(self.uids, self.outputs)):
             end = ended.get(position)
             error = errors.get(position)
-            if end is None:
+            if position in handed:
+                state, consumed = handed[position]
+                reason, matched = end if end is not None else (None, None)
+                replies.append(UserReply(uid, output, True, reason, matched, error, state, consumed))
+            elif end is None:
                 replies.append(UserReply(uid, output, error=error))
             else:
                 replies.append(UserReply(uid, output, True, end[0], end[1], error))
@@ -583,6 +636,11 @@ class ReplyBatch:
             tuple(reply.incremental_output for reply in replies),
             tuple((n, r.finish_reason, r.matched_stop) for n, r in enumerate(replies) if r.finished),
             tuple((n, r.error) for n, r in enumerate(replies) if r.error is not None),
+            tuple(
+                (n, r.state, r.consumed)
+                for n, r in enumerate(replies)
+                if r.state is not None and r.consumed is not None
+            ),
         )
 
     @classmethod
@@ -594,13 +652,15 @@ class ReplyBatch:
         outputs: list[str] = []
         ended: list[Ended] = []
         errors: list[Failed] = []
+        handed: list[Handed] = []
         for batch in batches:
             offset = len(uids)
             uids += batch.uids
             outputs += batch.outputs
             ended += [(offset + position, reason, matched) for position, reason, matched in batch.ended]
             errors += [(offset + position, error) for position, error in batch.errors]
-        return cls(tuple(uids), tuple(outputs), tuple(ended), tuple(errors))
+            handed += [(offset + position, state, consumed) for position, state, consumed in batch.handed]
+        return cls(tuple(uids), tuple(outputs), tuple(ended), tuple(errors), tuple(handed))
 
 
 AnyBatch: TypeAlias = Batch | DetokenizeBatch | ReplyBatch

@@ -160,7 +160,9 @@ def _common_prefix(a: str, b: str) -> int:
 class Replayer:
     """Feeds trace events to a :class:`DetokenizeManager` and checks each request when it ends.
 
-    ``defaults`` are the options of requests whose first event has none; ``codecs`` may share
+    A uid's first event opens its request (with an :class:`Opening` of its prompt and options: a
+    trace records requests, it does not spell out their openings). ``defaults`` are the options of
+    requests whose first event has none; ``codecs`` may share
     codecs with other managers of the same tokenizer (see :class:`DetokenizeManager`). Ended
     requests are handed out by :meth:`take_ended` and then forgotten; :attr:`summary` counts them.
     """
@@ -176,9 +178,7 @@ class Replayer:
         self.tokenizer = tokenizer
         self.defaults = defaults
         self.remember_ended = remember_ended
-        self.manager = DetokenizeManager(
-            tokenizer, defaults=defaults, codecs=codecs, remember_ended=remember_ended
-        )
+        self.manager = DetokenizeManager(tokenizer, codecs=codecs, remember_ended=remember_ended)
         self.live: dict[Uid, RequestReport] = {}
         """The requests still running."""
         self.summary = ReplaySummary()
@@ -206,8 +206,9 @@ class Replayer:
             params = event.options if event.options is not None else self.defaults
             report = RequestReport(event.uid, event.prompt or (), params, self.manager.codec_of(params))
             self.live[event.uid] = report
-            if event.prompt is not None or event.options is not None:
-                opening = Opening(event.prompt or (), params)
+            # A trace is a recording: a uid's first event opens its request (the manager itself
+            # opens nothing implicitly).
+            opening = Opening(event.prompt or (), params)
         report.events += 1
         streamed = report.length
         replies = []

@@ -1,14 +1,28 @@
-"""``TokenizeManager``: plain text or chat messages to int32 token ids, many requests at a time."""
+"""``TokenizeManager``: plain text or chat messages to int32 token ids, many requests at a time.
+
+Chat input is data. The text of a chat message (and every other value a request puts into the
+template: names, tool calls, tool definitions) is never parsed for special tokens: a user who
+writes ``<|im_end|>`` gets the ids of those characters, and only the special tokens the chat
+template writes itself are control tokens. How: the request's special-token text is masked with
+private-use characters, the template is rendered (and checked to render the request's own text
+exactly when unmasked), the template's own special tokens are found in that rendering by the
+tokenizer itself, and the text between them is encoded with special tokens not parsed, each piece
+as the tokenizer's pipeline encodes it between two special tokens. A trusted caller may ask for
+the old behaviour per request (``TokenizeMsg(parse_special_tokens=True)``).
+"""
 
 from __future__ import annotations
 
-__all__ = ["TokenizeManager", "TokenizeResult", "TokenizeError", "RESERVED_TEMPLATE_OPTIONS"]
+__all__ = ["TokenizeManager", "TokenizeResult", "TokenizeError", "RESERVED_TEMPLATE_OPTIONS", "ContentAsData"]
 
+import json
+import re
 from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
+import tokenizers
 
 from puredetok.adapters.messages import TokenizeMsg, Uid
 
@@ -91,18 +105,163 @@ def normalize_messages(messages: Any) -> list[dict[str, Any]]:
     return normalized
 
 
+_PRIVATE_USE = 0xF0000
+"""Where the characters that mask special-token text are looked for (Supplementary Private Use
+Area-A: no tokenizer's template writes them)."""
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string value inside a message or option (not the keys of mappings)."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return found
+
+
+def _replace_strings(value: Any, replace: Any) -> Any:
+    """``value`` with ``replace`` applied to every string inside it (a copy; keys untouched)."""
+    if isinstance(value, str):
+        return replace(value)
+    if isinstance(value, Mapping):
+        return {key: _replace_strings(item, replace) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_replace_strings(item, replace) for item in value)
+    return value
+
+
+def _without_first_prepend(config: Any) -> tuple[Any, bool]:
+    """A pre-tokenizer config with Metaspace's ``prepend_scheme`` "first" made "never"; whether any was."""
+    if isinstance(config, dict):
+        changed = False
+        out = {}
+        for key, value in config.items():
+            value, inner = _without_first_prepend(value)
+            changed = changed or inner
+            out[key] = value
+        if out.get("type") == "Metaspace" and out.get("prepend_scheme") == "first":
+            out["prepend_scheme"] = "never"
+            changed = True
+        return out, changed
+    if isinstance(config, list):
+        items = [_without_first_prepend(value) for value in config]
+        return [value for value, _ in items], any(changed for _, changed in items)
+    return config, False
+
+
+class ContentAsData:
+    """Encodes rendered chat prompts in which only the template's own special tokens are special.
+
+    One per tokenizer (it needs a ``tokenizers`` backend). :meth:`encode` takes the prompt rendered
+    from masked values (each special-token text in them replaced by one private-use character) and
+    the table that unmasks them, and returns the ids: the template's special tokens, found by the
+    tokenizer itself (with its own rules for the spaces around them), and between them the unmasked
+    text, encoded with special tokens not parsed, each piece as the pipeline encodes the text
+    between two special tokens (a Metaspace that prepends ``▁`` to the first piece only does so to
+    the first). The two copies of the backend this takes are made on first use.
+    """
+
+    def __init__(self, backend: tokenizers.Tokenizer) -> None:
+        self.backend = backend
+        added = backend.get_added_tokens_decoder()
+        self.specials = {token.content: token_id for token_id, token in added.items() if token.special}
+        """Each special token's text, and its id."""
+        self._first: tokenizers.Tokenizer | None = None
+        self._later: tokenizers.Tokenizer | None = None
+
+    def _encoders(self) -> tuple[tokenizers.Tokenizer, tokenizers.Tokenizer]:
+        if self._first is None or self._later is None:
+            config = json.loads(self.backend.to_str())
+            self._first = tokenizers.Tokenizer.from_str(json.dumps(config))
+            self._first.encode_special_tokens = True
+            later, changed = _without_first_prepend(config.get("pre_tokenizer"))
+            self._later = self._first
+            if changed:
+                self._later = tokenizers.Tokenizer.from_str(json.dumps({**config, "pre_tokenizer": later}))
+                self._later.encode_special_tokens = True
+        return self._first, self._later
+
+    def encode(self, masked: str, unmask: Mapping[int, str]) -> list[int]:
+        """The ids of the prompt rendered from masked values (see the class)."""
+        encoding = self.backend.encode(masked, add_special_tokens=False)
+        by_id = {token_id: content for content, token_id in self.specials.items()}
+        pieces: list[tuple[int, str | int]] = []  # (where it starts, text or a special id)
+        cursor = 0
+        for token_id, (start, end) in zip(encoding.ids, encoding.offsets):
+            content = by_id.get(token_id)
+            if content is None or content not in masked[start:end]:
+                continue  # text (an unknown character's <unk> is not the template's)
+            if start > cursor:
+                pieces.append((cursor, masked[cursor:start].translate(unmask)))
+            pieces.append((start, token_id))
+            cursor = end
+        if cursor < len(masked):
+            pieces.append((cursor, masked[cursor:].translate(unmask)))
+        first, later = self._encoders()
+        encoded: dict[int, list[int]] = {}
+        for encoder, starting in ((first, True), (later, False)):
+            group = [
+                (start, text) for start, text in pieces if isinstance(text, str) and (start == 0) is starting
+            ]
+            if group:
+                rows = encoder.encode_batch([text for _, text in group], add_special_tokens=False)
+                encoded.update({start: row.ids for (start, _), row in zip(group, rows)})
+        ids: list[int] = []
+        for start, piece in pieces:
+            if isinstance(piece, str):
+                ids.extend(encoded[start])
+            else:
+                ids.append(piece)
+        return ids
+
+
 class TokenizeManager:
     """Tokenizes requests for one tokenizer (a ``transformers`` tokenizer or a ``tokenizers.Tokenizer``).
 
     :meth:`tokenize` handles a batch: chat messages are rendered through the tokenizer's own chat
-    template (with the generation prompt), then all texts are encoded together. A request that
-    cannot be tokenized gets an error; the others are unaffected.
+    template (with the generation prompt), their text kept as data (see the module), then all
+    texts are encoded together. A request that cannot be tokenized gets an error; the others are
+    unaffected.
     """
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self._transformers = hasattr(tokenizer, "backend_tokenizer")
         self.name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
+        backend = (
+            tokenizer
+            if isinstance(tokenizer, tokenizers.Tokenizer)
+            else getattr(tokenizer, "backend_tokenizer", None)
+        )
+        self._data = None if backend is None else ContentAsData(backend)
+        specials = (
+            self._data.specials
+            if self._data is not None
+            else [
+                token
+                for token in getattr(tokenizer, "all_special_tokens", ())
+                if isinstance(token, str) and token
+            ]
+        )
+        longest_first = sorted(specials, key=len, reverse=True)
+        self._specials = re.compile("|".join(map(re.escape, longest_first)) if longest_first else "(?!)")
+
+    def content_as_data(self) -> ContentAsData:
+        """The encoder that keeps chat values as data; :class:`TokenizeError` for a tokenizer
+        without a ``tokenizers`` backend.
+        """
+        if self._data is None:
+            raise TokenizeError(
+                f"tokenizer {self.name!r} has no tokenizers backend: special-token text in chat "
+                "messages cannot be kept as data (remove it, or send parse_special_tokens=True if trusted)"
+            )
+        return self._data
 
     def render_chat(self, messages: Any, options: Mapping[str, Any] | None = None) -> str:
         """The prompt text of a chat: the model's template with the generation prompt added.
@@ -110,13 +269,54 @@ class TokenizeManager:
         ``options`` become template variables (for example ``enable_thinking`` for Qwen3).
         Raises :class:`TokenizeError`.
         """
+        conversation, options = self._chat(messages, options)
+        return self._render(conversation, options)
+
+    def chat_ids(self, messages: Any, options: Mapping[str, Any] | None = None) -> list[int] | None:
+        """The ids of a chat whose values hold special-token text, kept as data (see the module);
+        None when they hold none (then encoding :meth:`render_chat` gives the ids). Raises
+        :class:`TokenizeError`, also when the template changes such values so that its own text
+        cannot be told from theirs.
+        """
+        conversation, options = self._chat(messages, options)
+        strings = _strings([conversation, options])
+        present = sorted({found for text in strings for found in self._specials.findall(text)})
+        if not present:
+            return None
+        data = self.content_as_data()
+        used = set("".join(strings))
+        masks: dict[str, str] = {}
+        code = _PRIVATE_USE
+        for special in present:
+            while chr(code) in used:
+                code += 1
+            masks[special] = chr(code)
+            code += 1
+
+        def mask(text: str) -> str:
+            return self._specials.sub(lambda found: masks[found.group()], text)
+
+        masked = self._render(_replace_strings(conversation, mask), _replace_strings(options, mask))
+        unmask = {ord(char): special for special, char in masks.items()}
+        if masked.translate(unmask) != self._render(conversation, options):
+            raise TokenizeError(
+                "the chat template rewrites special-token text in the messages: it cannot be kept as "
+                "data with this template (remove it, or send parse_special_tokens=True if trusted)"
+            )
+        return data.encode(masked, unmask)
+
+    def _chat(
+        self, messages: Any, options: Mapping[str, Any] | None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         if not getattr(self.tokenizer, "chat_template", None):
             raise TokenizeError(f"tokenizer {self.name!r} has no chat template: send plain text instead")
         options = dict(options or {})
         reserved = sorted(RESERVED_TEMPLATE_OPTIONS & options.keys())
         if reserved:
             raise TokenizeError(f"template option(s) {', '.join(reserved)} are set by the tokenize manager")
-        conversation = normalize_messages(messages)
+        return normalize_messages(messages), options
+
+    def _render(self, conversation: list[dict[str, Any]], options: dict[str, Any]) -> str:
         try:
             rendered = self.tokenizer.apply_chat_template(
                 conversation, tokenize=False, add_generation_prompt=True, **options
@@ -140,10 +340,14 @@ class TokenizeManager:
         groups: dict[bool, list[tuple[int, str]]] = {}
         for index, msg in enumerate(messages):
             try:
-                text, special = self._prompt(msg)
+                prompt = self._prompt(msg)
             except TokenizeError as error:
                 results[index] = TokenizeResult(msg.uid, None, str(error))
                 continue
+            if isinstance(prompt, list):
+                results[index] = TokenizeResult(msg.uid, array("i", prompt))
+                continue
+            text, special = prompt
             groups.setdefault(special, []).append((index, text))
         for special, entries in groups.items():
             for (index, _), encoded in zip(entries, self._encode_all([text for _, text in entries], special)):
@@ -155,11 +359,17 @@ class TokenizeManager:
                 )
         return [result for result in results if result is not None]
 
-    def _prompt(self, msg: TokenizeMsg) -> tuple[str, bool]:
-        """The text to encode for one request and whether the tokenizer adds its special tokens."""
+    def _prompt(self, msg: TokenizeMsg) -> tuple[str, bool] | list[int]:
+        """The text to encode for one request and whether the tokenizer adds its special tokens,
+        or the ids themselves (a chat with special-token text kept as data).
+        """
         if (msg.text is None) == (msg.messages is None):
             raise TokenizeError("give exactly one of text and messages")
         if msg.messages is not None:
+            if not msg.parse_special_tokens:
+                ids = self.chat_ids(msg.messages, msg.template_options)
+                if ids is not None:
+                    return ids
             return self.render_chat(msg.messages, msg.template_options), False
         if msg.template_options:
             raise TokenizeError("template_options apply to chat messages only")

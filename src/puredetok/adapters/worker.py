@@ -13,9 +13,14 @@ is refused before it is tokenized; a request carrying more than ``max_ids`` ids 
 or tokenizing to more, is refused; past ``max_live`` live requests, a new one is refused. Each
 refusal is an error reply to that request alone.
 
-Shutdown: SIGINT or SIGTERM (or ``stop_event``) ends the loop after the current batch; every
-frame already waiting is still handled, the tokenizing thread finishes what it was given, and the
-replies are flushed before the sockets close.
+Shutdown: SIGINT or SIGTERM (or ``stop_event``) ends the loop after the current batch; the frames
+already waiting are still handled (for up to :data:`DRAIN_SECONDS`), the tokenizing thread
+finishes what it was given, then every open request is
+handed back to the frontend: a finished reply whose ``error`` starts with ``"handed back"``,
+carrying the request's stream as bytes (:attr:`UserReply.state`) and how many of its generated ids
+that stream has consumed (:attr:`UserReply.consumed`). A :class:`DetokenizeMsg` whose
+:class:`Opening` carries them, with the request's ids from ``consumed`` on, continues the request
+exactly on any worker of the same tokenizer. The replies are flushed before the sockets close.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ __all__ = [
     "DEFAULT_LOCAL_BS",
     "DEFAULT_MAX_TEXT_CHARS",
     "DEFAULT_MAX_IDS",
+    "DRAIN_SECONDS",
 ]
 
 import gc
@@ -47,10 +53,11 @@ import zmq
 from zmq.utils.monitor import parse_monitor_message
 
 from puredetok.adapters.addresses import AddressError, check_bind_address, claim, default_address, loopback
-from puredetok.adapters.detokenize_manager import DEFAULT_MAX_LIVE, DetokenizeManager
+from puredetok.adapters.detokenize_manager import DEFAULT_MAX_LIVE, ENDED_ALREADY, DetokenizeManager
 from puredetok.adapters.loading import load_tokenizer
 from puredetok.adapters.messages import (
-    DEFAULT_PARAMS,
+    HANDED_BACK,
+    UNKNOWN_REQUEST,
     AbortBackendMsg,
     AbortMsg,
     AnyBatch,
@@ -61,7 +68,6 @@ from puredetok.adapters.messages import (
     Message,
     ReadyMsg,
     ReplyBatch,
-    SamplingParams,
     TokenizeMsg,
     Uid,
     UserMsg,
@@ -103,6 +109,11 @@ TRIM_BYTES = 8 << 20
 TOKENIZE_BACKLOG = 4
 """The loop stops reading frames while the text waiting for the tokenizing thread is over this
 many times ``max_text_chars`` (the frames then wait in ZeroMQ's queue: back-pressure)."""
+
+DRAIN_SECONDS = 1.0
+"""When stopping, how long the worker goes on handling frames that keep arriving before it hands
+its requests back (ids that arrive later are not lost: the hand-back says how many ids each state
+has consumed, and the re-opening brings the rest)."""
 
 logger = logging.getLogger("puredetok.worker")
 
@@ -163,7 +174,6 @@ class Worker:
         frontend: str | None = None,
         local_bs: int = DEFAULT_LOCAL_BS,
         limits: Limits = Limits(),
-        defaults: SamplingParams = DEFAULT_PARAMS,
         name: str | None = None,
         context: zmq.Context[Any] | None = None,
         poll_ms: int = 100,
@@ -179,7 +189,7 @@ class Worker:
         check_bind_address(self.address, allow_remote=allow_remote)
         self._claim = claim(self.address)  # fails now if a live worker holds the address
         try:
-            self._setup(tokenizer, backend, frontend, limits, defaults, context, max_byte_run, out_of_vocab)
+            self._setup(tokenizer, backend, frontend, limits, context, max_byte_run, out_of_vocab)
             self._pull = self._socket(zmq.PULL, self.address, bind=True)
         except BaseException:
             self._claim.release()
@@ -208,7 +218,6 @@ class Worker:
         backend: str | None,
         frontend: str | None,
         limits: Limits,
-        defaults: SamplingParams,
         context: zmq.Context[Any] | None,
         max_byte_run: int | None,
         out_of_vocab: OutOfVocab,
@@ -220,7 +229,6 @@ class Worker:
         self.tokenize_manager.tokenize([TokenizeMsg(0, "warm up")])  # settles the tokenizer before the thread
         self.detokenize_manager = DetokenizeManager(
             tokenizer,
-            defaults=defaults,
             max_byte_run=max_byte_run,
             out_of_vocab=out_of_vocab,
             max_live=limits.max_live,
@@ -291,12 +299,15 @@ class Worker:
                     self._take()
                     collector.between_batches()
             # Shutting down: answer everything that has already arrived, including frames the I/O
-            # thread is still delivering (a short quiet period ends it), then what is tokenizing.
-            while self._pull.poll(50):
+            # thread is still delivering (a short quiet period ends it, or DRAIN_SECONDS), then
+            # what is tokenizing, then hand every open request back.
+            deadline = time.monotonic() + DRAIN_SECONDS
+            while time.monotonic() < deadline and self._pull.poll(50):
                 self._take()
             while self._tokenizer.pending:
                 if waiting.poll(1000):
                     self._tokenized()
+            self._hand_back()
         finally:
             collector.stop()
             self.close()
@@ -424,10 +435,17 @@ class Worker:
         replies = self.detokenize_manager.handle_batch(batch)
         out.replies_of(replies)
         closing = frozenset(batch.finished)
-        failed = frozenset(position for position, _ in replies.errors)
+        # Only a refusal (an invalid opening, max_live) stops the scheduler's request: a uid this
+        # worker does not hold may live on elsewhere (handed back, re-opened), and one that has
+        # ended was stopped when it ended.
+        failed = frozenset(
+            position
+            for position, error in replies.errors
+            if not error.startswith(UNKNOWN_REQUEST) and ENDED_ALREADY not in error
+        )
         for position, reason, _ in replies.ended:
             # A stop rule ended the request here while the scheduler is still generating it, or
-            # the request could not be served (refused, unknown, already ended): stop it there.
+            # the request was refused: stop it there.
             if position in closing or reason == "abort" or (reason is None) != (position in failed):
                 continue
             out.to_backend.setdefault(AbortBackendMsg.KIND, []).append(AbortBackendMsg(batch.uids[position]))
@@ -455,6 +473,22 @@ class Worker:
                 out.to_backend.setdefault(AbortBackendMsg.KIND, []).append(AbortBackendMsg(uid))
         self.drops.drop("over_max_ids", f"{len(over)} messages over {limit:,} ids")
         return DetokenizeBatch.of([message for p, message in enumerate(items) if p not in over])
+
+    def _hand_back(self) -> None:
+        """Send every open request back to the frontend, as its state and the ids it has consumed."""
+        drained = self.detokenize_manager.drain()
+        if not drained:
+            return
+        why = (
+            f"{HANDED_BACK}: the worker is stopping; send a DetokenizeMsg with "
+            "Opening(params=..., state=<this state>, consumed=<this count>) and the ids from there on "
+            "to continue the request exactly"
+        )
+        replies = [
+            UserReply(uid, "", True, None, None, why, state, consumed) for uid, state, consumed in drained
+        ]
+        self._send(self._frontend, ReplyBatch.of(replies))
+        logger.info("%s handed %d open requests back", self.name, len(replies))
 
     def _tokenize(self, msgs: list[TokenizeMsg], out: _Outbox) -> None:
         assert self._tokenizer is not None, "the tokenizing thread starts with serve()"
@@ -622,7 +656,6 @@ def tokenize_worker(
     frontend: str | None = None,
     local_bs: int = DEFAULT_LOCAL_BS,
     limits: Limits = Limits(),
-    defaults: SamplingParams = DEFAULT_PARAMS,
     name: str | None = None,
     on_ready: Callable[[ReadyMsg], None] | None = None,
     stop_event: threading.Event | None = None,
@@ -643,7 +676,6 @@ def tokenize_worker(
         frontend=frontend,
         local_bs=local_bs,
         limits=limits,
-        defaults=defaults,
         name=name,
         max_byte_run=max_byte_run,
         out_of_vocab=out_of_vocab,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from puredetok.adapters.detokenize_manager import CodecKey, DetokenizeManager
-from puredetok.adapters.messages import DetokenizeBatch, DetokenizeMsg
+from puredetok.adapters.messages import DetokenizeBatch, DetokenizeMsg, Opening, SamplingParams
 from puredetok.bench.core import trace_ids
 from puredetok.bench.timing import Result, compare
 
@@ -68,9 +68,14 @@ def manager_section(tokenizer: Any, requests: int = 256, steps: int = 64) -> lis
         """One batch per step, as the worker receives them (built outside the timings, as the
         two-window algorithm's token lists are).
         """
-        last = len(rounds) - 1
+        last, opening = len(rounds) - 1, Opening()
         return [
-            DetokenizeBatch.of([DetokenizeMsg(n, tuple(ids), step == last) for n, ids in enumerate(row)])
+            DetokenizeBatch.of(
+                [
+                    DetokenizeMsg(n, tuple(ids), step == last, opening if step == 0 else None)
+                    for n, ids in enumerate(row)
+                ]
+            )
             for step, row in enumerate(rounds)
         ]
 
@@ -122,20 +127,21 @@ def manager_section(tokenizer: Any, requests: int = 256, steps: int = 64) -> lis
 
 def memory_section(tokenizer: Any, requests: int = 10_000) -> list[Result]:
     """Memory held by ``requests`` live requests in mid-stream (tracemalloc), including requests
-    holding an incomplete character and text that could start a stop string.
+    holding an incomplete character and text that could start a stop string; and the same requests
+    saved as bytes (what a worker hands back when it stops, or what parking them costs).
     """
-    from puredetok.adapters.messages import Opening, SamplingParams
-
     manager = DetokenizeManager(tokenizer)
     backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
     text = backend.encode("streaming 推理 text 🦩", add_special_tokens=False).ids
     partial = text[:-1]  # ends inside the emoji: the state holds bytes
     with_stop = Opening((), SamplingParams(stop=("text 🦩 done", "\n\n")))
+    plain = Opening()
+    manager.codec_of(plain.params)  # built once per tokenizer and options, outside the measure
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     batch = [
-        DetokenizeMsg(n, tuple(partial if n % 2 else text[:3]), False, with_stop if n % 3 == 0 else None)
+        DetokenizeMsg(n, tuple(partial if n % 2 else text[:3]), False, with_stop if n % 3 == 0 else plain)
         for n in range(requests)
     ]
     messages = tracemalloc.get_traced_memory()[0]
@@ -146,6 +152,7 @@ def memory_section(tokenizer: Any, requests: int = 10_000) -> list[Result]:
     held = after - messages
     del batch
     assert len(manager) == requests
+    saved = sum(len(state) for _, state, _ in manager.drain())
     limit = 10 * 1024 * 1024
     return [
         Result(
@@ -156,4 +163,11 @@ def memory_section(tokenizer: Any, requests: int = 10_000) -> list[Result]:
             held < limit,
         ),
         Result(f"  (the {requests:,} messages themselves: {(messages - before) / 1e6:.2f} MB)", 0.0),
+        Result(
+            f"  the same requests saved as bytes: {saved / 1e3:.0f} kB ({saved / requests:.0f} B each)",
+            0.0,
+            None,
+            "< 100 B each",
+            saved < 100 * requests,
+        ),
     ]

@@ -149,6 +149,15 @@ class Chain:
             pieces = out
         return "".join([text for text, _ in pieces])
 
+    def is_hold(self, hold: object) -> bool:
+        """``(first, *stage holds)``, each stage's hold one that stage takes."""
+        return (
+            type(hold) is tuple
+            and len(hold) == len(self.stages) + 1
+            and type(hold[0]) is bool
+            and all(stage.is_hold(part) for stage, part in zip(self.stages, hold[1:]))
+        )
+
 
 def _fast_text(stages: Sequence[Stage], value: Any) -> str | None:
     if value is None:

@@ -50,6 +50,11 @@ class Decoding(Protocol):
     def finish(self, hold: Any) -> str:
         """The text still held, as the full decode would end it."""
 
+    def is_hold(self, hold: object) -> bool:
+        """Whether ``hold`` is a value this model's functions take safely (a restored state is
+        checked with it, see :mod:`puredetok.core.saving`).
+        """
+
 
 @attrs.frozen
 class Codec:
@@ -105,9 +110,12 @@ class Codec:
 class DecodeState:
     """Where a stream stands: its codec and the little it still holds back.
 
-    Immutable and hashable; copy, pickle or keep it anywhere, and stepping it again gives the same
+    Immutable and hashable; copy it or keep it anywhere, and stepping it again gives the same
     future. Its size does not grow with the stream (see the guarantees for the one documented
-    exception, a still-valid byte-fallback run).
+    exception, a still-valid byte-fallback run). It travels without its codec: :meth:`to_bytes`
+    is a few dozen bytes, and a pickled state unpickles as a
+    :class:`~puredetok.core.saving.SavedState` to :meth:`~puredetok.core.saving.SavedState.resume`
+    with the codec (the codec's tables are never copied into it).
     """
 
     codec: Codec
@@ -121,3 +129,32 @@ class DecodeState:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> DecodeState:
         return self
+
+    def to_bytes(self) -> bytes:
+        """This state without its codec: a few dozen bytes (see :mod:`puredetok.core.saving`).
+
+        :meth:`from_bytes` with a codec of the same fingerprint gives an equal state, which
+        continues exactly as this one would.
+        """
+        from puredetok.core.saving import state_to_bytes
+
+        return state_to_bytes(self)
+
+    @classmethod
+    def from_bytes(cls, codec: Codec, data: bytes | bytearray | memoryview) -> DecodeState:
+        """The state saved by :meth:`to_bytes`, resumed with ``codec``.
+
+        Raises :class:`~puredetok.errors.CodecMismatchError` when ``codec``'s fingerprint is not
+        the one the state was saved with, and :class:`~puredetok.errors.InvalidStateError` for
+        truncated, corrupt or hostile bytes (both are ``ValueError``).
+        """
+        from puredetok.core.saving import state_from_bytes
+
+        return state_from_bytes(codec, data)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A pickled state is its bytes: unpickled, a SavedState that resume(codec) turns back into
+        # a state. The codec's tables never travel with a state.
+        from puredetok.core.saving import SavedState
+
+        return (SavedState, (self.to_bytes(),))

@@ -97,6 +97,8 @@ class Window:
     trim_probes: tuple[tuple[int, ...], ...] = ()
     """The probes a cut of the context is checked with (besides no probe at all)."""
     every: int = ATTEMPT
+    size: int = 2**32
+    """Ids in a hold are below this (the vocabulary size)."""
     initial: Hold = ((), 0, (), 0, None, 0)
     idle: None = None
     """Never a hold of this model: every step goes through :meth:`step`."""
@@ -236,6 +238,28 @@ class Window:
             return ""
         return self.decode([*context, *pending, *_ids(recent)])[base + sent :]
 
+    def is_hold(self, hold: object) -> bool:
+        """A :data:`Hold` of ids in the vocabulary, no longer than the window ever grows."""
+        if type(hold) is not tuple or len(hold) != 6:
+            return False
+        context, base, pending, sent, recent, count = hold
+        if not all(type(n) is int and n >= 0 for n in (base, sent, count)) or count >= self.every:
+            return False
+        if (
+            type(context) is not tuple
+            or type(pending) is not tuple
+            or len(context) + len(pending) > 3 * LIMIT
+        ):
+            return False
+        ids = [*context, *pending]
+        for _ in range(count):
+            if type(recent) is not tuple or len(recent) != 2:
+                return False
+            ids.append(recent[0])
+            recent = recent[1]
+        size = self.size
+        return recent is None and all(type(i) is int and 0 <= i < size for i in ids)
+
 
 def _ids(recent: Recent) -> list[int]:
     """The ids of a linked list, oldest first."""
@@ -298,5 +322,10 @@ def build_window(
         trim_probes += ((continuation,) * 3,)
     anchor_text = decode(list(anchor)) if anchor else ""
     return Window(
-        decode=decode, probes=probes, anchor=anchor, anchor_text=anchor_text, trim_probes=trim_probes
+        decode=decode,
+        probes=probes,
+        anchor=anchor,
+        anchor_text=anchor_text,
+        trim_probes=trim_probes,
+        size=size,
     )

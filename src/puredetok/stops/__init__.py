@@ -16,6 +16,7 @@ from __future__ import annotations
 
 __all__ = [
     "FinishReason",
+    "SavedStream",
     "StopRules",
     "Stream",
     "StreamFinishedError",
@@ -28,4 +29,5 @@ __all__ = [
 
 from puredetok.errors import StreamFinishedError
 from puredetok.stops.rules import FinishReason, StopRules
+from puredetok.stops.saving import SavedStream
 from puredetok.stops.stream import Stream, abort, advance, advance_many, close, open_stream

@@ -58,8 +58,10 @@ class _Storage:
 class Stream(_Storage):
     """One request's stream: its codec, its :class:`StopRules`, the core's hold and the stop state.
 
-    Immutable, hashable and picklable; its size is bounded (the held text is shorter than the
-    longest stop string, and the core's hold is bounded by the core). Like the core's state, it
+    Immutable and hashable; its size is bounded (the held text is shorter than the longest stop
+    string, and the core's hold is bounded by the core). It travels without its codec:
+    :meth:`to_bytes` is a few dozen bytes, and a pickled stream unpickles as a
+    :class:`~puredetok.stops.saving.SavedStream` to resume with the codec. Like the core's state, it
     holds only what decides its future: two streams that compare equal continue identically.
     """
 
@@ -120,6 +122,30 @@ class Stream(_Storage):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Stream:
         return self
+
+    def to_bytes(self) -> bytes:
+        """This stream without its codec, stop rules and counters included: a few dozen bytes
+        (see :mod:`puredetok.stops.saving`). :meth:`from_bytes` gives an equal stream.
+        """
+        from puredetok.stops.saving import stream_to_bytes
+
+        return stream_to_bytes(self)
+
+    @classmethod
+    def from_bytes(cls, codec: Codec, data: bytes | bytearray | memoryview) -> Stream:
+        """The stream saved by :meth:`to_bytes`, resumed with ``codec``; raises
+        :class:`~puredetok.errors.CodecMismatchError` for a codec with another fingerprint and
+        :class:`~puredetok.errors.InvalidStateError` for truncated, corrupt or hostile bytes.
+        """
+        from puredetok.stops.saving import stream_from_bytes
+
+        return stream_from_bytes(codec, data)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as its bytes: unpickled, a SavedStream to resume(codec). No codec tables copied.
+        from puredetok.stops.saving import SavedStream
+
+        return (SavedStream, (self.to_bytes(),))
 
 
 def _steady(codec: Codec, hold: Hashable, held: str, min_left: int, max_left: int | None) -> bool:

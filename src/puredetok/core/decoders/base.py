@@ -54,6 +54,12 @@ class Stage(Protocol):
     def flush(self, hold: Any) -> list[Piece]:
         """The end of the stream: release whatever is held."""
 
+    def is_hold(self, hold: object) -> bool:
+        """Whether ``hold`` is a value this stage's functions take safely: of the right types and
+        within the bounds they rely on (a restored state is checked with it; see
+        :mod:`puredetok.core.saving`).
+        """
+
 
 class Decoder(Protocol):
     """One decoder of a ``tokenizers`` decoder chain, as puredetok models it."""

@@ -71,6 +71,10 @@ class SuffixStage:
         text = held.replace(self.suffix, "")
         return [(text, started)] if text else []
 
+    def is_hold(self, hold: object) -> bool:
+        """``(held text, started)``."""
+        return type(hold) is tuple and len(hold) == 2 and type(hold[0]) is str and type(hold[1]) is bool
+
 
 @attrs.frozen
 class BPEDecoder:

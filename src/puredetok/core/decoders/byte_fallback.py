@@ -18,6 +18,7 @@ import attrs
 
 from puredetok.core.decoders.base import Group, Piece, Stage, Unmodelled, push_each
 from puredetok.core.rope import EMPTY_ROPE, Rope
+from puredetok.core.utf8 import incomplete_tail
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 _BYTES = tuple(bytes((b,)) for b in range(256))
@@ -106,6 +107,30 @@ class ByteFallbackStage:
     def flush(self, hold: Any) -> list[Piece]:
         """The stream ended: the run ends too."""
         return _release(hold)
+
+    def is_hold(self, hold: object) -> bool:
+        """No run, a run that can no longer be valid, or a :data:`Run` whose count is the number of
+        bytes it stands for (its text's UTF-8 bytes and its incomplete tail).
+        """
+        if hold is None or (type(hold) is str and hold == INVALID_RUN):
+            return True
+        if type(hold) is not tuple or len(hold) != 4:
+            return False
+        older, newest, tail, count = hold
+        if (
+            type(older) is not Rope
+            or type(newest) is not str
+            or type(tail) is not bytes
+            or type(count) is not int
+        ):
+            return False
+        if len(newest) >= _LEAF or len(tail) > 3 or incomplete_tail(tail) != len(tail):
+            return False
+        try:
+            size = len(str(older).encode("utf-8")) + len(newest.encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate: never the text of a byte run
+            return False
+        return count == size + len(tail)
 
 
 @attrs.frozen

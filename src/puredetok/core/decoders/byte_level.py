@@ -99,6 +99,10 @@ class Utf8Stage:
         text = hold.decode("utf-8", self.errors) if hold else ""
         return [(text, True)] if text else []
 
+    def is_hold(self, hold: object) -> bool:
+        """Bytes that a later byte could still complete into a character (0 to 3 of them)."""
+        return type(hold) is bytes and len(hold) <= 3 and incomplete_tail(hold) == len(hold)
+
 
 @attrs.frozen
 class ByteLevel:

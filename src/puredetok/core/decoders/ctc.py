@@ -45,6 +45,10 @@ class GroupStage:
         """Nothing is held."""
         return []
 
+    def is_hold(self, hold: object) -> bool:
+        """The previous token, or None."""
+        return hold is None or type(hold) is str
+
 
 @attrs.frozen
 class CTC:

@@ -36,6 +36,10 @@ class GlueStage:
         """Nothing is ever held."""
         return []
 
+    def is_hold(self, hold: object) -> bool:
+        """Always None."""
+        return hold is None
+
 
 @attrs.frozen
 class Fuse:

@@ -40,6 +40,10 @@ class MetaspaceStage:
         """Nothing is held."""
         return []
 
+    def is_hold(self, hold: object) -> bool:
+        """Which element the fragments belong to."""
+        return type(hold) is int and hold in (_NOTHING_YET, _FIRST, _LATER)
+
 
 @attrs.frozen
 class Metaspace:

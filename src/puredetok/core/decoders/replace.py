@@ -91,6 +91,16 @@ class ReplaceStage:
         buf, fresh = hold
         return [(buf, not fresh)] if buf else []
 
+    def is_hold(self, hold: object) -> bool:
+        """``(held text, fresh)``, the held text a proper prefix of a pattern (or nothing)."""
+        return (
+            type(hold) is tuple
+            and len(hold) == 2
+            and type(hold[0]) is str
+            and type(hold[1]) is bool
+            and (not hold[0] or hold[0] in self._prefixes)
+        )
+
 
 @attrs.frozen
 class Replace:

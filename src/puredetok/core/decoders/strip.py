@@ -63,6 +63,13 @@ class StripStage:
         """The element ends: its held trailing run is stripped."""
         return []
 
+    def is_hold(self, hold: object) -> bool:
+        """``(leading budget left, trailing run)``, within the strip's own bounds."""
+        if type(hold) is not tuple or len(hold) != 2 or type(hold[0]) is not int or type(hold[1]) is not str:
+            return False
+        left, trail = hold
+        return 0 <= left <= self.start and len(trail) <= self.stop and trail == self.content * len(trail)
+
 
 @attrs.frozen
 class Strip:

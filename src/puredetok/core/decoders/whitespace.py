@@ -111,3 +111,10 @@ class StripStage:
     def flush(self, hold: tuple[bool, HeldSpace]) -> list[Piece]:
         """Trailing whitespace is stripped."""
         return []
+
+    def is_hold(self, hold: object) -> bool:
+        """``(started, held whitespace)``: runs of whitespace only."""
+        if type(hold) is not tuple or len(hold) != 2 or type(hold[0]) is not bool:
+            return False
+        held = hold[1]
+        return type(held) is HeldSpace and all(not piece.strip() for piece, _ in held.runs())

@@ -22,7 +22,7 @@ from puredetok.core.decoders.cleanup import cleanup_stages
 from puredetok.core.decoders.whitespace import StripStage
 from puredetok.core.pyclasses.base import ClassModel, Given, special_ids
 from puredetok.core.pyclasses.spm import read_settings
-from puredetok.core.utf8 import first_character
+from puredetok.core.utf8 import first_character, incomplete_tail
 
 _SPACE = "\u2581"
 _SPECIAL, _CONTROL, _BYTE, _TEXT = "special", "control", "byte", "text"
@@ -92,6 +92,17 @@ class MarianStage:
         """An incomplete character at the end: one U+FFFD per byte."""
         pending = hold[3]
         return [("\ufffd" * len(pending), True)] if pending else []
+
+    def is_hold(self, hold: object) -> bool:
+        """Three flags and an incomplete character of byte pieces (0 to 3 bytes)."""
+        if type(hold) is not tuple or len(hold) != 4 or type(hold[3]) is not bytes:
+            return False
+        pending: bytes = hold[3]
+        return (
+            all(type(flag) is bool for flag in hold[:3])
+            and len(pending) <= 3
+            and incomplete_tail(pending) == len(pending)
+        )
 
 
 def _piece_value(sp: Any, token: str, settings: Any) -> tuple[Any, ...]:

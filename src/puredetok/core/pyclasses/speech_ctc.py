@@ -47,6 +47,10 @@ class LowerStage:
         """Nothing is held."""
         return []
 
+    def is_hold(self, hold: object) -> bool:
+        """Always None."""
+        return hold is None
+
 
 def _token(tokenizer: Any, token_id: int) -> str:
     """``Wav2Vec2CTCTokenizer.convert_ids_to_tokens`` for one id in a list."""

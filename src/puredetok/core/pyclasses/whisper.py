@@ -95,6 +95,13 @@ class TimestampStage:
         text = str(hold[1])
         return [(text, True)] if text else []
 
+    def is_hold(self, hold: object) -> bool:
+        """``(automaton state, held text)``; nothing held outside a possible timestamp."""
+        if type(hold) is not tuple or len(hold) != 2 or type(hold[0]) is not int or type(hold[1]) is not Rope:
+            return False
+        state, held = hold
+        return _NONE <= state <= _CLOSE and (state != _NONE or not held.size)
+
 
 _START, _PROMPT, _PASS = 0, 1, 2
 
@@ -150,6 +157,16 @@ class WhisperPrompt:
     def finish(self, hold: tuple[int, Any]) -> str:
         """A prompt that never reached its transcript decodes to nothing."""
         return "" if hold[0] == _PROMPT else self.chain.finish(hold[1])
+
+    def is_hold(self, hold: object) -> bool:
+        """``(mode, chain hold)``."""
+        return (
+            type(hold) is tuple
+            and len(hold) == 2
+            and type(hold[0]) is int
+            and hold[0] in (_START, _PROMPT, _PASS)
+            and self.chain.is_hold(hold[1])
+        )
 
 
 def whisper_model(tokenizer: Any, *, skip: bool, cleanup: bool, max_byte_run: int | None) -> ClassModel:

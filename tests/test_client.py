@@ -1,0 +1,263 @@
+"""The typed clients (issue 14) against real ``puredetok serve`` processes: each side sync and
+asyncio, and the failure model (error replies, unknown uids, timeouts, a restarted worker, a
+stopping worker's hand-back)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import zmq
+import zmq.asyncio
+
+from helpers import tokenizer
+from puredetok.adapters.client import (
+    AsyncBackendClient,
+    AsyncFrontendClient,
+    BackendClient,
+    FrontendClient,
+    HandBack,
+    RequestError,
+    RequestHandedBack,
+    RequestLost,
+    RequestTimeout,
+)
+from puredetok.adapters.messages import (
+    UNKNOWN_REQUEST,
+    AbortBackendMsg,
+    DetokenizeMsg,
+    Opening,
+    SamplingParams,
+    UserMsg,
+)
+
+QWEN_EOS = 151645
+
+
+class Site:
+    """Addresses in a private folder, and worker processes started on them."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.frontend = f"ipc://{folder}/frontend"
+        self.backend = f"ipc://{folder}/backend"
+        self.worker = f"ipc://{folder}/worker-0"
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> subprocess.Popen[bytes]:
+        command = [sys.executable, "-m", "puredetok.cli", "serve", "--quiet", "--listen", self.worker]
+        command += ["--backend", self.backend, "--frontend", self.frontend]
+        log = open(self.folder / f"serve-{len(self.processes)}.log", "wb")  # noqa: SIM115
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+        self.processes.append(process)
+        return process
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[Site]:
+    place = Site(tmp_path)
+    yield place
+    place.stop()
+
+
+def wait_up(client: FrontendClient, timeout: float = 120) -> None:
+    """Until the worker answers a health probe (it is listening and its tokenizer is loaded)."""
+    deadline = time.monotonic() + timeout
+    while not client.health(timeout=1.0):
+        assert time.monotonic() < deadline
+
+
+def generate(backend: BackendClient, ids_for: dict[str, list[int]], *, eos: bool = True) -> None:
+    """Play the scheduler: for each tokenized request, send its ids one message at a time (the
+    first with its Opening, the last with the scheduler's finish reason)."""
+    users: list[UserMsg] = []
+    deadline = time.monotonic() + 60
+    while len(users) < len(ids_for):
+        assert time.monotonic() < deadline
+        users += [m for m in backend.receive(1.0) if isinstance(m, UserMsg)]
+    for user in users:
+        ids = ids_for[str(user.uid)]
+        opening = Opening(tuple(user.input_ids), user.params)
+        for n, token in enumerate(ids):
+            last = n == len(ids) - 1
+            reason = ("stop", QWEN_EOS) if last and eos else (None, None)
+            backend.send([DetokenizeMsg(user.uid, (token,), last, opening if n == 0 else None, *reason)])
+
+
+def test_both_sides_stream_a_request_end_to_end(site: Site) -> None:
+    qwen = tokenizer("qwen3")
+    answer = list(qwen.encode("推理 naïve 🦩, 1+1=2.", add_special_tokens=False))
+    with (
+        FrontendClient([site.worker], site.frontend) as client,
+        BackendClient([site.worker], site.backend) as backend,
+    ):
+        site.start()
+        wait_up(client)
+        chat = client.tokenize("c1", messages=[{"role": "user", "content": "Hi <|im_end|>"}])
+        plain = client.tokenize("p1", "Hello", params=SamplingParams(stop=("🦩",)))
+        generate(backend, {"c1": answer, "p1": answer})
+        replies = list(chat)
+        assert "".join(r.incremental_output for r in replies) == qwen.decode(answer, skip_special_tokens=True)
+        assert chat.final is not None and (chat.final.finish_reason, chat.final.matched_stop) == (
+            "stop",
+            QWEN_EOS,
+        )
+        assert plain.text() == "推理 naïve "  # its own stop string, before the scheduler's EOS
+        assert plain.final is not None and plain.final.matched_stop == "🦩"
+        # The scheduler heard of the stop found by the worker.
+        aborts = [m for m in backend.receive(2.0) if isinstance(m, AbortBackendMsg)]
+        assert [m.uid for m in aborts] == ["p1"]
+
+
+def test_error_replies_unknown_uids_and_timeouts_end_requests_never_hang(site: Site) -> None:
+    with (
+        FrontendClient([site.worker], site.frontend, timeout=60) as client,
+        BackendClient([site.worker], site.backend) as backend,
+    ):
+        site.start()
+        wait_up(client)
+        bad = client.tokenize("bad", messages=[{"role": "user", "content": 42}])
+        with pytest.raises(RequestError, match="content must be text") as caught:
+            list(bad)
+        assert caught.value.reply is not None and caught.value.reply.finished
+        ghost = client.request("ghost")  # ids for a request nobody opened
+        backend.send([DetokenizeMsg("ghost", (32, 33))])
+        with pytest.raises(RequestError, match=UNKNOWN_REQUEST):
+            list(ghost)
+        # A client that hears nothing: a request whose ids nobody sends times out, and is aborted.
+        with FrontendClient([site.worker], f"ipc://{site.folder}/deaf", timeout=1.0) as deaf:
+            silent = deaf.request("silent")
+            started = time.monotonic()
+            with pytest.raises(RequestTimeout):
+                list(silent)
+            assert 0.9 < time.monotonic() - started < 30
+        aborts = backend.receive(30.0)
+        assert any(isinstance(m, AbortBackendMsg) and m.uid == "silent" for m in aborts)
+        with pytest.raises(ValueError, match="timeout"):
+            FrontendClient([site.worker], site.frontend + "-x", timeout=0)
+
+
+def test_a_killed_worker_loses_its_requests_and_the_client_says_so_at_once(site: Site) -> None:
+    with (
+        FrontendClient([site.worker], site.frontend, timeout=60) as client,
+        BackendClient([site.worker], site.backend) as backend,
+    ):
+        first = site.start()
+        wait_up(client)
+        request = client.tokenize("r", "Hello")
+        [user] = [m for m in backend.receive(30.0) if isinstance(m, UserMsg)]
+        backend.send([DetokenizeMsg("r", (32,), False, Opening(tuple(user.input_ids), user.params))])
+        assert next(request).incremental_output == "A"
+        first.kill()
+        first.wait()
+        site.start()
+        started = time.monotonic()
+        with pytest.raises(RequestLost, match="restarted"):
+            next(request)
+        assert time.monotonic() - started < 60  # as soon as the new worker announced itself
+
+
+def test_a_stopping_workers_hand_back_continues_on_the_next_worker(site: Site) -> None:
+    """With ``on_hand_back``: the request's iterator goes on through a restart, exactly; without,
+    the request raises RequestHandedBack, which carries what re-opens it."""
+    qwen = tokenizer("qwen3")
+    output = list(qwen.encode("Streams 推理 🦩 through a restart, exactly.", add_special_tokens=False))
+    handed: list[HandBack] = []
+    with (
+        FrontendClient([site.worker], site.frontend, on_hand_back=handed.append) as client,
+        BackendClient([site.worker], site.backend) as backend,
+    ):
+        first = site.start()
+        wait_up(client)
+        params = SamplingParams(stop=("exactly",), include_stop_str_in_output=True)
+        request = client.tokenize("moving", "Tell me", params=params)
+        [user] = [m for m in backend.receive(30.0) if isinstance(m, UserMsg)]
+        cut = 7
+        opening = Opening(tuple(user.input_ids), user.params)
+        backend.send([DetokenizeMsg("moving", tuple(output[:cut]), False, opening)])
+        text = next(request).incremental_output
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(60) == 0
+        backend.send([DetokenizeMsg("moving", (output[cut],))])  # sent before the scheduler heard
+        client.poll(2.0)
+        [hand_back] = handed
+        assert hand_back.uid == "moving" and hand_back.consumed == cut
+        site.start()
+        wait_up(client)
+        backend.reopen(hand_back, output[: cut + 1], user.params)
+        backend.send([DetokenizeMsg("moving", tuple(output[cut + 1 :]), True)])
+        text += request.text()
+        assert text == "Streams 推理 🦩 through a restart, exactly"
+        assert request.final is not None and request.final.matched_stop == "exactly"
+
+    handed.clear()
+    with (
+        FrontendClient([site.worker], site.frontend) as client,
+        BackendClient([site.worker], site.backend) as backend,
+    ):
+        wait_up(client)
+        request = client.request("second")
+        backend.send([DetokenizeMsg("second", tuple(output[:3]), False, Opening())])
+        next(request)
+        site.processes[-1].send_signal(signal.SIGTERM)
+        with pytest.raises(RequestHandedBack) as caught:
+            list(request)
+        assert caught.value.hand_back.consumed == 3 and caught.value.hand_back.state
+
+
+def test_the_asyncio_clients_stream_and_fail_the_same_way(site: Site) -> None:
+    qwen = tokenizer("qwen3")
+    answer = list(qwen.encode("async 推理 🦩 naïve", add_special_tokens=False))
+
+    async def main() -> None:
+        context = zmq.asyncio.Context()
+        async with (
+            AsyncFrontendClient([site.worker], site.frontend, timeout=60, context=context) as client,
+            AsyncBackendClient([site.worker], site.backend, context=context) as backend,
+        ):
+            site.start()
+            deadline = time.monotonic() + 120
+            while not await client.health(timeout=1.0):
+                assert time.monotonic() < deadline
+            requests = [client.tokenize(f"a{n}", f"Hello {n}") for n in range(20)]
+            users: list[UserMsg] = []
+            while len(users) < 20:
+                users += [m for m in await backend.receive(120) if isinstance(m, UserMsg)]
+            for user in users:
+                opening = Opening(tuple(user.input_ids), user.params)
+                backend.send([DetokenizeMsg(user.uid, tuple(answer), True, opening, "length")])
+            texts = await asyncio.gather(*(request.text() for request in requests))
+            assert texts == [qwen.decode(answer)] * 20
+            ghost = client.request("ghost")
+            backend.send([DetokenizeMsg("ghost", (5,))])
+            with pytest.raises(RequestError, match=UNKNOWN_REQUEST):
+                await ghost.text()
+            deaf = AsyncFrontendClient(
+                [site.worker], f"ipc://{site.folder}/deaf", timeout=0.5, context=context
+            )
+            silent = deaf.request("silent")
+            with pytest.raises(RequestTimeout):
+                async for _ in silent:
+                    pass
+            await deaf.close()
+        context.term()
+
+    asyncio.run(main())
