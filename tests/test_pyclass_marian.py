@@ -1,0 +1,108 @@
+"""``puredetok.core.pyclasses.marian`` and ``.spm``: Marian (SentencePiece without a ``tokenizers``
+backend). The ``sentencepiece`` library's own decode is the oracle of each run of pieces between
+special tokens; the Stage contract of Marian's stage; the model proto settings read as
+SentencePiece reads them (a denormalizer, whitespace as a suffix or a broken proto: not modelled)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import families
+import puredetok
+from decoder_contract import assert_streams, check_stage, text_of
+from puredetok.core.decoders import Unmodelled
+from puredetok.core.pyclasses.marian import MarianStage, marian_model
+from puredetok.core.pyclasses.spm import SpmSettings, read_settings
+
+NAMES = ["marian", "marian_keep_spaces"]
+
+
+def processor(name: str) -> Any:
+    tokenizer = families.family(name)
+    return tokenizer.spm_target if tokenizer.separate_vocabs else tokenizer.spm_source
+
+
+@functools.cache
+def values(name: str) -> tuple[Any, ...]:
+    tokenizer = families.family(name)
+    return tuple(marian_model(tokenizer, size=len(tokenizer), skip=False, cleanup=False).vocabulary)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(
+    "text", ["Hello world. 推理 🦩", "  two  spaces ", "a\u2047b", "<sep> x", "ẞ ⁂ 𝔘"], ids=range(5)
+)
+def test_runs_of_pieces_decode_as_sentencepiece_decodes_them(name: str, text: str) -> None:
+    tokenizer, sp = families.family(name), processor(name)
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    pieces = tokenizer.convert_ids_to_tokens(ids)
+    expected = str(sp.decode_pieces(pieces)).strip()
+    assert tokenizer.decode(ids) == expected
+    for skip in (False, True):
+        assert_streams(puredetok.codec_for(tokenizer, skip_special_tokens=skip), ids, expected)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_special_tokens_are_followed_by_a_space(name: str) -> None:
+    tokenizer = families.family(name)
+    ids = [*tokenizer.encode("ab", add_special_tokens=False), tokenizer.eos_token_id, tokenizer.unk_token_id]
+    ids += tokenizer.encode(" cd", add_special_tokens=False)
+    expected = tokenizer.decode(ids)
+    assert expected.startswith("ab</s> <unk> ")
+    assert_streams(puredetok.codec_for(tokenizer), ids, expected)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@given(data=st.data())
+def test_stage_contract(name: str, data: st.DataObject) -> None:
+    """Marian's stage over its per-id values: the contract, and its text stripped is ``decode``."""
+    table = values(name)
+    ids = data.draw(st.lists(st.integers(0, len(table) - 1), max_size=20))
+    ids = [i for i in ids if table[i] is not None]
+    cuts = data.draw(st.lists(st.integers(0, len(ids)), max_size=4))
+    released = check_stage(MarianStage(), [(table[i], True) for i in ids], cuts)
+    assert text_of(released).strip() == families.family(name).decode(ids)
+
+
+def _field(number: int, payload: int | bytes) -> bytes:
+    def varint(value: int) -> bytes:
+        out = b""
+        while value >= 0x80:
+            out += bytes([value & 0x7F | 0x80])
+            value >>= 7
+        return out + bytes([value])
+
+    if isinstance(payload, int):
+        return varint(number << 3) + varint(payload)
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def test_settings_are_read_from_the_proto() -> None:
+    trained = read_settings(processor("marian").serialized_model_proto())
+    assert trained == SpmSettings(True, True, " \u2047 ")
+    assert read_settings(processor("marian_keep_spaces").serialized_model_proto()) == SpmSettings(
+        True, False, " \u2047 "
+    )
+    # normalizer_spec (3): add_dummy_prefix (3) and remove_extra_whitespaces (4) off
+    assert read_settings(_field(3, _field(3, 0) + _field(4, 0))) == SpmSettings(False, False, " \u2047 ")
+    # trainer_spec (2): unk_surface (44)
+    assert read_settings(_field(2, _field(44, b"<?>"))).unknown_surface == "<?>"
+
+
+@pytest.mark.parametrize(
+    ("proto", "why"),
+    [
+        (_field(5, _field(2, b"\x0a\x00")), "denormalizer"),  # denormalizer_spec with rules
+        (_field(2, _field(24, 1)), "whitespace as a suffix"),  # treat_whitespace_as_suffix
+        (b"\x1a\xff", "does not parse"),  # a length past the end
+        (b"\x0b", "wire type 3"),  # a group: not a proto SentencePiece writes
+    ],
+)
+def test_what_is_not_modelled(proto: bytes, why: str) -> None:
+    with pytest.raises(Unmodelled, match=why):
+        read_settings(proto)
