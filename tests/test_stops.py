@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import MULTILINGUAL, TOKENIZERS, codec, continuation, id_lists, reference, tokenizer
+from helpers import TOKENIZERS, codec, continuation, id_lists, reference, tokenizer
 from puredetok import (
     StopRules,
     Stream,
@@ -27,6 +27,7 @@ from puredetok import (
     finish,
     open_stream,
 )
+from puredetok.testing.strategies import MULTILINGUAL
 from stop_reference import expected, longest_hold
 
 FAMILIES = TOKENIZERS  # every real tokenizer: the quiet path reads each codec's own summaries
