@@ -2,10 +2,10 @@
 
 Random ids rarely leave anything held (a stream of random tokens mostly ends on a whole character),
 so a G3 property over them returns early in most examples. Here the ids end with a *holding tail*:
-a continuation that, after a fresh start, leaves text held (a split UTF-8 character, a byte-fallback
-run, the start of a cleanup pattern, trailing whitespace a strip may remove, the start of a
-timestamp...), found once per codec among candidates. :class:`Tally` counts how many examples
-still hold nothing, so that a test can assert that rate is low.
+a continuation that, after plain text, leaves text held that ``finish`` would show (a split UTF-8
+character, a byte-fallback run, the start of a cleanup pattern, of a timestamp, of an end-of-word
+suffix...), found once per codec among candidates. :class:`Tally` counts how many examples still
+hold nothing, so that a test can assert that rate is low.
 """
 
 from __future__ import annotations
