@@ -22,6 +22,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import puredetok  # noqa: E402
 from puredetok.adapters.loading import default_tokenizer_path, load_tokenizer  # noqa: E402
+from puredetok.core import continuation_text  # noqa: E402
 from puredetok.testing.strategies import (  # noqa: E402
     Vocabulary,
     prompt_ids,
@@ -192,11 +193,4 @@ def output_lists(name: str) -> st.SearchStrategy[list[int]]:
 def continuation(name: str, prompt: Sequence[int], output: Sequence[int], skip: bool = False) -> str:
     """Contract C's text from the tokenizer's decode alone: ``decode(p + s)`` after the longest
     prefix it shares with ``decode(p)``."""
-    shown = reference(name, prompt, skip)
-    full = reference(name, [*prompt, *output], skip)
-    same = 0
-    for x, y in zip(shown, full):
-        if x != y:
-            break
-        same += 1
-    return full[same:]
+    return continuation_text(reference(name, prompt, skip), reference(name, [*prompt, *output], skip))
