@@ -1,4 +1,6 @@
-"""Shared test support: the real tokenizers carried in tests/data, and id strategies over them."""
+"""Shared test support: the real tokenizers carried in tests/data, their decode (the oracle), and
+id strategies over them built from the public conformance kit's (puredetok.testing.strategies),
+which are the only strategies of ids over a real vocabulary."""
 
 from __future__ import annotations
 
@@ -20,6 +22,14 @@ from hypothesis import strategies as st  # noqa: E402
 
 import puredetok  # noqa: E402
 from puredetok.adapters.loading import default_tokenizer_path, load_tokenizer  # noqa: E402
+from puredetok.core import continuation_text  # noqa: E402
+from puredetok.testing.strategies import (  # noqa: E402
+    Vocabulary,
+    prompt_ids,
+    text_ids,
+    token_ids,
+    whole_vocabulary,
+)
 
 DATA = Path(__file__).parent / "data" / "tokenizers"
 
@@ -39,11 +49,6 @@ TOKENIZERS = (
 
 BYTE_LEVEL = ("qwen3", "qwen2_5", "llama3", "gpt2", "phi2")
 SENTENCEPIECE = ("llama2", "mistral_v03", "phi3_mini")
-
-MULTILINGUAL = (
-    "推理引擎 😀 streams text: naïve café, 1+1=2.\n第二行结束。 日本語のテキストを、ひらがなとカタカナで。"
-    " 한국어 텍스트도 스트리밍됩니다. ภาษาไทยก็ได้ครับ Ελληνικά Русский текст 🏳️‍🌈👍🏽 ┌──┐ it's don't ."
-)
 
 
 def _folder(name: str) -> Path:
@@ -103,99 +108,51 @@ def reference(
 
 
 @functools.cache
-def interesting_ids(name: str) -> tuple[int, ...]:
-    """Ids that exercise edge cases: specials and added tokens, byte tokens, single bytes (lead and
-    continuation), tokens decoding to "" or containing U+FFFD, bare spaces, cleanup punctuation."""
-    tok = tokenizer(name)
-    backend = tok.backend_tokenizer
-    size = max(backend.get_vocab(with_added_tokens=True).values()) + 1
-    alone = backend.decode_batch([[i] for i in range(size)], skip_special_tokens=False)
-    picked = set(backend.get_added_tokens_decoder())
-    for token_id, text in enumerate(alone):
-        token = backend.id_to_token(token_id)
-        if token is None or text == "" or "\ufffd" in text or text.strip() == "":
-            picked.add(token_id)
-        elif token.startswith("<0x") and len(token) == 6:
-            picked.add(token_id)
-    vocab = backend.get_vocab(with_added_tokens=True)
-    for piece in (
-        ".",
-        ",",
-        "?",
-        "!",
-        "'",
-        "s",
-        "'s",
-        "n't",
-        "m",
-        "ve",
-        "re",
-        "do",
-        "not",
-        "A",
-        "a",
-        "\u2581",
-        "\u2581.",
-        "\u2581'",
-        "\u2581n't",
-        "\u2581do",
-        "\u2581not",
-        "##s",
-        "Ġ",
-        "Ġ.",
-        "Ġ'",
-        "'m",
-        "'re",
-        "Ċ",
-        "ĠĠ",
-    ):
-        if piece in vocab:
-            picked.add(vocab[piece])
-    for text in (" 's", " n't", " 've", " .", " do not", "  .", "┌", "🦩", "推理", "ひらがな", "한국어"):
-        picked.update(tok.encode(text, add_special_tokens=False))
-    return tuple(sorted(picked))
+def vocabulary(name: str) -> Vocabulary:
+    """The conformance kit's view of a tokenizer's ids (read once per test session): its
+    strategies are the tests' strategies."""
+    return Vocabulary.of(tokenizer(name))
+
+
+def edge_ids(name: str) -> tuple[int, ...]:
+    """Ids where detokenizers go wrong (:attr:`Vocabulary.edge_ids`)."""
+    return vocabulary(name).edge_ids
 
 
 @functools.cache
 def byte_ids(name: str) -> dict[int, int]:
-    """The id of each single-byte token (byte-level alphabet or ``<0xNN>``), where the vocabulary has one."""
-    from puredetok.core.decoders.byte_level import byte_alphabet
-
-    vocab = tokenizer(name).backend_tokenizer.get_vocab(with_added_tokens=True)
-    found = {}
-    for byte, char in byte_alphabet().items():
-        if name in ("llama2", "mistral_v03", "phi3_mini"):
-            char = f"<0x{byte:02X}>"
-        if char in vocab:
-            found[byte] = vocab[char]
-    return found
+    """The id of each single-byte token (byte-level alphabet or ``<0xNN>``); empty for a vocabulary
+    without byte tokens."""
+    pieces = vocabulary(name).pieces
+    return {byte: pieces[bytes([byte])] for byte in range(256)} if pieces else {}
 
 
 @functools.cache
 def witnesses(name: str) -> tuple[tuple[int, ...], ...]:
-    """Short continuations that can change held text: single interesting ids, and runs of 1-3
-    continuation bytes that complete (or spoil) an incomplete character."""
-    singles = [(i,) for i in interesting_ids(name)]
+    """Short continuations that can change held text: runs of 1-3 continuation bytes that complete
+    (or spoil) an incomplete character, single edge ids, and the ids of the texts that complete a
+    space cleanup pattern ("'t" after " n", "'s" after a space...)."""
     bytes_ = byte_ids(name)
     runs = []
     for a in (0x80, 0x90, 0xA0, 0xBF):
         for n in (1, 2, 3):
             if a in bytes_ and 0x80 in bytes_:
                 runs.append((bytes_[a],) + (bytes_[0x80],) * (n - 1))
-    return tuple(singles + runs)
+    singles = [(i,) for i in edge_ids(name)]
+    vocab = tokenizer(name).get_vocab()
+    completions = [
+        tuple(vocab[char] for char in text) for text in ("'t", "'s", "'m") if set(text) <= set(vocab)
+    ]
+    completions += [tuple(vocabulary(name).encode(text)) for text in ("'t", "'s", "'ve", "'re", " not")]
+    return tuple(dict.fromkeys([*runs, *singles, *completions]))
 
 
 def id_lists(name: str, max_size: int = 40) -> st.SearchStrategy[list[int]]:
-    """Random ids over the whole vocabulary, biased towards the interesting ones, or ids of text."""
-    size = codec(name).vocab_size
-    one = st.one_of(st.integers(0, size - 1), st.sampled_from(interesting_ids(name)))
-    anywhere = st.lists(one, max_size=max_size)
-    tok = tokenizer(name)
-    alphabet = st.sampled_from(list(MULTILINGUAL))
-    from_text = st.text(alphabet, max_size=max_size).map(
-        lambda s: list(tok.encode(s, add_special_tokens=False))
-    )
-    return st.one_of(anywhere, anywhere, from_text)
+    """The kit's ids over the whole vocabulary (half of them edge ids), twice as likely as the
+    kit's ids of multilingual text."""
+    v = vocabulary(name)
+    anywhere = whole_vocabulary(v, max_size=max_size)
+    return st.one_of(anywhere, anywhere, text_ids(v, max_size=max_size))
 
 
 def stream(state: puredetok.DecodeState, ids: Sequence[int]) -> tuple[puredetok.DecodeState, list[str]]:
@@ -220,39 +177,20 @@ def assert_streams_exactly(c: puredetok.Codec, ids: Sequence[int], expected: str
     assert fed == state and text == emitted
 
 
-@functools.cache
-def vocabulary(name: str) -> Any:
-    """The conformance kit's view of a tokenizer's ids (read once per test session)."""
-    from puredetok.testing.strategies import Vocabulary
-
-    return Vocabulary.of(tokenizer(name))
-
-
 def prompt_lists(name: str) -> st.SearchStrategy[list[int]]:
     """Prompts as engines send them (text ending in a newline, ``":\\n"`` or a space, with a byte
     run or an incomplete character at the end, with a special token, a chat template's prompt),
     and random ids over the whole vocabulary."""
-    from puredetok.testing.strategies import prompt_ids
-
     return st.one_of(prompt_ids(vocabulary(name), max_size=20), id_lists(name, max_size=20))
 
 
 def output_lists(name: str) -> st.SearchStrategy[list[int]]:
     """Outputs after a prompt: random ids and text (:func:`id_lists`), and the kit's ids aimed at
     where detokenizers break (split characters, byte runs, specials)."""
-    from puredetok.testing.strategies import token_ids
-
     return st.one_of(id_lists(name, max_size=30), token_ids(vocabulary(name), max_size=30))
 
 
 def continuation(name: str, prompt: Sequence[int], output: Sequence[int], skip: bool = False) -> str:
     """Contract C's text from the tokenizer's decode alone: ``decode(p + s)`` after the longest
     prefix it shares with ``decode(p)``."""
-    shown = reference(name, prompt, skip)
-    full = reference(name, [*prompt, *output], skip)
-    same = 0
-    for x, y in zip(shown, full):
-        if x != y:
-            break
-        same += 1
-    return full[same:]
+    return continuation_text(reference(name, prompt, skip), reference(name, [*prompt, *output], skip))

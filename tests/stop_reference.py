@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from helpers import codec, continuation
 from puredetok import FinishReason, StopRules, feed, start
+from sources import Source
 
 
 def earliest_stop(text: str, stops: Iterable[str], after: int) -> tuple[int, int, str] | None:
@@ -36,7 +36,7 @@ def longest_hold(text: str, stops: Iterable[str]) -> str:
 
 
 def expected(
-    name: str, skip: bool, ids: Sequence[int], rules: StopRules, prompt: Sequence[int] = ()
+    source: Source, skip: bool, ids: Sequence[int], rules: StopRules, prompt: Sequence[int] = ()
 ) -> tuple[str, FinishReason]:
     """The whole output text and finish reason for ``ids`` (then no more tokens)."""
     ending = rules.stop_token_ids | (frozenset() if rules.ignore_eos else rules.eos_token_ids)
@@ -47,8 +47,8 @@ def expected(
     else:
         kept = list(ids[: stop_at + 1] if rules.include_stop_str_in_output else ids[:stop_at])
         consumed = stop_at + 1
-    c = codec(name, skip)
-    text = continuation(name, prompt, kept, skip)  # contract C: the prompt's text is never output
+    c = source.codec(skip)
+    text = source.continuation(prompt, kept, skip)  # contract C: the prompt's text is never output
     if consumed >= rules.min_tokens:
         _, unsearched = feed(start(c, prompt), ids[: rules.min_tokens])
         hit = earliest_stop(text, rules.stop, len(unsearched))

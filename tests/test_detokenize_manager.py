@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import byte_ids, codec, continuation, id_lists, reference, tokenizer
-from puredetok import Codec, feed, finish, start
-from puredetok.adapters.detokenize_manager import CodecKey, DetokenizeManager
+from helpers import byte_ids, continuation, id_lists, reference, tokenizer
+from puredetok import feed, finish, start
+from puredetok.adapters.detokenize_manager import DetokenizeManager
 from puredetok.adapters.messages import (
     UNKNOWN_REQUEST,
     DetokenizeBatch,
@@ -25,15 +25,14 @@ from puredetok.adapters.messages import (
     UserReply,
 )
 from puredetok.stops import advance_many, close, open_stream
-
-CODECS: dict[str, dict[CodecKey, Codec]] = {}
+from sources import EXTRA, FALLBACKS, source
+from stop_reference import expected
 
 
 def manager(name: str = "qwen3", remember_ended: int = 65_536) -> DetokenizeManager:
-    """A fresh manager; codecs are shared by all managers of a tokenizer, so this is cheap."""
-    return DetokenizeManager(
-        tokenizer(name), remember_ended=remember_ended, codecs=CODECS.setdefault(name, {})
-    )
+    """A fresh manager of a source (tests/sources.py: a real tokenizer, the spaces family or a
+    fallback); codecs are shared by all managers of a source, so this is cheap."""
+    return source(name).manager(remember_ended=remember_ended)
 
 
 def pure_text(name: str, prompt: Sequence[int], ids: Sequence[int], params: SamplingParams) -> str:
@@ -53,12 +52,13 @@ def encode(text: str, name: str = "qwen3") -> list[int]:
 
 @st.composite
 def requests(draw: st.DrawFn, name: str) -> list[tuple[list[int], list[int], SamplingParams, bool]]:
-    """A few requests: (prompt, ids, params, whether the opening gives them)."""
+    """A few requests: (prompt, ids, params, explicit opening)."""
+    src = source(name)
     out = []
     for _ in range(draw(st.integers(1, 4))):
-        ids = draw(id_lists(name, max_size=30))
-        prompt = draw(id_lists(name, max_size=8))
-        text = reference(name, ids) or "x"
+        ids = draw(src.ids(30))
+        prompt = draw(src.ids(8))
+        text = src.decode(ids, False) or "x"
         spans = st.tuples(st.integers(0, len(text) - 1), st.integers(1, 4))
         stops = [text[a : a + size] for a, size in draw(st.lists(spans, max_size=2))]
         params = SamplingParams(
@@ -74,10 +74,24 @@ def requests(draw: st.DrawFn, name: str) -> list[tuple[list[int], list[int], Sam
     return out
 
 
-@pytest.mark.parametrize("name", ["qwen3", "gpt2", "llama2", "t5_small", "distilbert_base_uncased"])
+MANAGED = ["qwen3", "gpt2", "llama2", "t5_small", "distilbert_base_uncased", *EXTRA]
+"""Real tokenizers of every family, the spaces family and the fallback codecs (tests/sources.py)."""
+
+
+def test_managers_of_the_extra_sources_use_their_codecs() -> None:
+    for skip in (False, True):
+        assert manager("spaces").codec(skip).family == "spaces"
+        for label in FALLBACKS:
+            assert manager(label).codec(skip).family == "window", label
+
+
+@pytest.mark.parametrize("name", MANAGED)
 @settings(max_examples=max(5, settings().max_examples // 5))
 @given(data=st.data())
 def test_interleaved_batches_give_each_request_its_pure_text(name: str, data: st.DataObject) -> None:
+    """Interleaved, in random batches and chunks: each request gets the stop layer's text for its
+    ids at once, which is the plain reference's (decode cut at its stop, contract C)."""
+    src = source(name)
     reqs = data.draw(requests(name))
     pending: list[list[DetokenizeMsg]] = []
     for i, (prompt, ids, params, explicit) in enumerate(reqs):
@@ -116,13 +130,50 @@ def test_interleaved_batches_give_each_request_its_pure_text(name: str, data: st
                 ended.add(reply.uid)
     assert len(m) == 0
     for i, (prompt, ids, params, _) in enumerate(reqs):
+        skip = params.skip_special_tokens
         assert texts[i] == pure_text(name, prompt, ids, params)
+        assert texts[i] == expected(src, skip, ids, m.rules(params), prompt)[0]
         if not params.stop and params.ignore_eos and params.max_new_tokens is None:
-            state, text = feed(start(codec(name, params.skip_special_tokens), prompt), ids)
+            state, text = feed(start(src.codec(skip), prompt), ids)
             assert texts[i] == text + finish(state)
-            assert texts[i] == continuation(name, prompt, ids, params.skip_special_tokens)
+            assert texts[i] == src.continuation(prompt, ids, skip)
             if not prompt:
-                assert texts[i] == reference(name, ids, params.skip_special_tokens)
+                assert texts[i] == src.decode(ids, skip)
+
+
+@pytest.mark.parametrize("name", MANAGED)
+@settings(max_examples=max(5, settings().max_examples // 5))
+@given(data=st.data())
+def test_limits_and_an_abort_midway(name: str, data: st.DataObject) -> None:
+    """A request with max_new_tokens and min_tokens set, its ids sent up to a point: it ends by
+    its limit with the reference's text, or an abort then sends nothing held, forgets it, and a
+    late message for it is refused; what it sent is a prefix of the whole request's text."""
+    src = source(name)
+    ids, prompt = data.draw(src.ids(30)), data.draw(src.ids(8))
+    limit = data.draw(st.none() | st.integers(1, 40))
+    params = SamplingParams(
+        skip_special_tokens=data.draw(st.booleans()),
+        max_new_tokens=limit,
+        min_tokens=data.draw(st.integers(0, min(3, limit or 3))),
+        stop=tuple(data.draw(st.lists(st.sampled_from(["a", "e", " ", "\n", "</s>"]), max_size=2))),
+    )
+    cut = data.draw(st.integers(0, len(ids)))
+    m = manager(name)
+    [first] = m.handle([DetokenizeMsg("r", tuple(ids[:cut]), False, Opening(tuple(prompt), params))])
+    assert first.error is None
+    rules, skip = m.rules(params), params.skip_special_tokens
+    so_far, reason = expected(src, skip, ids[:cut], rules, prompt)
+    whole, _ = expected(src, skip, ids, rules, prompt)
+    assert whole.startswith(first.incremental_output)
+    if first.finished:  # its limit, EOS or a stop string ended it
+        assert (first.incremental_output, first.finish_reason) == (so_far, reason.kind)
+        assert first.finish_reason in ("length", "stop") and len(m) == 0
+        return
+    assert so_far.startswith(first.incremental_output)
+    [aborted] = m.abort(["r"])
+    assert aborted == UserReply("r", "", True, "abort") and len(m) == 0
+    [late] = m.handle([DetokenizeMsg("r", tuple(ids[cut:]), True)])
+    assert late.error is not None and late.incremental_output == "" and len(m) == 0
 
 
 def test_detokenize_gives_one_text_per_message_in_order() -> None:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import pytest
 
 import puredetok
-from helpers import MULTILINGUAL, TOKENIZERS, codec, tokenizer
+from helpers import TOKENIZERS, codec, tokenizer
 from puredetok import finish, start, step
+from puredetok.testing.strategies import MULTILINGUAL
 
 TEXTS = (
     MULTILINGUAL,

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 import families
 import puredetok
 import synthetic
+from holding import Tally, can_change, ending_with, holding_tails
 from puredetok import DecodeState, InvalidTokenError, feed, finish, start, step
 from puredetok.core import continuation_text
 
@@ -161,39 +162,77 @@ def test_contract_c(name: str, skip: bool, window: bool, data: st.DataObject) ->
     assert text + finish(state) == continuation_text(reference(name, prompt, skip), full)
 
 
-@pytest.mark.parametrize(
-    ("name", "skip"),
-    [(n, s) for n, s, w in CASES if not w],
-    ids=[i for i, case in zip(IDS, CASES) if not case[2]],
-)
-@FEWER
-@given(data=st.data())
-def test_g3_what_an_exact_codec_holds_can_still_change(name: str, skip: bool, data: st.DataObject) -> None:
+EXACT_CASES = [(n, s) for n, s, w in CASES if not w]
+EXACT_IDS = [i for i, case in zip(IDS, CASES) if not case[2]]
+
+
+@pytest.mark.parametrize(("name", "skip"), EXACT_CASES, ids=EXACT_IDS)
+def test_g3_what_an_exact_codec_holds_can_still_change(name: str, skip: bool) -> None:
+    """Whatever an exact codec holds could still change. The ids end with a tail that holds
+    something, so the property asserts in most examples (at most 20% hold nothing); a codec with
+    no such tail never holds anything that its finish would show."""
     c = codec(name, skip, False)
-    ids = data.draw(id_lists(name))
-    state, emitted = feed(start(c), ids)
-    held = finish(state)
-    if not held:
-        return
-    witnesses = _witnesses(name)
+    tails = _holding(name, skip)
+    tally = Tally()
 
-    def changes(witness: tuple[int, ...]) -> bool:
-        after, delta = feed(state, witness)
-        return not (emitted + delta + finish(after)).startswith(emitted + held)
+    @FEWER
+    @given(ids=ending_with(c, id_lists(name), _separator(name), tails))
+    def what_is_held_can_change(ids: list[int]) -> None:
+        held, changes = can_change(c, ids, _witnesses(name))
+        tally.count(held)
+        assert changes, (ids, held)
+        if not tails:
+            assert held == ""
 
-    assert any(changes(w) for w in witnesses), (ids, held)
+    what_is_held_can_change()
+    if tails:
+        tally.assert_mostly_held(f"{name} skip={skip}")
+
+
+@functools.cache
+def _separator(name: str) -> list[int]:
+    """One id that is plain text alone (a letter or a word), to end what a drawn prefix left open."""
+    added = codec(name, False, False).added_ids
+    tok = tokenizer(name)
+    spell = getattr(tok, "convert_ids_to_tokens", None) or tok.id_to_token
+    plain = [i for i, text in enumerate(alone(name)) if text.isalpha() and text.isascii() and i not in added]
+    # Not a byte token: "<0x41>" is "A" too, but it would continue a byte run instead of ending it.
+    return [i for i in plain if not str(spell(i)).startswith("<0x")][:1]
+
+
+@functools.cache
+def _holding(name: str, skip: bool) -> tuple[tuple[int, ...], ...]:
+    """Tails after which the codec holds something (after the separator): every single id, and
+    runs of two or three ids whose text alone is a U+FFFD or nothing (a character cut short)."""
+    c = codec(name, skip, False)
+    partial = [i for i in interesting(name) if alone(name)[i] in ("", "\ufffd")]
+    candidates = [[i] for i in range(c.vocab_size)] + [[i, j] for i in partial[:40] for j in partial[:40]]
+    return holding_tails(c, candidates, _separator(name))
 
 
 @functools.cache
 def _witnesses(name: str) -> tuple[tuple[int, ...], ...]:
-    """Continuations that can change held text: single interesting ids, pairs, and runs of up to
-    three ids whose text alone is a U+FFFD or nothing (bytes that complete a character)."""
+    """Continuations that can change held text: the ends of what a class may remove, single
+    interesting ids, pairs, runs of up to three ids whose text alone is a U+FFFD or nothing (bytes
+    that complete a character)."""
     size = codec(name, False, False).vocab_size
     pool = tuple(range(size)) if size <= 2000 else interesting(name)
     partial = [i for i in interesting(name) if alone(name)[i] in ("", "\ufffd")]
     runs = [(j, j) for j in partial] + [(j, j, j) for j in partial]
     pairs = [(i, j) for i in pool[:16] for j in pool[:16]]
-    return (*((i,) for i in pool), *pairs, *runs)
+    return (*_endings(name), *((i,) for i in pool), *pairs, *runs)
+
+
+def _endings(name: str) -> list[tuple[int, ...]]:
+    """The ends of what a class holds while it may still vanish: Whisper's timestamps ("<|0.00|>"
+    wherever it is spelled) and CLIP's end-of-word suffix ("</w>"), spelled one character a token."""
+    whole = {"class:whisper": "<|0.00|>", "class:clip": "</w>"}.get(name)
+    if whole is None:
+        return []
+    vocab = tokenizer(name).get_vocab()
+    return [
+        tuple(vocab[char] for char in whole[k:]) for k in range(1, len(whole)) if set(whole[k:]) <= set(vocab)
+    ]
 
 
 def _degenerate(name: str) -> dict[str, list[int]]:

@@ -26,6 +26,7 @@ from puredetok.adapters.replay import Replayer
 from puredetok.adapters.trace import TraceEvent, TraceHeader, read_trace
 from puredetok.cli import main
 from puredetok.cli import replay as replay_cli
+from puredetok.testing.strategies import MULTILINGUAL
 
 CODECS: dict[str, Any] = {}
 SAMPLE = Path(__file__).resolve().parents[1] / "docs" / "sample-trace.jsonl"
@@ -381,7 +382,7 @@ def _one_request(n: int, prompt: tuple[int, ...] = (), per_event: int = 1) -> tu
     """Replay one request of ``n`` ids; the work its checks did, and its size (ids and characters
     of the prompt and of the output)."""
     tok = tokenizer("qwen3")
-    ids = tok.encode(helpers.MULTILINGUAL * (1 + n // 50), add_special_tokens=False)[:n]
+    ids = tok.encode(MULTILINGUAL * (1 + n // 50), add_special_tokens=False)[:n]
     replayer = Replayer(tok, SamplingParams(), codecs=CODECS.setdefault("qwen3", {}))
     starts = range(0, n, per_event)
     for line, begin in enumerate(starts, 1):
@@ -398,7 +399,7 @@ def test_replay_work_grows_linearly_with_a_requests_events(prompt: int, per_even
     """The cost of the checks, counted (ids decoded, characters decoded and compared), per unit of
     the request's size stays a small constant as its events grow 16x (it grew with them: every
     event decoded everything so far, 2k events 0.38 s, 8k 5.3 s). Measured: 3.6 to 5.1."""
-    ids = tuple(tokenizer("qwen3").encode(helpers.MULTILINGUAL * 20, add_special_tokens=False)[:prompt])
+    ids = tuple(tokenizer("qwen3").encode(MULTILINGUAL * 20, add_special_tokens=False)[:prompt])
     per_size = [work / size for work, size in (_one_request(n, ids, per_event) for n in (500, 2000, 8000))]
     assert max(per_size) < 6 and max(per_size) < 1.5 * min(per_size), per_size
 
@@ -425,7 +426,7 @@ def test_replay_memory_is_bounded_by_the_live_requests() -> None:
     import tracemalloc
 
     tok = tokenizer("qwen3")
-    ids = tok.encode(helpers.MULTILINGUAL, add_special_tokens=False)
+    ids = tok.encode(MULTILINGUAL, add_special_tokens=False)
 
     def peak(requests: int, live: int) -> int:
         replayer = Replayer(tok, SamplingParams(), codecs=CODECS.setdefault("qwen3", {}), remember_ended=200)

@@ -1,6 +1,8 @@
 """SPEC section 3: the stop layer as hypothesis properties, on all ten real tokenizers the tests
-carry (byte-level, SentencePiece with byte fallback, Metaspace, WordPiece with cleanup), with
-``skip_special_tokens`` both ways.
+carry (byte-level, SentencePiece with byte fallback, Metaspace, WordPiece with cleanup), and on the
+codecs those do not get by default (tests/sources.py): the ``spaces`` family (no decoder) and the
+generic fallback, forced on Qwen3 and Llama-2 and where a tokenizer really falls back (a class that
+overrides ``decode``, a decoder with no exact model); with ``skip_special_tokens`` both ways.
 
 Stop strings are drawn mostly from the decoded text itself (so that they match, often across
 tokens and inside tokens), stop and EOS ids from the ids themselves, and limits around the
@@ -18,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import puredetok
-from helpers import MULTILINGUAL, TOKENIZERS, codec, continuation, id_lists, reference, tokenizer
+from helpers import TOKENIZERS
 from puredetok import (
     StopRules,
     Stream,
@@ -29,20 +31,22 @@ from puredetok import (
     finish,
     open_stream,
 )
+from puredetok.testing.strategies import MULTILINGUAL
+from sources import EXTRA, FALLBACKS, Source, source
 from stop_reference import expected, longest_hold
 
-FAMILIES = TOKENIZERS  # every real tokenizer: the quiet path reads each codec's own summaries
+FAMILIES = [*TOKENIZERS, *EXTRA]  # every real tokenizer: the quiet path reads each codec's own summaries
 CASES = [(name, skip) for name in FAMILIES for skip in (False, True)]
 IDS = [f"{name}-{'skip' if skip else 'keep'}" for name, skip in CASES]
 SPECIAL_TEXTS = ("<|im_end|>", "<|endoftext|>", "</s>", "<s>", "[SEP]", "<unk>")
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, name: str, skip: bool) -> tuple[list[int], list[int], StopRules]:
+def scenarios(draw: st.DrawFn, src: Source, skip: bool) -> tuple[list[int], list[int], StopRules]:
     """Prompt ids, output ids, and stop rules that are likely to fire somewhere inside them."""
-    prompt = draw(st.one_of(st.just([]), id_lists(name, max_size=6)))
-    ids = draw(id_lists(name, max_size=30))
-    text = reference(name, ids, skip)
+    prompt = draw(st.one_of(st.just([]), src.ids(6)))
+    ids = draw(src.ids(30))
+    text = src.decode(ids, skip)
     pieces = [st.text(st.sampled_from(MULTILINGUAL + " \n"), min_size=1, max_size=3)]
     pieces.append(st.sampled_from(SPECIAL_TEXTS))
     if text:  # pieces of the text itself, so that they match (twice as likely)
@@ -51,7 +55,7 @@ def scenarios(draw: st.DrawFn, name: str, skip: bool) -> tuple[list[int], list[i
         # ... and pieces of it that go on differently: held back, then released.
         pieces.append(inside.map(lambda at: text[at[0] : sum(at)] + "\x00"))
     stops = draw(st.lists(st.one_of(*pieces), max_size=4))
-    own_eos = tokenizer(name).eos_token_id or 0
+    own_eos = src.eos
     some_ids = st.frozensets(st.sampled_from([*ids, own_eos]), max_size=2)
     stop_token_ids = draw(st.one_of(st.just(frozenset[int]()), some_ids))
     eos = draw(st.one_of(st.just(frozenset({own_eos})), some_ids))
@@ -94,9 +98,10 @@ def test_streamed_text_equals_the_plain_reference_for_every_chunking(
 ) -> None:
     """One by one, in random chunks, or all at once: the same stream, the same text, and that text
     is the reference (decode up to the stop, cut at the first stop string or kept)."""
-    prompt, ids, rules = data.draw(scenarios(name, skip))
-    want_text, want_reason = expected(name, skip, ids, rules, prompt)
-    opened = open_stream(codec(name, skip), rules, prompt)
+    src = source(name)
+    prompt, ids, rules = data.draw(scenarios(src, skip))
+    want_text, want_reason = expected(src, skip, ids, rules, prompt)
+    opened = open_stream(src.codec(skip), rules, prompt)
 
     stream, deltas, _ = one_by_one(opened, ids)
     ended, tail = closed(stream)
@@ -129,8 +134,9 @@ def test_hold_back_is_exactly_what_could_start_a_stop_string(
     """After every token: the held text is the longest suffix of the released text that is a proper
     prefix of a stop string (so shorter than the longest one); nothing else is held beyond what the
     core holds; a finished stream holds nothing, emits nothing more, and refuses tokens."""
-    prompt, ids, rules = data.draw(scenarios(name, skip))
-    c = codec(name, skip)
+    src = source(name)
+    prompt, ids, rules = data.draw(scenarios(src, skip))
+    c = src.codec(skip)
     longest = max(map(len, rules.stop), default=1)
     stream, emitted = open_stream(c, rules, prompt), ""
     for count, token_id in enumerate(ids, 1):
@@ -146,7 +152,7 @@ def test_hold_back_is_exactly_what_could_start_a_stop_string(
             break
         assert len(stream.held) < longest
         assert stream.held == longest_hold(emitted + stream.held, rules.stop)
-        so_far = continuation(name, prompt, ids[:count], skip)
+        so_far = src.continuation(prompt, ids[:count], skip)
         assert emitted + stream.held + finish(stream.decode) == so_far
 
 
@@ -156,20 +162,20 @@ def test_hold_back_is_exactly_what_could_start_a_stop_string(
 def test_nothing_emitted_is_ever_withdrawn(name: str, skip: bool, data: st.DataObject) -> None:
     """What a stream has emitted is a prefix of the final text whatever comes next, including
     continuations that complete a stop string."""
-    prompt, ids, rules = data.draw(scenarios(name, skip))
-    _, deltas, _ = one_by_one(open_stream(codec(name, skip), rules, prompt), ids)
+    src = source(name)
+    prompt, ids, rules = data.draw(scenarios(src, skip))
+    _, deltas, _ = one_by_one(open_stream(src.codec(skip), rules, prompt), ids)
     emitted = "".join(deltas)
-    tok = tokenizer(name)
-    completions = [tok.encode(stop[1:], add_special_tokens=False) for stop in rules.stop]
-    for more in [*completions, data.draw(id_lists(name, max_size=6))]:
-        final, _ = expected(name, skip, ids + list(more), rules, prompt)
+    completions = [src.encode(stop[1:]) for stop in rules.stop]
+    for more in [*completions, data.draw(src.ids(6))]:
+        final, _ = expected(src, skip, ids + list(more), rules, prompt)
         assert final.startswith(emitted), (more, emitted, final)
 
 
 @functools.cache
 def restored(name: str, skip: bool) -> puredetok.Codec:
     """The codec as another process has it (pickled once)."""
-    return cast(puredetok.Codec, pickle.loads(pickle.dumps(codec(name, skip))))
+    return cast(puredetok.Codec, pickle.loads(pickle.dumps(source(name).codec(skip))))
 
 
 @pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
@@ -178,12 +184,14 @@ def test_a_saved_stream_resumes_identically(name: str, skip: bool, data: st.Data
     """G6 for streams: every stream on the way (after a prompt, mid-stop-prefix, counting down
     ``min_tokens`` and ``max_new_tokens``, finished) saved as bytes or pickled, and resumed with
     the codec elsewhere, is equal and goes on identically; its bytes leave the codec behind."""
-    prompt, ids, rules = data.draw(scenarios(name, skip))
-    _, _, seen = one_by_one(open_stream(codec(name, skip), rules, prompt), ids)
+    src = source(name)
+    prompt, ids, rules = data.draw(scenarios(src, skip))
+    _, _, seen = one_by_one(open_stream(src.codec(skip), rules, prompt), ids)
     elsewhere = restored(name, skip)
     for stream in seen:
         data_ = stream.to_bytes()
-        assert len(data_) < 120 + 4 * sum(map(len, rules.stop)) + len(finish(stream.decode).encode())
+        if elsewhere.exact:  # the fallback's state holds its window of ids and their text
+            assert len(data_) < 120 + 4 * sum(map(len, rules.stop)) + len(finish(stream.decode).encode())
         assert Stream.from_bytes(elsewhere, data_) == stream
     middle = data.draw(st.integers(0, len(seen) - 1))
     saved, rest = seen[middle], ids[middle:]
@@ -194,3 +202,12 @@ def test_a_saved_stream_resumes_identically(name: str, skip: bool, data: st.Data
         assert clone == saved and hash(clone) == hash(saved)
         assert one_by_one(clone, rest)[:2] == one_by_one(saved, rest)[:2]
         assert closed(one_by_one(clone, rest)[0]) == closed(one_by_one(saved, rest)[0])
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_the_extra_sources_are_the_spaces_family_and_the_fallback(skip: bool) -> None:
+    spaces = source("spaces").codec(skip)
+    assert spaces.exact and spaces.family == "spaces", spaces.reason
+    for label in FALLBACKS:
+        c = source(label).codec(skip)
+        assert not c.exact and c.family == "window", (label, c.reason)

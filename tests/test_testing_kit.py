@@ -16,7 +16,7 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 from tokenizers.models import WordLevel
 
-from helpers import codec, continuation, tokenizer
+from helpers import codec, continuation, tokenizer, vocabulary
 from puredetok import InvalidTokenError, UnsupportedTokenizerError, feed, start
 from puredetok.baselines import TwoWindow
 from puredetok.testing import (
@@ -54,11 +54,6 @@ def summary(found: Violation | None) -> Summary | None:
     if found is None:
         return None
     return (found.guarantee, found.ids, found.position, found.at_finish, found.emitted, found.expected)
-
-
-@functools.cache
-def vocabulary(name: str) -> Vocabulary:
-    return Vocabulary.of(tokenizer(name))
 
 
 @functools.cache

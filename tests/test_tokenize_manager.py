@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import MULTILINGUAL, tokenizer
+from helpers import tokenizer
 from puredetok.adapters.messages import TokenizeMsg
 from puredetok.adapters.tokenize_manager import TokenizeError, TokenizeManager
+from puredetok.testing.strategies import MULTILINGUAL
 from test_vectors import SEED_IDS
 
 HELLO = ({"role": "user", "content": "Hello"},)

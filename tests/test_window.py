@@ -46,11 +46,11 @@ def mismatch_rate(name: str, samples: int = 200, seed: int = 0) -> float:
     """The share of random id sequences on which the window codec's stream differs from decode."""
     import random
 
-    from helpers import interesting_ids
+    from helpers import edge_ids
 
     rng = random.Random(seed)
     c = window_codec(name, False)
-    pool = interesting_ids(name)
+    pool = edge_ids(name)
     wrong = 0
     for _ in range(samples):
         ids = [

@@ -62,7 +62,19 @@ PROMPT_ENDINGS: tuple[str, ...] = ("\n", ":\n", " ", "\n\n", ": ", "")
 """How the text of a prompt ends, as engines send prompts: a newline (a chat template's turn, a
 ``"...:\n"`` instruction), a space, or nothing."""
 
-_PUNCTUATION = (".", ",", "?", "!", "'", "'s", "n't", " .", " ,", " '", " 's", " n't", "  ", "\n", " ")
+_EDGE_TEXTS = (
+    *(".", ",", "?", "!", "'", "'s", "n't", " .", " ,", " '", " 's", " n't", " 've", " do not", "  .", "  "),
+    *("\n", " ", "┌", "🦩", "推理", "ひらがな", "한국어"),
+)
+"""Texts whose ids are edge ids: punctuation and words that space cleanup rewrites, and characters
+that byte-level vocabularies split over several tokens."""
+
+_EDGE_TOKENS = frozenset(
+    {*(".", ",", "?", "!", "'", "s", "'s", "n't", "m", "'m", "ve", "re", "'re", "do", "not", "A", "a"), "##s"}
+    | {"\u2581", "\u2581.", "\u2581'", "\u2581n't", "\u2581do", "\u2581not", "Ġ", "Ġ.", "Ġ'", "ĠĠ", "Ċ"}
+)
+"""Tokens that are edge ids where a vocabulary has them: the same pieces as their own tokens, with
+a word-start marker or not."""
 
 
 def _backend(tokenizer: TokenizerLike) -> tokenizers.Tokenizer:
@@ -95,14 +107,17 @@ def _pieces(backend: tokenizers.Tokenizer, added: set[int]) -> dict[bytes, int]:
                 value = bytes(to_byte[char] for char in token)
                 pieces[value] = min(token_id, pieces.get(value, token_id))
     elif "ByteFallback" in types:
+        byte_tokens: dict[bytes, int] = {}
         for token, token_id in vocab.items():
             if token_id in added:
                 continue
             if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
                 value = bytes([int(token[3:5], 16)])
+                byte_tokens[value] = min(token_id, byte_tokens.get(value, token_id))
             else:
                 value = token.replace("\u2581", " ").encode()
             pieces[value] = min(token_id, pieces.get(value, token_id))
+        pieces.update(byte_tokens)  # a single byte is spelled with its byte token (a byte run)
     if not all(bytes([byte]) in pieces for byte in range(256)):
         return {}
     return pieces
@@ -118,10 +133,12 @@ class Vocabulary:
     """Added tokens (special ones and others)."""
     edge_ids: tuple[int, ...]
     """Ids where detokenizers go wrong: added tokens, tokens that decode alone to "" or to text with
-    U+FFFD or only whitespace, single-byte tokens, punctuation that space cleanup rewrites."""
+    U+FFFD or only whitespace, single-byte tokens, punctuation and words that space cleanup
+    rewrites, the pieces of characters split over several tokens."""
     pieces: Mapping[bytes, int] = attrs.field(repr=False)
     """Token ids by the bytes they stand for (byte-level and byte-fallback vocabularies, where every
-    byte has a token); empty for other vocabularies."""
+    byte has a token; a single byte by its ``<0xNN>`` token in the latter); empty for other
+    vocabularies."""
     encode: Callable[[str], list[int]] = attrs.field(repr=False)
     """The tokenizer's encoding of a text, without special tokens."""
     encode_prompt: Callable[[str], list[int]] = attrs.field(repr=False)
@@ -149,9 +166,9 @@ class Vocabulary:
         edges.update(i for i, text in enumerate(alone) if text.strip() == "" or "\ufffd" in text)
         pieces = _pieces(backend, added)
         edges.update(pieces[bytes([byte])] for byte in range(256) if bytes([byte]) in pieces)
-        for text in _PUNCTUATION:
+        for text in _EDGE_TEXTS:
             edges.update(encode(text))
-        edges.update(token_id for token, token_id in by_token.items() if token in {"\u2581", "Ġ", "Ċ", "##s"})
+        edges.update(token_id for token, token_id in by_token.items() if token in _EDGE_TOKENS)
         return cls(
             size,
             tuple(sorted(added)),

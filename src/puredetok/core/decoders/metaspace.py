@@ -27,6 +27,11 @@ class MetaspaceStage:
 
     def push(self, hold: int, value: str, glued: bool) -> tuple[int, list[Piece]]:
         """Map the replacement character according to the element it is in."""
+        if not self.drops_in_first:
+            # Every element maps it alike: which one this is does not matter, so the hold is idle
+            # at once, also after a decoder that joins tokens (where it would stay "first").
+            text = value.replace(self.replacement, " ")
+            return _LATER, ([(text, glued)] if text else [])
         where = _FIRST if hold == _NOTHING_YET else (hold if glued else _LATER)
         drop = where == _FIRST and self.drops_in_first
         text = value.replace(self.replacement, "" if drop else " ")

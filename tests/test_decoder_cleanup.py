@@ -1,4 +1,6 @@
-"""Cleanup as a streaming transform, exact against transformers in every mode it has."""
+"""``puredetok.core.decoders.cleanup``: transformers' space cleanup as a streaming transform, exact
+against transformers in every mode it has; its rules are transformers' own and the crate's
+WordPiece cleanup (tests/test_decoder_wordpiece.py); each of its stages keeps the Stage contract."""
 
 from __future__ import annotations
 
@@ -8,11 +10,13 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 import puredetok
+from decoder_contract import check_idle, check_stage, elements, pieces_of, text_of
 from helpers import assert_streams_exactly, codec, id_lists, reference, tokenizer
 from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules, cleanup_stages
+from puredetok.core.decoders.replace import ReplaceStage
 
 MODES = [
     ("t5_small", False),
@@ -83,3 +87,36 @@ def test_cleanup_cascade_stream_equals_whole_string(pieces: list[str]) -> None:
             produced.extend(more)
         tail = produced + stage.flush(holds[i])
     assert "".join(out) + "".join(v for v, _ in tail) == apply_rules(TRANSFORMERS_RULES, "".join(pieces))
+
+
+PIECES = st.sampled_from(
+    [" ", ".", "'", "n", "t", "s", "m", "v", "e", "r", "a", " '", "?", "!", ",", "'t", " do"]
+)
+
+
+@given(pieces=st.lists(PIECES, max_size=40))
+def test_the_rules_are_transformers_own(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    assert apply_rules(TRANSFORMERS_RULES, text) == PreTrainedTokenizerBase.clean_up_tokenization(
+        tokenizer("t5_small"), text
+    )
+
+
+@given(pieces=pieces_of(PIECES, max_size=24), data=st.data())
+def test_stage_contract(pieces: list[tuple[str, bool]], data: st.DataObject) -> None:
+    """Each stage of the cascade keeps the Stage contract; the first joins, and each later pass
+    is its rules' ``str.replace`` over the joined text."""
+    cuts = data.draw(st.lists(st.integers(0, len(pieces)), max_size=4))
+    glue, *passes = cleanup_stages()
+    joined = check_stage(glue, pieces, cuts)
+    assert elements(joined) == ([text_of(pieces)] if pieces else [])
+    text = text_of(pieces)
+    for stage in passes:
+        assert isinstance(stage, ReplaceStage)
+        released = check_stage(stage, joined, cuts)
+        for pattern, content in stage.rules:
+            text = text.replace(pattern, content)
+        assert text_of(released) == text
+        check_idle(stage, "a")
+        joined = released
+    assert text == apply_rules(TRANSFORMERS_RULES, text_of(pieces))

@@ -1,0 +1,140 @@
+"""``puredetok.core.decoders.byte_fallback``: the crate's vectors and the Stage contract."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tokenizers import decoders
+
+from decoder_contract import (
+    Vector,
+    check_idle,
+    check_stage,
+    check_stream_against_library,
+    check_vector,
+    library_decode,
+    pieces_of,
+    text_of,
+)
+from puredetok.core.decoders.byte_fallback import ByteFallbackStage, byte_token_value
+
+R = "\ufffd"
+VECTORS: list[Vector] = [
+    # tokenizers/src/decoders/byte_fallback.rs, test "decode"
+    (["Hey", "friend!"], ["Hey", "friend!"]),
+    (["<0x61>"], ["a"]),
+    (["<0xE5>"], [R]),
+    (["<0xE5>", "<0x8f>"], [R, R]),
+    (["<0xE5>", "<0x8f>", "<0xab>"], ["叫"]),
+    (["<0xE5>", "<0x8f>", "<0xab>", "a"], ["叫", "a"]),
+    (["<0xE5>", "<0x8f>", "a"], [R, R, "a"]),
+    # bindings/python/tests/bindings/test_decoders.py, TestByteFallback
+    (["My", " na", "me"], ["My", " na", "me"]),
+]
+
+POOL = [
+    "Hey",
+    " friend!",
+    "a",
+    "<0xE5>",
+    "<0x8f>",
+    "<0xab>",
+    "<0x61>",
+    "<0xC3>",
+    "<0xA9>",
+    "<0xF0>",
+    "<0x9F>",
+    "<0xA6>",
+    "<0x80>",
+    "<0xFF>",
+    "<0xED>",
+    "<0xA0>",
+    "<0x0a>",  # lower-case hex is a byte too
+    "<0xZZ>",  # not hex: an ordinary token
+    "<0x+A>",  # Rust's from_str_radix takes one leading "+"
+    "<0x4>",  # five characters: an ordinary token
+]
+
+
+@pytest.mark.parametrize(("tokens", "expected"), VECTORS, ids=[" ".join(t) for t, _ in VECTORS])
+def test_crate_vectors(tokens: list[str], expected: list[str]) -> None:
+    check_vector(decoders.ByteFallback(), tokens, expected)
+
+
+def test_byte_tokens_are_read_as_the_crate_reads_them() -> None:
+    assert [byte_token_value(t) for t in ("<0x61>", "<0x0a>", "<0x+A>", "<0xZZ>", "<0x4>", "<0x610>")] == [
+        0x61,
+        0x0A,
+        0x0A,
+        None,
+        None,
+        None,
+    ]
+    assert library_decode(decoders.ByteFallback(), ["<0x+A>", "<0xZZ>"]) == "\n<0xZZ>"
+
+
+@given(ids=st.lists(st.integers(0, len(POOL) - 1), max_size=24))
+def test_streams_what_the_library_decodes(ids: list[int]) -> None:
+    check_stream_against_library(decoders.ByteFallback(), POOL, ids)
+    check_stream_against_library(decoders.Sequence([decoders.ByteFallback(), decoders.Fuse()]), POOL, ids)
+
+
+def _fragments() -> st.SearchStrategy[list[int]]:
+    """Bytes of UTF-8 characters, whole or cut short, and any single byte."""
+    char = st.characters(min_codepoint=0x80).map(lambda c: list(c.encode()))
+    return st.one_of(char, char.map(lambda b: b[:-1]), st.integers(0, 255).map(lambda b: [b]))
+
+
+VALUES = st.one_of(_fragments(), st.sampled_from(["a", " b", ""]).map(lambda text: [text]))
+"""Lists of stage values: runs of byte values (ints) and text."""
+
+
+def _token(value: Any) -> str:
+    return f"<0x{value:02X}>" if type(value) is int else str(value)
+
+
+@pytest.mark.parametrize("max_run", [None, 1, 2, 3, 7])
+@given(parts=st.lists(VALUES, max_size=10), glued=st.lists(st.booleans(), max_size=40), data=st.data())
+def test_stage_contract(
+    max_run: int | None, parts: list[list[Any]], glued: list[bool], data: st.DataObject
+) -> None:
+    values = [value for part in parts for value in part]
+    pieces = [(value, glued[i] if i < len(glued) else False) for i, value in enumerate(values)]
+    cuts = data.draw(st.lists(st.integers(0, len(pieces)), max_size=4))
+    stage = ByteFallbackStage(max_run)
+    released = check_stage(stage, pieces, cuts)
+    assert all(not piece_glued for _, piece_glued in released)  # each run and token: its own element
+    tokens = [_token(value) for value in values]
+    if max_run is None or _every_run_valid(values):
+        assert text_of(released) == library_decode(decoders.ByteFallback(), tokens)
+    check_idle(stage, "a")
+
+
+def _every_run_valid(values: list[Any]) -> bool:
+    runs: list[bytes] = [b""]
+    for value in values:
+        if type(value) is int:
+            runs[-1] += bytes([value])
+        else:
+            runs.append(b"")
+    try:
+        for run in runs:
+            run.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("cap", [1, 2, 4])
+@given(pieces=pieces_of(st.integers(0, 255), max_size=40))
+def test_a_capped_run_holds_fewer_byte_tokens_than_the_cap(cap: int, pieces: list[tuple[Any, bool]]) -> None:
+    """With a cap, a held run has fewer byte tokens than the cap, or is one incomplete character."""
+    stage = ByteFallbackStage(cap)
+    hold: Any = stage.initial
+    for value, glued in pieces:
+        hold, _ = stage.push(hold, value, glued)
+        if isinstance(hold, tuple):
+            assert hold[3] < max(cap, 4), hold
