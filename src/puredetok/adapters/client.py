@@ -276,7 +276,7 @@ class _Frontend:
         self.pool = WorkerPool(workers, tokenize, context=zmq.Context.shadow(context.underlying))
         self.tracker = _Tracker(self.pool.detokenize_addresses, timeout, on_hand_back)
 
-    def _tokenize_message(
+    def _send_tokenize(
         self,
         uid: Uid,
         text: str | None,
@@ -285,16 +285,24 @@ class _Frontend:
         template_options: Mapping[str, Any] | None,
         add_special_tokens: bool,
         parse_special_tokens: bool,
-    ) -> TokenizeMsg:
-        return TokenizeMsg(
-            uid,
-            text,
-            None if messages is None else tuple(dict(message) for message in messages),
-            params,
-            dict(template_options or {}),
-            add_special_tokens,
-            parse_special_tokens,
-        )
+    ) -> None:
+        """Send a tokenize message for ``uid``, whose request is already tracked (dropped again if
+        the message cannot be sent).
+        """
+        try:
+            message = TokenizeMsg(
+                uid,
+                text,
+                None if messages is None else tuple(dict(message) for message in messages),
+                params,
+                dict(template_options or {}),
+                add_special_tokens,
+                parse_special_tokens,
+            )
+            self.pool.send([message])
+        except BaseException:
+            self.tracker.entries.pop(uid, None)
+            raise
 
     @property
     def unclaimed(self) -> int:
@@ -342,15 +350,10 @@ class FrontendClient(_Frontend):
         """Send one request to be tokenized (plain ``text`` or chat ``messages``, see
         :class:`TokenizeMsg`); its replies come through the returned :class:`Request`.
         """
-        message = self._tokenize_message(
+        request = self.request(uid)
+        self._send_tokenize(
             uid, text, messages, params, template_options, add_special_tokens, parse_special_tokens
         )
-        request = self.request(uid)
-        try:
-            self.pool.send([message])
-        except BaseException:
-            self.tracker.entries.pop(uid, None)
-            raise
         return request
 
     def request(self, uid: Uid) -> Request:
@@ -473,15 +476,10 @@ class AsyncFrontendClient(_Frontend):
         parse_special_tokens: bool = False,
     ) -> AsyncRequest:
         """As :meth:`FrontendClient.tokenize`; call it from the running loop."""
-        message = self._tokenize_message(
+        request = self.request(uid)
+        self._send_tokenize(
             uid, text, messages, params, template_options, add_special_tokens, parse_special_tokens
         )
-        request = self.request(uid)
-        try:
-            self.pool.send([message])
-        except BaseException:
-            self.tracker.entries.pop(uid, None)
-            raise
         return request
 
     def request(self, uid: Uid) -> AsyncRequest:
