@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from puredetok.core.decoders.base import Decoder, Group, Piece, Stage
+from puredetok.core.lanes import texts_alone
 
 Hold = tuple[Any, ...]
 """``(first, *stage holds)``: ``first`` is True until a token reaches the decoders."""
@@ -159,21 +160,6 @@ class Chain:
         )
 
 
-def _fast_text(stages: Sequence[Stage], value: Any) -> str | None:
-    if value is None:
-        return ""
-    pieces: list[Piece] = [(value, False)]
-    for stage in stages:
-        hold, out = stage.idle, []
-        for piece_value, glued in pieces:
-            hold, produced = stage.push(hold, piece_value, glued)
-            out.extend(produced)
-        if hold != stage.idle:
-            return None
-        pieces = out
-    return "".join([text for text, _ in pieces])
-
-
 def compile_chain(decoders: Sequence[Decoder], tokens: Sequence[Any], tail: Sequence[Stage] = ()) -> Chain:
     """Compile decoders over a vocabulary (``tokens[id]``, None for a dropped id).
 
@@ -206,13 +192,7 @@ def compile_chain(decoders: Sequence[Decoder], tokens: Sequence[Any], tail: Sequ
 
     table = build(False)
     first_table = build(True) if depends_on_first else None
-    bulk = getattr(stages[0], "fast_texts", None) if len(stages) == 1 else None
-    if bulk is not None:
-        fast = tuple(bulk(table))
-    elif stages:
-        fast = tuple(_fast_text(stages, value) for value in table)
-    else:
-        fast = tuple("" if value is None else value for value in table)
+    fast = tuple(texts_alone(stages, [stage.idle for stage in stages], table, flush=False))
     return Chain(
         table=table,
         first_table=first_table,

@@ -12,14 +12,18 @@ then joined. puredetok splits each decoder into
 Between stages flow *pieces*: ``(value, glued)``, where ``glued`` says the value continues the
 previous output element instead of starting a new one (after ``Fuse`` or ``ByteLevel`` the whole
 output is one element, so every later piece is glued).
+
+A stage may also offer ``push_lanes`` (:class:`LaneStage`): the same ``push`` for many values at once,
+each pushed alone from one hold. The codec builder uses it to find the text of every id of a
+vocabulary alone (:mod:`puredetok.core.lanes`); a stage without it is pushed one value at a time.
 """
 
 from __future__ import annotations
 
-__all__ = ["Piece", "Group", "Stage", "Decoder", "Unmodelled", "push_each"]
+__all__ = ["Piece", "Group", "Stage", "LaneStage", "Lanes", "MISS", "Decoder", "Unmodelled", "push_each"]
 
 from collections.abc import Hashable, Iterable
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 Piece = tuple[Any, bool]
 """A value passed between stages (``str``, or ``bytes`` before ``ByteLevel``'s UTF-8 stage) and
@@ -28,6 +32,26 @@ whether it is glued to the element before it."""
 
 Group = tuple[list[Any], bool]
 """Consecutive values that share one ``glued`` flag (how :meth:`Stage.push_run` passes batches)."""
+
+
+class _Miss:
+    """The type of :data:`MISS`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISS"
+
+    def __reduce__(self) -> str:
+        return "MISS"
+
+
+MISS: Final = _Miss()
+"""In :meth:`LaneStage.push_lanes`' result: this value takes another path through the stage."""
+
+Lanes = tuple[list[Any], Any, bool]
+"""What :meth:`LaneStage.push_lanes` returns: per value its one output value (or :data:`MISS`), the
+hold each of those pushes leaves, and the ``glued`` flag of each output piece."""
 
 
 class Unmodelled(Exception):
@@ -58,6 +82,17 @@ class Stage(Protocol):
         """Whether ``hold`` is a value this stage's functions take safely: of the right types and
         within the bounds they rely on (a restored state is checked with it; see
         :mod:`puredetok.core.saving`).
+        """
+
+
+class LaneStage(Stage, Protocol):
+    """A stage that can push many values at once, each alone (see :mod:`puredetok.core.lanes`)."""
+
+    def push_lanes(self, hold: Any, values: list[Any], glued: bool) -> Lanes | None:
+        """Each value pushed alone from ``hold`` with ``glued``: where ``push`` gives exactly one
+        piece ``(out, glued_out)`` and leaves ``hold_out``, the same for every such value, ``out``;
+        :data:`MISS` for every other value. Returns ``(outs, hold_out, glued_out)``, or None when
+        this hold has no such common path (then every value is pushed alone).
         """
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from puredetok.core.decoders.base import Group, Piece, Stage, Unmodelled, push_each
+from puredetok.core.decoders.base import MISS, Group, Lanes, Piece, Stage, Unmodelled, push_each
 from puredetok.core.rope import EMPTY_ROPE, Rope
 from puredetok.core.utf8 import incomplete_tail
 
@@ -103,6 +103,12 @@ class ByteFallbackStage:
         if hold is None and int not in set(map(type, batch)):
             return None, [(batch, False)]
         return push_each(self, hold, batch, glued)
+
+    def push_lanes(self, hold: Any, values: list[Any], glued: bool) -> Lanes | None:
+        """Outside a run, text passes as it is (not glued); a byte token starts a run."""
+        if hold is not None:
+            return None
+        return [MISS if type(value) is int else value for value in values], None, False
 
     def flush(self, hold: Any) -> list[Piece]:
         """The stream ended: the run ends too."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from puredetok.core.decoders.base import Group, Piece, Stage, Unmodelled
+from puredetok.core.decoders.base import MISS, Group, Lanes, Piece, Stage, Unmodelled
 from puredetok.core.utf8 import incomplete_tail
 
 
@@ -78,21 +78,18 @@ class Utf8Stage:
             used, text = _release_surrogates(data, self.errors)
         return data[used:], ([([text], True)] if text else [])
 
-    def fast_texts(self, values: Iterable[bytes | None]) -> list[str | None]:
-        """Per value, its text when pushed from the idle hold and leaving it idle (else None):
-        the chain's fast table, computed in one pass when this is its only stage.
+    def push_lanes(self, hold: bytes, values: list[Any], glued: bool) -> Lanes | None:
+        """With nothing held: each value's text where its bytes are whole characters; a value that
+        leaves bytes held (or gives no text) takes another path.
         """
+        if hold:
+            return None
         errors = self.errors
-        texts: list[str | None] = []
+        outs: list[Any] = []
         for value in values:
-            if value is None:
-                texts.append("")
-                continue
             text, used = utf_8_decode(value, errors, False)
-            if len(value) - used >= 2 and value[used] == 0xED:
-                used, text = _release_surrogates(value, errors)
-            texts.append(text if used == len(value) else None)
-        return texts
+            outs.append(text if used == len(value) and text else MISS)
+        return outs, b"", True
 
     def flush(self, hold: bytes) -> list[Piece]:
         """An incomplete sequence at the very end becomes one U+FFFD (or nothing, with ``"ignore"``)."""

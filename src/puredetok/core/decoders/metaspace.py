@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from puredetok.core.decoders.base import Group, Piece, Stage, push_each
+from puredetok.core.decoders.base import MISS, Group, Lanes, Piece, Stage, push_each
 
 _NOTHING_YET, _FIRST, _LATER = 0, 1, 2
 
@@ -40,6 +40,20 @@ class MetaspaceStage:
     def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
         """One at a time."""
         return push_each(self, hold, values, glued)
+
+    def push_lanes(self, hold: int, values: list[Any], glued: bool) -> Lanes:
+        """Each value mapped as in the element it is in; one that gives no text takes another path."""
+        if not self.drops_in_first:
+            where, content = _LATER, " "
+        else:
+            where = _FIRST if hold == _NOTHING_YET else (hold if glued else _LATER)
+            content = "" if where == _FIRST else " "
+        replacement = self.replacement
+        outs: list[Any] = []
+        for value in values:
+            text = value.replace(replacement, content)
+            outs.append(text if text else MISS)
+        return outs, where, glued
 
     def flush(self, hold: int) -> list[Piece]:
         """Nothing is held."""
