@@ -83,10 +83,9 @@ def _pools(alone: Sequence[str | None], added: Collection[int]) -> list[list[int
     """Ids grouped by the ways they tend to break a model (each pool at most ``_POOL`` ids)."""
     empty, replacement, spaced, punctuation = [], [], [], []
     for token_id, text in enumerate(alone):
-        if text is None:
-            continue
-        if text == "":
-            empty.append(token_id)
+        if not text or (text.isalpha() and text not in _CLEANUP_WORDS):  # None: the decode refused
+            if text == "":
+                empty.append(token_id)
         elif "\ufffd" in text:
             replacement.append(token_id)
         elif text[0].isspace() or text[-1].isspace():
@@ -164,9 +163,10 @@ def check_model(
     """
     expected_alone = singles(list(zip(range(size))))  # one-id tuples: lists would wake the collector
     model_alone = _model_alone(decoding, size)
-    for token_id, (mine, theirs) in enumerate(zip(model_alone, expected_alone)):
-        if theirs is not None and mine != theirs:
-            return _show([token_id], mine, theirs)
+    if model_alone != expected_alone:  # one C loop where they agree (or only a refused decode differs)
+        for token_id, (mine, theirs) in enumerate(zip(model_alone, expected_alone)):
+            if theirs is not None and mine != theirs:
+                return _show([token_id], mine, theirs)
     batch = sample_sequences(size, expected_alone, added, text_ids)
     batch = [ids for ids in batch if not exempt(ids)]
     expected_all = sequences(batch)
