@@ -91,12 +91,14 @@ def texts_alone(
     ids: Sequence[int] = range(count)
     lane = list(values)
     texts: list[str | None] = [None] * count
-    if None in lane:
+    # Identity tests in C loops (``in`` would compare every text with None, or with MISS, by ``==``).
+    present = list(map(is_not, lane, repeat(None)))
+    if not all(present):
         empty = finish_holds(stages, holds) if flush else ""
         for i in compress(ids, map(is_, lane, repeat(None))):
             texts[i] = empty
-        ids = list(compress(ids, map(is_not, lane, repeat(None))))
-        lane = [value for value in lane if value is not None]
+        ids = list(compress(ids, present))
+        lane = list(compress(lane, present))
     shared = list(holds)
     glued = False
     slow: list[tuple[int, int, Any, bool, list[Any]]] = []
@@ -110,11 +112,11 @@ def texts_alone(
             ids, lane = [], []
             break
         outs, hold, out_glued = lanes
-        if MISS in outs:  # C loops: most values pass, and the vocabulary is long
+        passed = list(map(is_not, outs, repeat(MISS)))
+        if not all(passed):
             before = shared[:index]
             missed = list(compress(range(len(outs)), map(is_, outs, repeat(MISS))))
             slow.extend((ids[k], index, lane[k], glued, before) for k in missed)
-            passed = list(map(is_not, outs, repeat(MISS)))
             ids = list(compress(ids, passed))
             lane = list(compress(outs, passed))
         else:

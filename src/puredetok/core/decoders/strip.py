@@ -8,6 +8,7 @@ from __future__ import annotations
 __all__ = ["Strip", "StripStage"]
 
 from collections.abc import Iterable
+from itertools import repeat
 from typing import Any
 
 import attrs
@@ -71,7 +72,7 @@ class StripStage:
         content = self.content
         outs: list[Any]
         if left == 1:
-            outs = [value[1:] if value[:1] == content else value for value in values]
+            outs = list(map(str.removeprefix, values, repeat(content)))
             if "" in outs:
                 outs = [out if out else MISS for out in outs]
             return outs, (0, ""), glued
