@@ -32,7 +32,7 @@ from tokenizers import Tokenizer, decoders, models
 import puredetok
 from helpers import assert_streams_exactly
 from puredetok.core.decoders import Decoder, Stage, from_config
-from puredetok.core.decoders.base import MISS
+from puredetok.core.decoders.base import MISS, map_all
 
 Piece = tuple[Any, bool]
 Vector = tuple[list[str], list[str] | str]
@@ -82,6 +82,15 @@ def decode_chain(decoder: Decoder, tokens: Sequence[str]) -> list[Any]:
         pieces.extend(out)
     pieces.extend(stage.flush(hold))
     return elements(pieces)
+
+
+def check_map_tokens(decoder: Decoder, tokens: Sequence[Any]) -> None:
+    """The per-token map over a whole vocabulary at once (``map_all``, through the decoder's
+    ``map_tokens`` where it has one) is the map of each token, a dropped id (None) staying None."""
+    values = [*tokens, None, *tokens]
+    for first in (False, True):
+        expected = [None if value is None else decoder.map_token(value, first) for value in values]
+        assert map_all(decoder, list(values), first) == expected, (decoder, first)
 
 
 def library_decode(library_decoder: decoders.Decoder, tokens: Sequence[str]) -> str:
@@ -134,6 +143,8 @@ def check_vector(library_decoder: decoders.Decoder, tokens: list[str], expected:
     text = expected if isinstance(expected, str) else "".join(expected)
     assert library_decoder.decode(tokens) == text
     chain = models_of(library_decoder)
+    for decoder in chain:
+        check_map_tokens(decoder, tokens)
     if len(chain) == 1:
         got = decode_chain(chain[0], tokens)
         assert (got if isinstance(expected, list) else "".join(got)) == expected

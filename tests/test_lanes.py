@@ -1,9 +1,11 @@
-"""``puredetok.core.lanes``: the text of every id alone, found by pushing the whole vocabulary
-through a chain's stages at once, is what a step and a finish per id give (the build-time check's
-model side), and the chain's fast table is what a push from the steady holds gives where every
-stage stays as it was. On every real tokenizer, every class tokenizer and every synthetic one,
-both ``skip_special_tokens`` values. (Each stage's ``push_lanes`` against its ``push`` is in the
-Stage contract: ``check_lanes`` in tests/decoder_contract.py.)"""
+"""``puredetok.core.lanes`` and the bulk maps of ``compile_chain``: the text of every id alone,
+found by pushing the whole vocabulary through a chain's stages at once, is what a step and a finish
+per id give (the build-time check's model side); the chain's fast table is what a push from the
+steady holds gives where every stage stays as it was; and the tables, mapped decoder by decoder over
+the whole vocabulary, are each token's map. On every real tokenizer, every class tokenizer and every
+synthetic one, both ``skip_special_tokens`` values. (Each stage's ``push_lanes`` against its ``push``
+is in the Stage contract: ``check_lanes`` in tests/decoder_contract.py; each decoder's
+``map_tokens`` against its ``map_token`` in ``check_map_tokens``, run on the crate's vectors.)"""
 
 from __future__ import annotations
 
@@ -19,14 +21,24 @@ import families
 import helpers
 import puredetok
 import synthetic
-from puredetok.core.chain import Chain
+from puredetok.core.backend_model import backend_parts
+from puredetok.core.chain import Chain, compile_chain
 from puredetok.core.decoders.base import MISS, Piece
 from puredetok.core.lanes import finish_holds, texts_alone
 from puredetok.core.verify import _model_alone
 
+
+def _backend(name: str) -> Any:
+    return helpers.tokenizer(name).backend_tokenizer
+
+
 SOURCES: dict[str, Callable[[], Any]] = {
     **{f"real:{name}": functools.partial(helpers.tokenizer, name) for name in helpers.TOKENIZERS},
     **{f"class:{name}": builder for name, builder in families.FAMILIES.items()},
+    **{f"synthetic:{name}": builder for name, builder in synthetic.EXACT.items()},
+}
+REAL_AND_SYNTHETIC: dict[str, Callable[[], Any]] = {
+    **{f"real:{name}": functools.partial(_backend, name) for name in helpers.TOKENIZERS},
     **{f"synthetic:{name}": builder for name, builder in synthetic.EXACT.items()},
 }
 CASES = [(name, skip) for name in sorted(SOURCES) for skip in (False, True)]
@@ -103,6 +115,32 @@ def test_the_fast_table_is_a_push_from_the_steady_holds(name: str, skip: bool) -
     expected = [_from_steady(chain.stages, chain.table[i]) for i in ids]
     assert [chain.fast[i] for i in ids] == expected
     assert texts_alone(chain.stages, chain.idle[1:], [chain.table[i] for i in ids], flush=False) == expected
+
+
+@pytest.mark.parametrize("name", sorted(REAL_AND_SYNTHETIC))
+def test_the_tables_are_each_tokens_map(name: str) -> None:
+    """``compile_chain`` maps the whole vocabulary decoder by decoder (``map_all``): the tables are
+    what the decoders' ``map_token`` gives token by token."""
+    backend = REAL_AND_SYNTHETIC[name]()
+    for skip in (False, True):
+        parts = backend_parts(backend, skip, None)
+        chain = compile_chain(parts.decoders, parts.tokens)
+        maps = []
+        for decoder in parts.decoders:
+            maps.append(decoder)
+            if decoder.stage() is not None:
+                break
+        for first, table in ((False, chain.table), (True, chain.first_table)):
+            if table is None:
+                continue
+            expected = []
+            for token in parts.tokens:
+                value = token
+                if value is not None:
+                    for decoder in maps:
+                        value = decoder.map_token(value, first)
+                expected.append(value)
+            assert list(table) == expected
 
 
 def test_an_empty_chain_and_dropped_ids() -> None:

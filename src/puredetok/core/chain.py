@@ -12,12 +12,14 @@ from __future__ import annotations
 
 __all__ = ["Chain", "compile_chain"]
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from itertools import compress, repeat
+from operator import is_
 from typing import Any
 
 import attrs
 
-from puredetok.core.decoders.base import Decoder, Group, Piece, Stage
+from puredetok.core.decoders.base import Decoder, Group, Piece, Stage, map_all
 from puredetok.core.lanes import texts_alone
 
 Hold = tuple[Any, ...]
@@ -166,14 +168,14 @@ def compile_chain(decoders: Sequence[Decoder], tokens: Sequence[Any], tail: Sequ
     ``tail`` stages run after the decoders (``transformers``' cleanup). Raises
     :class:`~puredetok.core.decoders.base.Unmodelled` if a decoder cannot be placed where it is.
     """
-    maps: list[Callable[[Any, bool], Any]] = []
+    maps: list[Decoder] = []
     stages: list[Stage] = []
     depends_on_first = False
     for decoder in decoders:
         if stages:
             stages.append(decoder.fragment_stage())
             continue
-        maps.append(decoder.map_token)
+        maps.append(decoder)
         depends_on_first = depends_on_first or decoder.depends_on_first
         stage = decoder.stage()
         if stage is not None:
@@ -181,13 +183,9 @@ def compile_chain(decoders: Sequence[Decoder], tokens: Sequence[Any], tail: Sequ
     stages.extend(tail)
 
     def build(first: bool) -> tuple[Any, ...]:
-        values: list[Any] = []
-        for token in tokens:
-            value: Any = token
-            if value is not None:
-                for map_token in maps:
-                    value = map_token(value, first)
-            values.append(value)
+        values = list(tokens)
+        for decoder in maps:  # each map over the whole vocabulary (no map turns a token into None)
+            values = map_all(decoder, values, first)
         return tuple(values)
 
     table = build(False)
@@ -198,7 +196,7 @@ def compile_chain(decoders: Sequence[Decoder], tokens: Sequence[Any], tail: Sequ
         first_table=first_table,
         stages=tuple(stages),
         fast=fast,
-        dropped=frozenset(i for i, value in enumerate(table) if value is None),
+        dropped=frozenset(compress(range(len(table)), map(is_, table, repeat(None)))),
         initial=(True, *(stage.initial for stage in stages)),
         idle=(False, *(stage.idle for stage in stages)),
     )

@@ -20,7 +20,19 @@ vocabulary alone (:mod:`puredetok.core.lanes`); a stage without it is pushed one
 
 from __future__ import annotations
 
-__all__ = ["Piece", "Group", "Stage", "LaneStage", "Lanes", "MISS", "Decoder", "Unmodelled", "push_each"]
+__all__ = [
+    "Piece",
+    "Group",
+    "Stage",
+    "LaneStage",
+    "Lanes",
+    "MISS",
+    "Decoder",
+    "BulkDecoder",
+    "map_all",
+    "Unmodelled",
+    "push_each",
+]
 
 from collections.abc import Hashable, Iterable
 from typing import Any, Final, Protocol
@@ -114,6 +126,29 @@ class Decoder(Protocol):
 
         Raises :class:`Unmodelled` if the decoder cannot work on fragments.
         """
+
+
+class BulkDecoder(Decoder, Protocol):
+    """A decoder whose per-token map can run over a whole vocabulary in one pass (see
+    :func:`map_all`).
+    """
+
+    def map_tokens(self, tokens: list[Any], first: bool) -> list[Any]:
+        """``map_token`` of every token (``first`` for all of them), None staying None: the same
+        values, in one loop without a call per token.
+        """
+
+
+def map_all(decoder: Decoder, tokens: list[Any], first: bool) -> list[Any]:
+    """``decoder.map_token`` over a vocabulary (None for a dropped id stays None): through the
+    decoder's ``map_tokens`` where it has one (:class:`BulkDecoder`), else token by token.
+    """
+    bulk = getattr(decoder, "map_tokens", None)
+    if bulk is not None:
+        mapped: list[Any] = bulk(tokens, first)
+        return mapped
+    map_token = decoder.map_token
+    return [None if token is None else map_token(token, first) for token in tokens]
 
 
 def push_each(stage: Stage, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:

@@ -151,6 +151,13 @@ class ByteFallback:
         value = byte_token_value(token)
         return token if value is None else value
 
+    def map_tokens(self, tokens: list[Any], first: bool) -> list[Any]:
+        """Every byte token read; only a token that starts like one is looked at closely."""
+        return [
+            self.map_token(token, first) if type(token) is str and token[:3] == "<0x" else token
+            for token in tokens
+        ]
+
     def stage(self) -> Stage:
         """The run collector."""
         return ByteFallbackStage(self.max_run)

@@ -114,6 +114,16 @@ class ByteLevel:
             return text.translate(_TO_LATIN1).encode("latin-1")
         return text.encode("utf-8")
 
+    def map_tokens(self, tokens: list[Any], first: bool) -> list[Any]:
+        """The bytes of every token."""
+        alphabet, table = _ALPHABET.issuperset, _TO_LATIN1
+        return [
+            (text.translate(table).encode("latin-1") if alphabet(text) else text.encode("utf-8"))
+            if type(text) is str
+            else (None if text is None else self.map_token(text, first))
+            for text in tokens
+        ]
+
     def stage(self) -> Stage:
         """Bytes of consecutive tokens are decoded together."""
         return Utf8Stage()

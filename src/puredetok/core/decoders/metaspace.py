@@ -81,6 +81,17 @@ class Metaspace:
         drop = first and self.depends_on_first
         return str(token).replace(self.replacement, "" if drop else " ")
 
+    def map_tokens(self, tokens: list[Any], first: bool) -> list[Any]:
+        """Every token mapped."""
+        replacement = self.replacement
+        content = "" if first and self.depends_on_first else " "
+        return [
+            token.replace(replacement, content)
+            if type(token) is str
+            else (None if token is None else str(token).replace(replacement, content))
+            for token in tokens
+        ]
+
     def stage(self) -> Stage | None:
         """Whole tokens need no memory."""
         return None

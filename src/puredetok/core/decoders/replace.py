@@ -143,6 +143,16 @@ class Replace:
         """Replace in one whole token."""
         return str(token).replace(self.pattern, self.content)
 
+    def map_tokens(self, tokens: list[Any], first: bool) -> list[Any]:
+        """Replace in every token."""
+        pattern, content = self.pattern, self.content
+        return [
+            token.replace(pattern, content)
+            if type(token) is str
+            else (None if token is None else str(token).replace(pattern, content))
+            for token in tokens
+        ]
+
     def stage(self) -> Stage | None:
         """Whole tokens need no memory."""
         return None

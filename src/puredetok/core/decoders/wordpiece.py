@@ -35,6 +35,25 @@ class WordPiece:
             return apply_rules(WORDPIECE_RULES, text)
         return text
 
+    def map_tokens(self, tokens: list[Any], first: bool) -> list[Any]:
+        """Every token mapped; the cleanup runs only on the few where a pattern occurs."""
+        prefix = self.prefix
+        texts: list[Any] = [None if token is None else str(token) for token in tokens]
+        if not first:
+            texts = [
+                None
+                if text is None
+                else (text.replace(prefix, "", 1) if text.startswith(prefix) else " " + text)
+                for text in texts
+            ]
+        if self.cleanup:
+            search = _ANY_RULE.search
+            texts = [
+                apply_rules(WORDPIECE_RULES, text) if text is not None and search(text) else text
+                for text in texts
+            ]
+        return texts
+
     def stage(self) -> Stage | None:
         """Whole tokens need no memory."""
         return None
