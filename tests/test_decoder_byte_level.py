@@ -12,6 +12,7 @@ from decoder_contract import (
     Vector,
     check_idle,
     check_lanes,
+    check_map_tokens,
     check_stage,
     check_stream_against_library,
     check_vector,
@@ -109,3 +110,13 @@ def test_the_per_token_map_reads_the_alphabet_or_utf8() -> None:
     assert model.map_token("ĠðŁ", True) == b" \xf0\x9f"
     assert model.map_token("[PA D]", False) == b"[PA D]"  # a space is not in the alphabet
     assert model.map_token("é", False) == b"\xe9"  # é is the byte E9 in the alphabet
+
+
+def test_the_bulk_map_is_the_per_token_map() -> None:
+    """All alphabet tokens go through the charmap codec at once; one token that is not (a space,
+    a character outside the alphabet) sends every token through the per-token map."""
+    model = ByteLevel()
+    alphabet_only = ["Ġhello", "ĠðŁ", "é", "", "Ċ"]
+    check_map_tokens(model, alphabet_only)
+    check_map_tokens(model, [*alphabet_only, "[PA D]", "日本"])
+    assert model.map_tokens(["Ġa", None], False) == [b" a", None]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __all__ = ["ByteLevel", "Utf8Stage", "byte_alphabet"]
 
-from codecs import utf_8_decode
+from codecs import charmap_build, charmap_encode, utf_8_decode
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -38,6 +38,8 @@ def byte_alphabet() -> dict[int, str]:
 
 
 _ALPHABET = frozenset(byte_alphabet().values())
+# The alphabet as a charmap codec: encoding a token of alphabet characters gives its bytes.
+_ENCODING_MAP = charmap_build("".join(byte_alphabet()[b] for b in range(256)))
 # Each alphabet character translated to the character with its byte's code, then Latin-1 encoded.
 _TO_LATIN1: Mapping[int, int] = MappingProxyType({ord(c): b for b, c in byte_alphabet().items()})
 
@@ -115,14 +117,14 @@ class ByteLevel:
         return text.encode("utf-8")
 
     def map_tokens(self, tokens: list[Any], first: bool) -> list[Any]:
-        """The bytes of every token."""
-        alphabet, table = _ALPHABET.issuperset, _TO_LATIN1
-        return [
-            (text.translate(table).encode("latin-1") if alphabet(text) else text.encode("utf-8"))
-            if type(text) is str
-            else (None if text is None else self.map_token(text, first))
-            for text in tokens
-        ]
+        """The bytes of every token: all of them through one charmap codec (C), unless some token
+        is not all alphabet characters (then each token as :meth:`map_token` does).
+        """
+        encode, alphabet = charmap_encode, _ENCODING_MAP
+        try:
+            return [None if text is None else encode(text, "strict", alphabet)[0] for text in tokens]
+        except (UnicodeEncodeError, TypeError):
+            return [None if token is None else self.map_token(token, first) for token in tokens]
 
     def stage(self) -> Stage:
         """Bytes of consecutive tokens are decoded together."""
