@@ -10,9 +10,10 @@ through the stage, where every value comes out as one piece and leaves the same 
 the ids that take another path through a stage (a byte token that starts a run, a tail that the
 stage holds) are pushed on from there one by one, exactly as a step does.
 
-The result equals pushing each id alone: ``tests/test_lanes.py`` holds every stage's
-``push_lanes`` to its ``push`` and these texts to a step and a finish per id; the build-time
-check also compares a sample of them with a real step.
+The result equals pushing each id alone: the Stage contract holds every stage's ``push_lanes`` to
+its ``push`` (``check_lanes`` in tests/decoder_contract.py), ``tests/test_lanes.py`` holds these
+texts to a step and a finish per id, and the build-time check compares every one of them with the
+tokenizer's own decode of that id.
 """
 
 from __future__ import annotations
