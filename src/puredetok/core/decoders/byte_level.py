@@ -117,14 +117,21 @@ class ByteLevel:
         return text.encode("utf-8")
 
     def map_tokens(self, tokens: list[Any], first: bool) -> list[Any]:
-        """The bytes of every token: all of them through one charmap codec (C), unless some token
-        is not all alphabet characters (then each token as :meth:`map_token` does).
+        """The bytes of every token through a charmap codec of the alphabet (C); where some token
+        is not all alphabet characters (an added token with a space), that one as
+        :meth:`map_token` maps it.
         """
         encode, alphabet = charmap_encode, _ENCODING_MAP
         try:
             return [None if text is None else encode(text, "strict", alphabet)[0] for text in tokens]
         except (UnicodeEncodeError, TypeError):
-            return [None if token is None else self.map_token(token, first) for token in tokens]
+            whole = _ALPHABET.issuperset
+            return [
+                encode(token, "strict", alphabet)[0]
+                if type(token) is str and whole(token)
+                else (None if token is None else self.map_token(token, first))
+                for token in tokens
+            ]
 
     def stage(self) -> Stage:
         """Bytes of consecutive tokens are decoded together."""
