@@ -40,6 +40,8 @@ def byte_alphabet() -> dict[int, str]:
 _ALPHABET = frozenset(byte_alphabet().values())
 # The alphabet as a charmap codec: encoding a token of alphabet characters gives its bytes.
 _ENCODING_MAP = charmap_build("".join(byte_alphabet()[b] for b in range(256)))
+_RUN = 4096
+"""Tokens mapped at once by :meth:`ByteLevel.map_tokens` (a run with a non-alphabet token is redone)."""
 # Each alphabet character translated to the character with its byte's code, then Latin-1 encoded.
 _TO_LATIN1: Mapping[int, int] = MappingProxyType({ord(c): b for b, c in byte_alphabet().items()})
 
@@ -117,21 +119,24 @@ class ByteLevel:
         return text.encode("utf-8")
 
     def map_tokens(self, tokens: list[Any], first: bool) -> list[Any]:
-        """The bytes of every token through a charmap codec of the alphabet (C); where some token
-        is not all alphabet characters (an added token with a space), that one as
-        :meth:`map_token` maps it.
+        """The bytes of every token through a charmap codec of the alphabet (C), a few thousand
+        tokens at a time; in a run with a token that is not all alphabet characters (an added token
+        with a space), that one as :meth:`map_token` maps it.
         """
-        encode, alphabet = charmap_encode, _ENCODING_MAP
-        try:
-            return [None if text is None else encode(text, "strict", alphabet)[0] for text in tokens]
-        except (UnicodeEncodeError, TypeError):
-            whole = _ALPHABET.issuperset
-            return [
-                encode(token, "strict", alphabet)[0]
-                if type(token) is str and whole(token)
-                else (None if token is None else self.map_token(token, first))
-                for token in tokens
-            ]
+        encode, alphabet, whole = charmap_encode, _ENCODING_MAP, _ALPHABET.issuperset
+        mapped: list[Any] = []
+        for begin in range(0, len(tokens), _RUN):
+            run = tokens[begin : begin + _RUN]
+            try:
+                mapped += [None if text is None else encode(text, "strict", alphabet)[0] for text in run]
+            except (UnicodeEncodeError, TypeError):
+                mapped += [
+                    encode(token, "strict", alphabet)[0]
+                    if type(token) is str and whole(token)
+                    else (None if token is None else self.map_token(token, first))
+                    for token in run
+                ]
+        return mapped
 
     def stage(self) -> Stage:
         """Bytes of consecutive tokens are decoded together."""
