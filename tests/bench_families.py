@@ -1,20 +1,24 @@
 """Benchmark for docs/families.md and docs/benchmarks.md (a script, not a test):
 
-    .venv/bin/python tests/bench_families.py step     # per-token cost, exact codec vs fallback
-    .venv/bin/python tests/bench_families.py build    # codec_for's cost per tokenizer
+    .venv/bin/python tests/bench_families.py step                 # per token, exact codec vs fallback
+    .venv/bin/python tests/bench_families.py build [OTHER_SRC]    # codec_for per tokenizer [vs another src]
 
 ``step`` runs, side by side (interleaved rounds, best of each), ``step`` through the codec of each
 tokenizer and through its generic fallback (``codec_for(..., window=True)``) over the ids of the
-mixed-script trace text, and prints both and their ratio. ``build`` times ``codec_for`` (best of
-three) for the real tokenizers; run it with ``PYTHONPATH`` pointing at another checkout's ``src``
-to compare builds before and after a change.
+mixed-script trace text, and prints both and their ratio. ``build`` times ``codec_for`` for the
+real tokenizers in worker processes taking turns, one build each per round, seven rounds per
+tokenizer: this checkout's ``src``, the same without the build-time check, and ``OTHER_SRC``
+(another checkout's, e.g. ``git archive c4932ea src | tar -x -C /tmp/old``: the build before the
+check); it prints the best of each and the ratios of this checkout's to the others.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
-import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import families
@@ -60,23 +64,72 @@ def step_costs(tokens: int = 3000) -> None:
         )
 
 
-def build_costs() -> None:
-    """codec_for, best of three, per real tokenizer."""
+_WORKER = """
+import sys, time
+from puredetok.adapters.loading import load_tokenizer
+import puredetok.core.build as build
+if sys.argv[1] == "unchecked":
+    build.check_model = lambda *args, **kwargs: None
+for line in sys.stdin:
+    tokenizer = load_tokenizer(line.strip())
+    began = time.perf_counter()
+    build.codec_for(tokenizer)
+    print(time.perf_counter() - began, flush=True)
+"""
+"""A build worker: reads tokenizer folders on stdin, builds each one's codec once and prints the
+seconds it took; ``unchecked``, with the build-time check replaced by one that passes (the build
+before it). It imports only its own checkout's ``puredetok``.
+"""
+
+
+def _worker(src: Path, check: bool) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    return subprocess.Popen(
+        [sys.executable, "-c", _WORKER, "checked" if check else "unchecked"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=src,
+    )
+
+
+def build_costs(other: Path | None, rounds: int = 7) -> None:
+    """codec_for per real tokenizer, in worker processes taking turns (best of ``rounds`` each):
+    this checkout's, this checkout's without the build-time check, and another checkout's.
+    """
+    mine = Path(__file__).resolve().parents[1] / "src"
+    workers = {"this": _worker(mine, True), "unchecked": _worker(mine, False)}
+    if other is not None:
+        workers["other"] = _worker(other, True)
+    head = f"{'tokenizer':<24} {'ids':>7} {'this s':>8} {'no check':>8} {'ratio':>6}"
+    print(head + (f" {'other s':>8} {'ratio':>6}" if other is not None else ""))
     for name in helpers.TOKENIZERS:
-        tokenizer = helpers.tokenizer(name)
-        best = float("inf")
-        for _ in range(3):
-            began = time.perf_counter()
-            puredetok.codec_for(tokenizer)
-            best = min(best, time.perf_counter() - began)
-        print(f"{name:<24} {len(tokenizer):>7} ids  {best:.3f} s", flush=True)
+        best = dict.fromkeys(workers, float("inf"))
+        folder = helpers._folder(name)
+        for _ in range(rounds + 1):  # the first round loads the tokenizer
+            for label, worker in workers.items():
+                assert worker.stdin is not None and worker.stdout is not None
+                worker.stdin.write(f"{folder}\n")
+                worker.stdin.flush()
+                best[label] = min(best[label], float(worker.stdout.readline()))
+        size = len(helpers.tokenizer(name))
+        line = f"{name:<24} {size:>7} {best['this']:>8.3f} {best['unchecked']:>8.3f}"
+        line += f" {best['this'] / best['unchecked']:>6.2f}"
+        if other is not None:
+            line += f" {best['other']:>8.3f} {best['this'] / best['other']:>6.2f}"
+        print(line, flush=True)
+    for worker in workers.values():
+        assert worker.stdin is not None
+        worker.stdin.close()
+        worker.wait()
 
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "step"
     if what == "build":
-        build_costs()
+        build_costs(Path(sys.argv[2]) if len(sys.argv) > 2 else None)
     elif what == "step":
         step_costs()
     else:
-        sys.exit("usage: bench_families.py step|build")
+        sys.exit("usage: bench_families.py step|build [OTHER_SRC]")

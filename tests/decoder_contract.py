@@ -32,6 +32,7 @@ from tokenizers import Tokenizer, decoders, models
 import puredetok
 from helpers import assert_streams_exactly
 from puredetok.core.decoders import Decoder, Stage, from_config
+from puredetok.core.decoders.base import MISS, map_all
 
 Piece = tuple[Any, bool]
 Vector = tuple[list[str], list[str] | str]
@@ -81,6 +82,15 @@ def decode_chain(decoder: Decoder, tokens: Sequence[str]) -> list[Any]:
         pieces.extend(out)
     pieces.extend(stage.flush(hold))
     return elements(pieces)
+
+
+def check_map_tokens(decoder: Decoder, tokens: Sequence[Any]) -> None:
+    """The per-token map over a whole vocabulary at once (``map_all``, through the decoder's
+    ``map_tokens`` where it has one) is the map of each token, a dropped id (None) staying None."""
+    values = [*tokens, None, *tokens]
+    for first in (False, True):
+        expected = [None if value is None else decoder.map_token(value, first) for value in values]
+        assert map_all(decoder, list(values), first) == expected, (decoder, first)
 
 
 def library_decode(library_decoder: decoders.Decoder, tokens: Sequence[str]) -> str:
@@ -133,6 +143,8 @@ def check_vector(library_decoder: decoders.Decoder, tokens: list[str], expected:
     text = expected if isinstance(expected, str) else "".join(expected)
     assert library_decoder.decode(tokens) == text
     chain = models_of(library_decoder)
+    for decoder in chain:
+        check_map_tokens(decoder, tokens)
     if len(chain) == 1:
         got = decode_chain(chain[0], tokens)
         assert (got if isinstance(expected, list) else "".join(got)) == expected
@@ -210,15 +222,20 @@ def check_stage(stage: Stage, pieces: Sequence[Piece], cuts: Sequence[int] = ())
     * ``push_run`` over runs of pieces that share ``glued`` (also cut anywhere) leaves the same
       hold after each run as pushing one by one, and releases the same pieces once merged.
     * ``flush`` is pure and releases only what is held: text pushed then flushed is all there is.
+    * ``push_lanes``, where the stage has it, from every hold reached here, glued or not, over all
+      the values: each value it does not leave to another path (:data:`MISS`) comes out exactly as
+      ``push`` gives it (one piece, the hold it says), and it changes neither the hold nor the values.
     """
     for boundary in (stage.initial, stage.idle):
         _check_hold(boundary)
         assert stage.flush(boundary) == [], boundary
     hold: Any = stage.initial
     released: list[Piece] = []
+    holds = []
     for value, glued in pieces:
         before = copy.deepcopy(hold)
         new, out = stage.push(hold, value, glued)
+        holds.append(new)
         assert hold == before
         _check_hold(new)
         assert stage.push(pickle.loads(pickle.dumps(hold)), value, glued) == (new, out)
@@ -238,9 +255,38 @@ def check_stage(stage: Stage, pieces: Sequence[Piece], cuts: Sequence[int] = ())
         assert ran == expected_hold, (pieces[:position], ran, expected_hold)
         assert merged(ran_out) == merged(expected_out), (pieces[:position], ran_out, expected_out)
     assert ran == hold
+    check_lanes(stage, [stage.initial, stage.idle, *holds], [value for value, _ in pieces])
     flushed = stage.flush(hold)
     assert stage.flush(copy.deepcopy(hold)) == flushed
     return released + flushed
+
+
+def check_lanes(stage: Stage, holds: Sequence[Any], values: Sequence[Any]) -> int:
+    """``push_lanes`` (:class:`~puredetok.core.decoders.base.LaneStage`) against ``push``: from each
+    hold, glued or not, every value it passes gives what ``push`` gives for that value alone. Returns
+    how many values it passed (0 for a stage without it)."""
+    push_lanes = getattr(stage, "push_lanes", None)
+    if push_lanes is None:
+        return 0
+    passed = 0
+    for hold in holds:
+        for glued in (False, True):
+            before, copied = copy.deepcopy(hold), list(values)
+            lanes = push_lanes(hold, copied, glued)
+            assert hold == before and copied == list(values)
+            if lanes is None:
+                continue
+            outs, hold_out, glued_out = lanes
+            assert len(outs) == len(values)
+            for value, out in zip(values, outs):
+                if out is not MISS:
+                    assert stage.push(hold, value, glued) == (hold_out, [(out, glued_out)]), (
+                        hold,
+                        value,
+                        glued,
+                    )
+                    passed += 1
+    return passed
 
 
 def _replay(stage: Stage, pieces: Sequence[Piece]) -> tuple[Any, list[Piece]]:

@@ -92,6 +92,7 @@ def test_the_check_catches_a_wrong_model_and_names_the_ids(monkeypatch: pytest.M
     from puredetok.core.decoders.metaspace import Metaspace
 
     monkeypatch.setattr(Metaspace, "map_token", lambda self, token, first: str(token))  # "▁" kept
+    monkeypatch.setattr(Metaspace, "map_tokens", lambda self, tokens, first: [*tokens])
     c = codec_for(tokenizer("t5_small"))
     assert not c.exact and c.family == "window"
     assert "the exact model (Metaspace + cleanup) disagrees with decode on ids [" in c.reason

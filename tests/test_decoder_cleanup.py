@@ -15,7 +15,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 import puredetok
 from decoder_contract import check_idle, check_stage, elements, pieces_of, text_of
 from helpers import assert_streams_exactly, codec, id_lists, reference, tokenizer
-from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules, cleanup_stages
+from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, WORDPIECE_RULES, apply_rules, cleanup_stages
 from puredetok.core.decoders.replace import ReplaceStage
 
 MODES = [
@@ -100,6 +100,16 @@ def test_the_rules_are_transformers_own(pieces: list[str]) -> None:
     assert apply_rules(TRANSFORMERS_RULES, text) == PreTrainedTokenizerBase.clean_up_tokenization(
         tokenizer("t5_small"), text
     )
+
+
+@given(pieces=st.lists(PIECES, max_size=40))
+def test_the_wordpiece_rules_are_their_cascade(pieces: list[str]) -> None:
+    """Text without a space is returned at once (every pattern has one): the same as the cascade."""
+    text = "".join(pieces)
+    expected = text
+    for pattern, content in WORDPIECE_RULES:
+        expected = expected.replace(pattern, content)
+    assert apply_rules(WORDPIECE_RULES, text) == expected
 
 
 @given(pieces=pieces_of(PIECES, max_size=24), data=st.data())

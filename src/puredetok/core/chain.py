@@ -12,12 +12,15 @@ from __future__ import annotations
 
 __all__ = ["Chain", "compile_chain"]
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from itertools import compress, repeat
+from operator import is_
 from typing import Any
 
 import attrs
 
-from puredetok.core.decoders.base import Decoder, Group, Piece, Stage
+from puredetok.core.decoders.base import Decoder, Group, Piece, Stage, map_all
+from puredetok.core.lanes import texts_alone
 
 Hold = tuple[Any, ...]
 """``(first, *stage holds)``: ``first`` is True until a token reaches the decoders."""
@@ -159,35 +162,20 @@ class Chain:
         )
 
 
-def _fast_text(stages: Sequence[Stage], value: Any) -> str | None:
-    if value is None:
-        return ""
-    pieces: list[Piece] = [(value, False)]
-    for stage in stages:
-        hold, out = stage.idle, []
-        for piece_value, glued in pieces:
-            hold, produced = stage.push(hold, piece_value, glued)
-            out.extend(produced)
-        if hold != stage.idle:
-            return None
-        pieces = out
-    return "".join([text for text, _ in pieces])
-
-
 def compile_chain(decoders: Sequence[Decoder], tokens: Sequence[Any], tail: Sequence[Stage] = ()) -> Chain:
     """Compile decoders over a vocabulary (``tokens[id]``, None for a dropped id).
 
     ``tail`` stages run after the decoders (``transformers``' cleanup). Raises
     :class:`~puredetok.core.decoders.base.Unmodelled` if a decoder cannot be placed where it is.
     """
-    maps: list[Callable[[Any, bool], Any]] = []
+    maps: list[Decoder] = []
     stages: list[Stage] = []
     depends_on_first = False
     for decoder in decoders:
         if stages:
             stages.append(decoder.fragment_stage())
             continue
-        maps.append(decoder.map_token)
+        maps.append(decoder)
         depends_on_first = depends_on_first or decoder.depends_on_first
         stage = decoder.stage()
         if stage is not None:
@@ -195,30 +183,20 @@ def compile_chain(decoders: Sequence[Decoder], tokens: Sequence[Any], tail: Sequ
     stages.extend(tail)
 
     def build(first: bool) -> tuple[Any, ...]:
-        values: list[Any] = []
-        for token in tokens:
-            value: Any = token
-            if value is not None:
-                for map_token in maps:
-                    value = map_token(value, first)
-            values.append(value)
+        values = list(tokens)
+        for decoder in maps:  # each map over the whole vocabulary (no map turns a token into None)
+            values = map_all(decoder, values, first)
         return tuple(values)
 
     table = build(False)
     first_table = build(True) if depends_on_first else None
-    bulk = getattr(stages[0], "fast_texts", None) if len(stages) == 1 else None
-    if bulk is not None:
-        fast = tuple(bulk(table))
-    elif stages:
-        fast = tuple(_fast_text(stages, value) for value in table)
-    else:
-        fast = tuple("" if value is None else value for value in table)
+    fast = tuple(texts_alone(stages, [stage.idle for stage in stages], table, flush=False))
     return Chain(
         table=table,
         first_table=first_table,
         stages=tuple(stages),
         fast=fast,
-        dropped=frozenset(i for i, value in enumerate(table) if value is None),
+        dropped=frozenset(compress(range(len(table)), map(is_, table, repeat(None)))),
         initial=(True, *(stage.initial for stage in stages)),
         idle=(False, *(stage.idle for stage in stages)),
     )

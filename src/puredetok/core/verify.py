@@ -20,10 +20,11 @@ from __future__ import annotations
 __all__ = ["Oracle", "check_model", "sample_sequences", "stream_text"]
 
 import random
-from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any, cast
 
 from puredetok.core.chain import Chain
+from puredetok.core.lanes import finish_holds, texts_alone
 
 Oracle = Callable[[Sequence[Sequence[int]]], list[str | None]]
 """Decodes a batch of id lists with the codec's options; None for a sequence the decode refuses."""
@@ -47,44 +48,44 @@ def stream_text(decoding: Any, ids: Sequence[int]) -> tuple[list[str], str]:
     return deltas, decoding.finish(hold)
 
 
-def _model_alone(decoding: Any, size: int) -> list[str]:
-    """Each id's text alone, by the model.
-
-    A chain without stages is its first-token table; where a step from the start is a step from
-    the steady state (no first-token rule, every stage starts idle), the fast table gives it;
-    otherwise a step from the start and the flush.
-    """
-    if isinstance(decoding, Chain) and not decoding.stages:
-        table = decoding.first_table if decoding.first_table is not None else decoding.table
-        return ["" if value is None else str(value) for value in table]
-    fast: Sequence[str | None] = ()
-    if (
-        isinstance(decoding, Chain)
-        and decoding.first_table is None
-        and decoding.initial[1:] == decoding.idle[1:]
-    ):
-        fast = decoding.fast
-    tail = decoding.finish(decoding.idle) if fast else ""
+def _stepped_alone(decoding: Any, ids: Iterable[int]) -> list[str]:
+    """Each id's text alone, by a step from a fresh stream and the flush."""
     initial, step, finish = decoding.initial, decoding.step, decoding.finish
     texts = []
-    for token_id in range(size):
-        text = fast[token_id] if fast else None
-        if text is None:
-            hold, delta = step(initial, token_id)
-            texts.append(delta + finish(hold))
-        else:
-            texts.append(text + tail)
+    for token_id in ids:
+        hold, delta = step(initial, token_id)
+        texts.append(delta + finish(hold))
     return texts
+
+
+def _model_alone(decoding: Any, size: int) -> list[str]:
+    """Each id's text alone, by the model: for a chain, every id through its stages at once
+    (:mod:`puredetok.core.lanes`); otherwise a step from a fresh stream and the flush per id.
+    """
+    if not isinstance(decoding, Chain):
+        return _stepped_alone(decoding, range(size))
+    stages, initial = decoding.stages, decoding.initial[1:]
+    if decoding.first_table is not None or initial != decoding.idle[1:]:
+        table = decoding.first_table if decoding.first_table is not None else decoding.table
+        return cast(list[str], texts_alone(stages, initial, table, flush=True))
+    # A fresh stream starts from the steady holds: the fast table has the text of every id that
+    # leaves them as they are, and the flush of those holds follows it.
+    tail = finish_holds(stages, initial)
+    texts = [text + tail if text is not None and tail else text for text in decoding.fast]
+    missing = [token_id for token_id, text in enumerate(texts) if text is None]
+    found = texts_alone(stages, initial, [decoding.table[i] for i in missing], flush=True)
+    for token_id, text in zip(missing, found):
+        texts[token_id] = text
+    return cast(list[str], texts)
 
 
 def _pools(alone: Sequence[str | None], added: Collection[int]) -> list[list[int]]:
     """Ids grouped by the ways they tend to break a model (each pool at most ``_POOL`` ids)."""
     empty, replacement, spaced, punctuation = [], [], [], []
     for token_id, text in enumerate(alone):
-        if text is None:
-            continue
-        if text == "":
-            empty.append(token_id)
+        if not text or (text.isalpha() and text not in _CLEANUP_WORDS):  # None: the decode refused
+            if text == "":
+                empty.append(token_id)
         elif "\ufffd" in text:
             replacement.append(token_id)
         elif text[0].isspace() or text[-1].isspace():
@@ -162,9 +163,10 @@ def check_model(
     """
     expected_alone = singles(list(zip(range(size))))  # one-id tuples: lists would wake the collector
     model_alone = _model_alone(decoding, size)
-    for token_id, (mine, theirs) in enumerate(zip(model_alone, expected_alone)):
-        if theirs is not None and mine != theirs:
-            return _show([token_id], mine, theirs)
+    if model_alone != expected_alone:  # one C loop where they agree (or only a refused decode differs)
+        for token_id, (mine, theirs) in enumerate(zip(model_alone, expected_alone)):
+            if theirs is not None and mine != theirs:
+                return _show([token_id], mine, theirs)
     batch = sample_sequences(size, expected_alone, added, text_ids)
     batch = [ids for ids in batch if not exempt(ids)]
     expected_all = sequences(batch)

@@ -12,14 +12,30 @@ then joined. puredetok splits each decoder into
 Between stages flow *pieces*: ``(value, glued)``, where ``glued`` says the value continues the
 previous output element instead of starting a new one (after ``Fuse`` or ``ByteLevel`` the whole
 output is one element, so every later piece is glued).
+
+A stage may also offer ``push_lanes`` (:class:`LaneStage`): the same ``push`` for many values at once,
+each pushed alone from one hold. The codec builder uses it to find the text of every id of a
+vocabulary alone (:mod:`puredetok.core.lanes`); a stage without it is pushed one value at a time.
 """
 
 from __future__ import annotations
 
-__all__ = ["Piece", "Group", "Stage", "Decoder", "Unmodelled", "push_each"]
+__all__ = [
+    "Piece",
+    "Group",
+    "Stage",
+    "LaneStage",
+    "Lanes",
+    "MISS",
+    "Decoder",
+    "BulkDecoder",
+    "map_all",
+    "Unmodelled",
+    "push_each",
+]
 
 from collections.abc import Hashable, Iterable
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 Piece = tuple[Any, bool]
 """A value passed between stages (``str``, or ``bytes`` before ``ByteLevel``'s UTF-8 stage) and
@@ -28,6 +44,26 @@ whether it is glued to the element before it."""
 
 Group = tuple[list[Any], bool]
 """Consecutive values that share one ``glued`` flag (how :meth:`Stage.push_run` passes batches)."""
+
+
+class _Miss:
+    """The type of :data:`MISS`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISS"
+
+    def __reduce__(self) -> str:
+        return "MISS"
+
+
+MISS: Final = _Miss()
+"""In :meth:`LaneStage.push_lanes`' result: this value takes another path through the stage."""
+
+Lanes = tuple[list[Any], Any, bool]
+"""What :meth:`LaneStage.push_lanes` returns: per value its one output value (or :data:`MISS`), the
+hold each of those pushes leaves, and the ``glued`` flag of each output piece."""
 
 
 class Unmodelled(Exception):
@@ -61,6 +97,17 @@ class Stage(Protocol):
         """
 
 
+class LaneStage(Stage, Protocol):
+    """A stage that can push many values at once, each alone (see :mod:`puredetok.core.lanes`)."""
+
+    def push_lanes(self, hold: Any, values: list[Any], glued: bool) -> Lanes | None:
+        """Each value pushed alone from ``hold`` with ``glued``: where ``push`` gives exactly one
+        piece ``(out, glued_out)`` and leaves ``hold_out``, the same for every such value, ``out``;
+        :data:`MISS` for every other value. Returns ``(outs, hold_out, glued_out)``, or None when
+        this hold has no such common path (then every value is pushed alone).
+        """
+
+
 class Decoder(Protocol):
     """One decoder of a ``tokenizers`` decoder chain, as puredetok models it."""
 
@@ -79,6 +126,29 @@ class Decoder(Protocol):
 
         Raises :class:`Unmodelled` if the decoder cannot work on fragments.
         """
+
+
+class BulkDecoder(Decoder, Protocol):
+    """A decoder whose per-token map can run over a whole vocabulary in one pass (see
+    :func:`map_all`).
+    """
+
+    def map_tokens(self, tokens: list[Any], first: bool) -> list[Any]:
+        """``map_token`` of every token (``first`` for all of them), None staying None: the same
+        values, in one loop without a call per token.
+        """
+
+
+def map_all(decoder: Decoder, tokens: list[Any], first: bool) -> list[Any]:
+    """``decoder.map_token`` over a vocabulary (None for a dropped id stays None): through the
+    decoder's ``map_tokens`` where it has one (:class:`BulkDecoder`), else token by token.
+    """
+    bulk = getattr(decoder, "map_tokens", None)
+    if bulk is not None:
+        mapped: list[Any] = bulk(tokens, first)
+        return mapped
+    map_token = decoder.map_token
+    return [None if token is None else map_token(token, first) for token in tokens]
 
 
 def push_each(stage: Stage, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:

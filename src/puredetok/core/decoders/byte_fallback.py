@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from puredetok.core.decoders.base import Group, Piece, Stage, Unmodelled, push_each
+from puredetok.core.decoders.base import MISS, Group, Lanes, Piece, Stage, Unmodelled, push_each
 from puredetok.core.rope import EMPTY_ROPE, Rope
 from puredetok.core.utf8 import incomplete_tail
 
@@ -104,6 +104,12 @@ class ByteFallbackStage:
             return None, [(batch, False)]
         return push_each(self, hold, batch, glued)
 
+    def push_lanes(self, hold: Any, values: list[Any], glued: bool) -> Lanes | None:
+        """Outside a run, text passes as it is (not glued); a byte token starts a run."""
+        if hold is not None:
+            return None
+        return [MISS if type(value) is int else value for value in values], None, False
+
     def flush(self, hold: Any) -> list[Piece]:
         """The stream ended: the run ends too."""
         return _release(hold)
@@ -144,6 +150,13 @@ class ByteFallback:
         """A byte token becomes its byte value (an int), read once when the codec is built."""
         value = byte_token_value(token)
         return token if value is None else value
+
+    def map_tokens(self, tokens: list[Any], first: bool) -> list[Any]:
+        """Every byte token read; only a token that starts like one is looked at closely."""
+        return [
+            self.map_token(token, first) if type(token) is str and token[:3] == "<0x" else token
+            for token in tokens
+        ]
 
     def stage(self) -> Stage:
         """The run collector."""

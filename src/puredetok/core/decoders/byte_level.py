@@ -10,14 +10,14 @@ from __future__ import annotations
 
 __all__ = ["ByteLevel", "Utf8Stage", "byte_alphabet"]
 
-from codecs import utf_8_decode
+from codecs import charmap_build, charmap_encode, utf_8_decode
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
 import attrs
 
-from puredetok.core.decoders.base import Group, Piece, Stage, Unmodelled
+from puredetok.core.decoders.base import MISS, Group, Lanes, Piece, Stage, Unmodelled
 from puredetok.core.utf8 import incomplete_tail
 
 
@@ -38,6 +38,10 @@ def byte_alphabet() -> dict[int, str]:
 
 
 _ALPHABET = frozenset(byte_alphabet().values())
+# The alphabet as a charmap codec: encoding a token of alphabet characters gives its bytes.
+_ENCODING_MAP = charmap_build("".join(byte_alphabet()[b] for b in range(256)))
+_RUN = 4096
+"""Tokens mapped at once by :meth:`ByteLevel.map_tokens` (a run with a non-alphabet token is redone)."""
 # Each alphabet character translated to the character with its byte's code, then Latin-1 encoded.
 _TO_LATIN1: Mapping[int, int] = MappingProxyType({ord(c): b for b, c in byte_alphabet().items()})
 
@@ -78,21 +82,18 @@ class Utf8Stage:
             used, text = _release_surrogates(data, self.errors)
         return data[used:], ([([text], True)] if text else [])
 
-    def fast_texts(self, values: Iterable[bytes | None]) -> list[str | None]:
-        """Per value, its text when pushed from the idle hold and leaving it idle (else None):
-        the chain's fast table, computed in one pass when this is its only stage.
+    def push_lanes(self, hold: bytes, values: list[Any], glued: bool) -> Lanes | None:
+        """With nothing held: each value's text where its bytes are whole characters; a value that
+        leaves bytes held (or gives no text) takes another path.
         """
+        if hold:
+            return None
         errors = self.errors
-        texts: list[str | None] = []
+        outs: list[Any] = []
         for value in values:
-            if value is None:
-                texts.append("")
-                continue
             text, used = utf_8_decode(value, errors, False)
-            if len(value) - used >= 2 and value[used] == 0xED:
-                used, text = _release_surrogates(value, errors)
-            texts.append(text if used == len(value) else None)
-        return texts
+            outs.append(text if used == len(value) and text else MISS)
+        return outs, b"", True
 
     def flush(self, hold: bytes) -> list[Piece]:
         """An incomplete sequence at the very end becomes one U+FFFD (or nothing, with ``"ignore"``)."""
@@ -116,6 +117,26 @@ class ByteLevel:
         if _ALPHABET.issuperset(text):
             return text.translate(_TO_LATIN1).encode("latin-1")
         return text.encode("utf-8")
+
+    def map_tokens(self, tokens: list[Any], first: bool) -> list[Any]:
+        """The bytes of every token through a charmap codec of the alphabet (C), a few thousand
+        tokens at a time; in a run with a token that is not all alphabet characters (an added token
+        with a space), that one as :meth:`map_token` maps it.
+        """
+        encode, alphabet, whole = charmap_encode, _ENCODING_MAP, _ALPHABET.issuperset
+        mapped: list[Any] = []
+        for begin in range(0, len(tokens), _RUN):
+            run = tokens[begin : begin + _RUN]
+            try:
+                mapped += [None if text is None else encode(text, "strict", alphabet)[0] for text in run]
+            except (UnicodeEncodeError, TypeError):
+                mapped += [
+                    encode(token, "strict", alphabet)[0]
+                    if type(token) is str and whole(token)
+                    else (None if token is None else self.map_token(token, first))
+                    for token in run
+                ]
+        return mapped
 
     def stage(self) -> Stage:
         """Bytes of consecutive tokens are decoded together."""

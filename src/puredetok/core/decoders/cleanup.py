@@ -39,6 +39,8 @@ WORDPIECE_RULES: tuple[tuple[str, str], ...] = (
 
 def apply_rules(rules: tuple[tuple[str, str], ...], text: str) -> str:
     """Apply a cascade to a whole string."""
+    if " " not in text and (rules is TRANSFORMERS_RULES or rules is WORDPIECE_RULES):
+        return text  # every pattern of these two has a space
     for pattern, content in rules:
         text = text.replace(pattern, content)
     return text

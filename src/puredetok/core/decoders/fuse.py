@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from puredetok.core.decoders.base import Group, Piece, Stage
+from puredetok.core.decoders.base import Group, Lanes, Piece, Stage
 
 _TEXT = {str}
 
@@ -31,6 +31,10 @@ class GlueStage:
         if set(map(type, batch)) <= _TEXT:
             return None, [(["".join(batch)], True)]
         return None, [(batch, True)]
+
+    def push_lanes(self, hold: None, values: list[Any], glued: bool) -> Lanes:
+        """Every value passes, glued."""
+        return values, None, True
 
     def flush(self, hold: None) -> list[Piece]:
         """Nothing is ever held."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from puredetok.core.decoders.base import Group, Piece, Stage, push_each
+from puredetok.core.decoders.base import MISS, Group, Lanes, Piece, Stage, push_each
 
 _NOTHING_YET, _FIRST, _LATER = 0, 1, 2
 
@@ -41,6 +41,20 @@ class MetaspaceStage:
         """One at a time."""
         return push_each(self, hold, values, glued)
 
+    def push_lanes(self, hold: int, values: list[Any], glued: bool) -> Lanes:
+        """Each value mapped as in the element it is in; one that gives no text takes another path."""
+        if not self.drops_in_first:
+            where, content = _LATER, " "
+        else:
+            where = _FIRST if hold == _NOTHING_YET else (hold if glued else _LATER)
+            content = "" if where == _FIRST else " "
+        replacement = self.replacement
+        outs: list[Any] = []
+        for value in values:
+            text = value.replace(replacement, content)
+            outs.append(text if text else MISS)
+        return outs, where, glued
+
     def flush(self, hold: int) -> list[Piece]:
         """Nothing is held."""
         return []
@@ -66,6 +80,17 @@ class Metaspace:
         """Map one whole token."""
         drop = first and self.depends_on_first
         return str(token).replace(self.replacement, "" if drop else " ")
+
+    def map_tokens(self, tokens: list[Any], first: bool) -> list[Any]:
+        """Every token mapped."""
+        replacement = self.replacement
+        content = "" if first and self.depends_on_first else " "
+        return [
+            token.replace(replacement, content)
+            if type(token) is str
+            else (None if token is None else str(token).replace(replacement, content))
+            for token in tokens
+        ]
 
     def stage(self) -> Stage | None:
         """Whole tokens need no memory."""

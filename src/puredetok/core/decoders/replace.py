@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from puredetok.core.decoders.base import Group, Piece, Stage, Unmodelled, push_each
+from puredetok.core.decoders.base import MISS, Group, Lanes, Piece, Stage, Unmodelled, push_each
 
 
 @attrs.frozen
@@ -34,6 +34,7 @@ class ReplaceStage:
     _replacement: dict[str, str] = attrs.field(init=False, eq=False, repr=False)
     _prefixes: frozenset[str] = attrs.field(init=False, eq=False, repr=False)
     _longest: int = attrs.field(init=False, eq=False, repr=False)
+    _ends: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         patterns = [pattern for pattern, _ in self.rules]
@@ -44,6 +45,7 @@ class ReplaceStage:
         setter(self, "_replacement", dict(self.rules))
         setter(self, "_prefixes", frozenset(p[:k] for p in patterns for k in range(1, len(p))))
         setter(self, "_longest", max(map(len, patterns)))
+        setter(self, "_ends", tuple(sorted(self._prefixes)))
 
     @property
     def initial(self) -> tuple[str, bool]:
@@ -86,6 +88,33 @@ class ReplaceStage:
         """One at a time."""
         return push_each(self, hold, values, glued)
 
+    def push_lanes(self, hold: tuple[str, bool], values: list[Any], glued: bool) -> Lanes | None:
+        """With nothing held: each value with its matches replaced, in one piece; a value that ends
+        with a proper prefix of a pattern (or gives no text) takes another path.
+        """
+        buf, fresh = hold
+        if buf:
+            return None
+        if not glued:
+            fresh = True
+        search, ends = self._regex.search, self._ends
+        replacement = self._replacement
+
+        def replace(match: re.Match[str]) -> str:
+            return replacement[match.group()]
+
+        sub = self._regex.sub
+        outs: list[Any] = []
+        for value in values:
+            if not value or (ends and value.endswith(ends)):
+                outs.append(MISS)
+            elif search(value) is None:
+                outs.append(value)
+            else:
+                out = sub(replace, value)
+                outs.append(out if out else MISS)
+        return outs, ("", False), not fresh
+
     def flush(self, hold: tuple[str, bool]) -> list[Piece]:
         """A held tail that never completed the pattern is text."""
         buf, fresh = hold
@@ -113,6 +142,16 @@ class Replace:
     def map_token(self, token: Any, first: bool) -> str:
         """Replace in one whole token."""
         return str(token).replace(self.pattern, self.content)
+
+    def map_tokens(self, tokens: list[Any], first: bool) -> list[Any]:
+        """Replace in every token."""
+        pattern, content = self.pattern, self.content
+        return [
+            token.replace(pattern, content)
+            if type(token) is str
+            else (None if token is None else str(token).replace(pattern, content))
+            for token in tokens
+        ]
 
     def stage(self) -> Stage | None:
         """Whole tokens need no memory."""

@@ -8,11 +8,12 @@ from __future__ import annotations
 __all__ = ["Strip", "StripStage"]
 
 from collections.abc import Iterable
+from itertools import repeat
 from typing import Any
 
 import attrs
 
-from puredetok.core.decoders.base import Group, Piece, Stage, push_each
+from puredetok.core.decoders.base import MISS, Group, Lanes, Piece, Stage, push_each
 
 
 @attrs.frozen
@@ -58,6 +59,34 @@ class StripStage:
     def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
         """One at a time."""
         return push_each(self, hold, values, glued)
+
+    def push_lanes(self, hold: tuple[int, str], values: list[Any], glued: bool) -> Lanes | None:
+        """Without a trailing strip or a held run: each value loses what is left of the leading
+        budget; a value that is all stripped (or empty) takes another path.
+        """
+        left, trail = (self.start, "") if not glued else hold
+        if self.stop or trail or len(self.content) != 1:
+            return None
+        if not left:
+            return [value if value else MISS for value in values], (0, ""), glued
+        content = self.content
+        outs: list[Any]
+        if left == 1:
+            outs = list(map(str.removeprefix, values, repeat(content)))
+            if "" in outs:
+                outs = [out if out else MISS for out in outs]
+            return outs, (0, ""), glued
+        outs = []
+        for value in values:
+            leading = len(value) - len(value.lstrip(content))
+            if leading >= left:
+                out = value[left:]
+            elif leading < len(value):
+                out = value[leading:]
+            else:
+                out = ""
+            outs.append(out if out else MISS)
+        return outs, (0, ""), glued
 
     def flush(self, hold: tuple[int, str]) -> list[Piece]:
         """The element ends: its held trailing run is stripped."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from puredetok.core.decoders.base import Group, Piece, push_each
+from puredetok.core.decoders.base import MISS, Group, Lanes, Piece, push_each
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -107,6 +107,19 @@ class StripStage:
     def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
         """One at a time."""
         return push_each(self, hold, values, glued)
+
+    def push_lanes(self, hold: tuple[bool, HeldSpace], values: list[Any], glued: bool) -> Lanes | None:
+        """With no whitespace held: each value (without leading whitespace at the start) that does
+        not end in whitespace passes; any other takes another path.
+        """
+        started, held = hold
+        if held.size:
+            return None
+        outs: list[Any] = []
+        for value in values:
+            text = value if started else value.lstrip()
+            outs.append(text if text and not text[-1].isspace() else MISS)
+        return outs, (True, EMPTY_SPACE), True
 
     def flush(self, hold: tuple[bool, HeldSpace]) -> list[Piece]:
         """Trailing whitespace is stripped."""

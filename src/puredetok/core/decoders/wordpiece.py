@@ -6,12 +6,15 @@ from __future__ import annotations
 
 __all__ = ["WordPiece"]
 
+import re
 from typing import Any
 
 import attrs
 
 from puredetok.core.decoders.base import Stage, Unmodelled
 from puredetok.core.decoders.cleanup import WORDPIECE_RULES, apply_rules
+
+_ANY_RULE = re.compile("|".join(re.escape(pattern) for pattern, _ in WORDPIECE_RULES))
 
 
 @attrs.frozen
@@ -27,7 +30,29 @@ class WordPiece:
         text = str(token)
         if not first:
             text = text.replace(self.prefix, "", 1) if text.startswith(self.prefix) else " " + text
-        return apply_rules(WORDPIECE_RULES, text) if self.cleanup else text
+        if self.cleanup and _ANY_RULE.search(text):
+            # Where no pattern occurs, no rule of the cascade changes the text.
+            return apply_rules(WORDPIECE_RULES, text)
+        return text
+
+    def map_tokens(self, tokens: list[Any], first: bool) -> list[Any]:
+        """Every token mapped; the cleanup runs only on the few where a pattern occurs."""
+        prefix = self.prefix
+        texts: list[Any] = [None if token is None else str(token) for token in tokens]
+        if not first:
+            texts = [
+                None
+                if text is None
+                else (text.replace(prefix, "", 1) if text.startswith(prefix) else " " + text)
+                for text in texts
+            ]
+        if self.cleanup:
+            search = _ANY_RULE.search
+            texts = [
+                apply_rules(WORDPIECE_RULES, text) if text is not None and search(text) else text
+                for text in texts
+            ]
+        return texts
 
     def stage(self) -> Stage | None:
         """Whole tokens need no memory."""
