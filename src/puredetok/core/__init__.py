@@ -31,7 +31,7 @@ __all__ = [
     "finish_hold",
     "pack",
     "start",
-    "steady_texts",
+    "steady",
     "step",
     "step_hold",
     "unpack",
@@ -53,7 +53,7 @@ from puredetok.core.stream import (
     finish,
     finish_hold,
     start,
-    steady_texts,
+    steady,
     step,
     step_hold,
 )

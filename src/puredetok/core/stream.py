@@ -5,8 +5,8 @@ same one, when nothing changed) with the text that became certain.
 
 A layer that keeps the core's hold in a record of its own (the stop layer's
 :class:`~puredetok.stops.Stream`) uses the same functions on a bare hold (``step_hold``,
-``feed_hold``, ``finish_hold``) and the core's one fast path, :func:`steady_texts`: for the hold
-most tokens leave behind, the delta of every id that leaves it so, one tuple lookup per token.
+``feed_hold``, ``finish_hold``) and the core's one fast path, :func:`steady`: for the hold most
+tokens leave behind, the delta of every id that leaves it so, one tuple lookup per token.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ __all__ = [
     "step_hold",
     "feed_hold",
     "finish_hold",
-    "steady_texts",
+    "steady",
     "check_token",
     "admit_token",
     "BATCH",
@@ -87,20 +87,19 @@ def admit_token(codec: Codec, token_id: object, position: int | None = None) -> 
         raise InvalidTokenError(token_id, size, position, why=why) from None
 
 
-def steady_texts(codec: Codec, hold: Hashable) -> Sequence[str | None] | None:
-    """The core's one fast path: the text of each id that leaves ``hold`` as it is, or None.
+def steady(codec: Codec) -> tuple[Hashable, Sequence[str | None]]:
+    """The core's one fast path: ``(hold, texts)``, the steady hold (the one most tokens leave
+    behind) and, per id, the text of a step from it that leaves the hold as it is (None for an id
+    that changes it).
 
-    When ``hold`` is the codec's steady hold (the one most tokens leave behind), a table with, for
-    each id ``i`` of the vocabulary, the delta of ``step_hold(codec, hold, i)`` when that step
-    returns ``hold`` itself, and None when it changes it. For any other hold (a byte held, a
-    prompt's echo, the fallback codec's window), None: every id then goes through
-    :func:`step_hold`. A layer above keeps the table while its hold stays the same object, so that
-    most tokens cost it one lookup; :func:`step` and :func:`feed` take the same path.
+    While a stream's hold *is* that object (identity, not equality), an id ``i`` inside the
+    vocabulary with ``texts[i]`` not None steps to the same hold with delta ``texts[i]``: one tuple
+    lookup. Every other id, or any other hold (a byte held, a prompt's echo), goes through
+    :func:`step_hold`. :func:`step` and :func:`feed` take this path; a layer above that keeps the
+    hold in a record of its own takes it too, keeping the pair beside its record.
     """
     decoding = codec.decoding
-    if hold is decoding.idle:
-        return decoding.fast
-    return None
+    return decoding.idle, decoding.fast
 
 
 def start(codec: Codec, prompt_ids: Iterable[int] = ()) -> DecodeState:
@@ -130,12 +129,20 @@ def step(state: DecodeState, token_id: int) -> tuple[DecodeState, str]:
     codec = state.codec
     decoding = codec.decoding
     old = state.hold
-    # steady_texts, written out: a function call would cost as much as the rest of this path.
+    # steady, written out: a function call would cost as much as the rest of this path.
     if old is decoding.idle and type(token_id) is int and 0 <= token_id < codec.vocab_size:
         text = decoding.fast[token_id]
         if text is not None:
             return state, text
-    hold, delta = step_hold(codec, old, token_id)
+    if type(token_id) is not int or not 0 <= token_id < codec.vocab_size:
+        token_id = admit_token(codec, token_id)
+        if token_id >= codec.vocab_size:
+            return state, ""
+    if type(old) is Echo:
+        hold, delta = decoding.step(old.hold, token_id)
+        hold, delta = consume(old, hold, delta)
+    else:
+        hold, delta = decoding.step(old, token_id)
     if hold is old:
         return state, delta
     return _state(codec, hold), delta
@@ -163,10 +170,11 @@ def step_hold(codec: Codec, hold: Hashable, token_id: int) -> tuple[Hashable, st
 _INTS = {int}
 _INTEGER_ARRAY_CODES = frozenset("bBhHiIlLqQ")
 
-BATCH = 16
+BATCH = 64
 """From this many ids on, :func:`feed` hands them to the decoding model as one run (each decoder
 takes the run at once: one UTF-8 decode for all of its bytes, one join); below it, it takes them
-one by one on the fast path of :func:`step`, which costs less until then (see docs/benchmarks.md)."""
+one by one on the fast path of :func:`step`, which costs less until then (the crossover measured on
+Qwen3 and Llama-2 is in docs/benchmarks.md)."""
 
 
 def _integer_vector(values: object) -> bool:
@@ -234,10 +242,16 @@ def feed(state: DecodeState, token_ids: Iterable[int]) -> tuple[DecodeState, str
         idle, fast, size = decoding.idle, decoding.fast, codec.vocab_size
         delta = ""
         for token_id in ids:
-            # step's path, written out (see steady_texts): a call per id would cost more.
-            if hold is idle and type(token_id) is int and 0 <= token_id < size:
-                text = fast[token_id]
-                if text is None:
+            # step's path, written out (see steady): a call per id would cost more.
+            if type(token_id) is int and 0 <= token_id < size:
+                if hold is idle:
+                    text = fast[token_id]
+                    if text is None:
+                        hold, text = decoding.step(hold, token_id)
+                elif type(hold) is Echo:
+                    new, text = decoding.step(hold.hold, token_id)
+                    hold, text = consume(hold, new, text)
+                else:
                     hold, text = decoding.step(hold, token_id)
             else:
                 try:

@@ -5,10 +5,10 @@ longest suffix of that text that could still start a stop string, and releases i
 cannot. A stream ends on a stop token or EOS, a stop string, its token limit, :func:`close`
 (no more tokens) or :func:`abort`; after that it emits nothing and refuses tokens.
 
-The per-token path is the core's one fast path (:func:`puredetok.core.steady_texts`) and one more
+The per-token path is the core's one fast path (:func:`puredetok.core.steady`) and one more
 lookup: a token whose text cannot start a stop string nor end the stream costs :func:`advance`
 about what it costs :func:`puredetok.step`, plus, while the stream counts its tokens
-(``min_tokens``, ``max_new_tokens``), a new record of three slots.
+(``min_tokens``, ``max_new_tokens``), a new record of six slots.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ __all__ = ["NO_RULES", "Stream", "open_stream", "advance", "advance_many", "clos
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, TypeAlias
 
-from puredetok.core import Codec, DecodeState, feed_hold, finish_hold, start, steady_texts, step_hold
+from puredetok.core import Codec, DecodeState, feed_hold, finish_hold, start, steady, step_hold
 from puredetok.errors import InvalidTokenError, StreamFinishedError
-from puredetok.stops.matcher import Match, scan
+from puredetok.stops.matcher import Match, Matcher, scan
 from puredetok.stops.rules import FinishReason, StopRules
 
 NO_RULES = StopRules()
@@ -30,22 +30,30 @@ _ABORT = FinishReason("abort")
 _UNSET: Any = object()
 _new = object.__new__
 
-_Tables: TypeAlias = tuple[tuple[int, ...], tuple[bool, ...], int]
-"""What the per-token path needs besides the core's texts: the codec's per-id summaries, the
-rules' verdict per summary, and how many ids both cover."""
-
 _Quiet: TypeAlias = tuple[Sequence[str | None], tuple[int, ...], tuple[bool, ...], int, "int | None"]
-"""The per-token path's tables: the core's steady texts, the :data:`_Tables`, and the count at which
-the path must hand over to :func:`_advance` (the token limit, or the end of ``min_tokens`` when
-nothing else needs a count; None when the stream does not count its tokens)."""
+"""The per-token path's tables: the core's steady texts (:func:`puredetok.core.steady`), the
+codec's per-id summaries, the rules' verdict per summary, how many ids these cover, and the count
+at which the path must hand over to :func:`_advance` (the token limit, or the end of
+``min_tokens`` when nothing else needs a count; None when the stream does not count its tokens)."""
 
-_Frame: TypeAlias = tuple[
-    Codec, StopRules, Hashable, str, "FinishReason | None", int, "int | None", "_Tables | None"
+_Context: TypeAlias = tuple[
+    Codec,
+    StopRules,
+    int,
+    "int | None",
+    Hashable,
+    Sequence["str | None"],
+    "_Quiet | None",
+    "_Quiet | None",
+    Matcher,
+    frozenset[int],
 ]
-"""What a record keeps besides its count and its per-token tables: ``(codec, rules, hold, held,
-finish_reason, min_end, max_end, tables)``, ``min_end`` and ``max_end`` being the counts at which
-``min_tokens`` and ``max_new_tokens`` are reached. One tuple, shared by every record until one of
-these changes."""
+"""What a stream keeps from its opening to its end, shared by all its records: ``(codec, rules,
+min_end, max_end, idle, texts, early, late, matcher, ending_ids)``. ``min_end`` and ``max_end``
+are the counts at which ``min_tokens`` and ``max_new_tokens`` are reached; ``idle`` and ``texts``
+the core's fast path; ``early`` and ``late`` the per-token tables while fewer than ``min_end``
+tokens were counted and after (None when an ending id is not an added token, which the per-id
+summaries cannot tell apart); ``matcher`` and ``ending_ids`` the rules'."""
 
 
 class Stream:
@@ -60,18 +68,22 @@ class Stream:
     :class:`~puredetok.stops.saving.SavedStream` to resume with the codec. Like the core's state, it
     holds only what decides its future: two streams that compare equal continue identically.
 
-    A stream that counts its tokens is a new record on every token, so the record is three private
-    slots, filled by this module only: the tables of the per-token path, a count of tokens, and a
-    tuple of everything else, shared between records until it changes. A token that changes only
-    the count builds nothing else (see docs/benchmarks.md).
+    A stream that counts its tokens is a new record on every token, so the record is six private
+    slots, filled by this module only (an object and six stores, no constructor call): what the
+    stream keeps from start to end (one tuple, shared by all its records), the core's hold, the
+    held text, the finish reason, a count of tokens, and the tables of the per-token path. See
+    docs/benchmarks.md.
     """
 
-    __slots__ = ("_quiet", "_count", "_frame", "__weakref__")
-    _quiet: _Quiet | None
-    """The per-token path's tables while the stream runs holding no text, else None."""
+    __slots__ = ("_context", "_hold", "_held", "_reason", "_count", "_quiet", "__weakref__")
+    _context: _Context
+    _hold: Hashable
+    _held: str
+    _reason: FinishReason | None
     _count: int
     """Tokens counted (only while ``min_tokens`` or ``max_new_tokens`` needs a count)."""
-    _frame: _Frame
+    _quiet: _Quiet | None
+    """The per-token path's tables while the stream runs, its core hold steady and no text held."""
 
     def __new__(
         cls,
@@ -94,76 +106,81 @@ class Stream:
             raise TypeError(f"rules must be a StopRules, got {type(rules).__name__}")
         if held and held not in rules.matcher.prefixes:
             raise ValueError(f"held text {held!r} is not a proper prefix of a stop string")
+        idle, texts = steady(codec)
         if hold is _UNSET:
             hold = codec.decoding.initial
-        elif hold == codec.decoding.idle:  # the core's fast path tests identity, not equality
-            hold = codec.decoding.idle
+        elif hold == idle:  # the core's fast path tests identity, not equality
+            hold = idle
         min_end = rules.min_tokens if min_left is _UNSET else min_left
         max_end = rules.max_new_tokens if max_left is _UNSET else max_left
-        tables = None
+        early = late = None
         if rules.ending_ids <= codec.added_ids:
-            tables = (codec.classes, rules.loud, min(len(codec.classes), codec.vocab_size))
-        frame = (codec, rules, hold, held, finish_reason, min_end, max_end, tables)
-        return _built(frame, 0, _quiet_for(frame, 0))
+            size = min(len(codec.classes), codec.vocab_size)
+            early = (texts, codec.classes, rules.loud, size, max_end if max_end is not None else min_end)
+            late = early if max_end is not None else (texts, codec.classes, rules.loud, size, None)
+        context = (codec, rules, min_end, max_end, idle, texts, early, late, rules.matcher, rules.ending_ids)
+        stream: Stream = _new(Stream)
+        stream._context = context
+        return _record(stream, hold, held, 0, finish_reason)
 
     @property
     def codec(self) -> Codec:
         """How the request's tokens decode."""
-        return self._frame[0]
+        return self._context[0]
 
     @property
     def rules(self) -> StopRules:
         """The request's stop rules."""
-        return self._frame[1]
+        return self._context[1]
 
     @property
     def hold(self) -> Hashable:
         """The core's hold after the last token consumed (see :attr:`decode`): after a prompt, it
         carries what of the prompt's text the output may still repeat, so that it never is.
         """
-        return self._frame[2]
+        return self._hold
 
     @property
     def held(self) -> str:
         """Text the core has released but this layer holds: the longest suffix that could still
         start a stop string (always shorter than the longest stop string; empty once finished).
         """
-        return self._frame[3]
+        return self._held
 
     @property
     def finish_reason(self) -> FinishReason | None:
         """Why the stream ended, or None while it runs."""
-        return self._frame[4]
+        return self._reason
 
     @property
     def min_left(self) -> int:
         """Generated tokens still to come before stops apply (counts down from ``min_tokens`` to 0)."""
-        return max(0, self._frame[5] - self._count)
+        return max(0, self._context[2] - self._count)
 
     @property
     def max_left(self) -> int | None:
         """Tokens left before the stream ends with ``"length"`` (counts down from ``max_new_tokens``;
         None without a limit).
         """
-        end = self._frame[6]
+        end = self._context[3]
         return None if end is None else end - self._count
 
     @property
     def finished(self) -> bool:
         """Whether the stream has ended (it then refuses tokens and emits nothing more)."""
-        return self._frame[4] is not None
+        return self._reason is not None
 
     @property
     def decode(self) -> DecodeState:
         """The core's state: this stream's codec and hold."""
-        return DecodeState(self._frame[0], self._frame[2])
+        return DecodeState(self._context[0], self._hold)
 
     def fields(self) -> tuple[Codec, StopRules, Hashable, str, int, int | None, FinishReason | None]:
         """``(codec, rules, hold, held, min_left, max_left, finish_reason)``: what the stream is
         (``Stream(*stream.fields()) == stream``).
         """
-        codec, rules, hold, held, reason, _, _, _ = self._frame
-        return (codec, rules, hold, held, self.min_left, self.max_left, reason)
+        context = self._context
+        return (context[0], context[1], self._hold, self._held, self.min_left, self.max_left, self._reason)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Stream):
@@ -208,45 +225,22 @@ class Stream:
         return (SavedStream, (self.to_bytes(),))
 
 
-def _built(frame: _Frame, count: int, quiet: _Quiet | None) -> Stream:
-    """The record of these slots. ``object.__new__`` and three slot stores: a class's own
-    constructor (or attrs') costs several times as much, and this runs for every token a counting
-    stream takes.
-    """
-    new: Stream = _new(Stream)
-    new._quiet = quiet
-    new._count = count
-    new._frame = frame
-    return new
-
-
-def _quiet_for(frame: _Frame, count: int) -> _Quiet | None:
-    """The per-token tables of a stream with this frame at ``count``, or None when the per-token
-    path does not apply (the stream has ended, holds text, its core hold is not steady, or an
-    ending id is not an added token, which the summaries cannot tell apart).
-    """
-    codec, _, hold, held, reason, min_end, max_end, tables = frame
-    if held or reason is not None or tables is None:
-        return None
-    texts = steady_texts(codec, hold)
-    if texts is None:
-        return None
-    stop_at = max_end if max_end is not None else (min_end if count < min_end else None)
-    return (texts, *tables, stop_at)
-
-
 def _record(
     stream: Stream, hold: Hashable, held: str, count: int, reason: FinishReason | None = None
 ) -> Stream:
-    """``stream`` with these values."""
-    frame = stream._frame
-    codec, rules, old_hold, old_held, old_reason, min_end, max_end, tables = frame
-    if hold is not old_hold or held != old_held or reason is not old_reason:
-        frame = (codec, rules, hold, held, reason, min_end, max_end, tables)
-    quiet = stream._quiet
-    if quiet is None or frame is not stream._frame or (max_end is None and count >= min_end):
-        quiet = _quiet_for(frame, count)
-    return _built(frame, count, quiet)
+    """``stream`` with these values: a new record, its six slots filled directly."""
+    context = stream._context
+    new: Stream = _new(Stream)
+    new._context = context
+    new._hold = hold
+    new._held = held
+    new._reason = reason
+    new._count = count
+    if hold is not context[4] or held or reason is not None:
+        new._quiet = None
+    else:
+        new._quiet = context[6] if count < context[2] else context[7]
+    return new
 
 
 def open_stream(codec: Codec, rules: StopRules = NO_RULES, prompt_ids: Iterable[int] = ()) -> Stream:
@@ -261,7 +255,7 @@ def open_stream(codec: Codec, rules: StopRules = NO_RULES, prompt_ids: Iterable[
 
 
 def _refuse(stream: Stream) -> StreamFinishedError:
-    reason = stream._frame[4]
+    reason = stream._reason
     assert reason is not None
     why = reason.kind if reason.matched is None else f"{reason.kind} ({reason.matched!r})"
     return StreamFinishedError(f"the stream has finished ({why}); it takes no more tokens")
@@ -272,8 +266,8 @@ def _end(stream: Stream, hold: Hashable, count: int, held: str, tail: str) -> tu
     cut at a stop string completing in ``tail`` (unless within ``min_tokens``), else end with
     ``"length"``.
     """
-    if count >= stream._frame[5]:
-        match, _ = scan(stream._frame[1].matcher, held, tail)
+    if count >= stream._context[2]:
+        match, _ = scan(stream._context[1].matcher, held, tail)
         if match is not None:
             return _stopped(stream, hold, count, held + tail, match)
     return _record(stream, hold, "", count, _LENGTH), held + tail
@@ -281,7 +275,7 @@ def _end(stream: Stream, hold: Hashable, count: int, held: str, tail: str) -> tu
 
 def _stopped(stream: Stream, hold: Hashable, count: int, text: str, match: Match) -> tuple[Stream, str]:
     """A stop string completed: emit ``text`` up to it (or through it), nothing after it."""
-    cut = match.end if stream._frame[1].include_stop_str_in_output else match.start
+    cut = match.end if stream._context[1].include_stop_str_in_output else match.start
     return _record(stream, hold, "", count, FinishReason("stop", match.stop)), text[:cut]
 
 
@@ -291,10 +285,13 @@ def _end_on_token(
     """A stop or EOS token: the text before it is final; the token's own text only if included.
     A stop string completing in that final text comes first, and wins.
     """
-    codec, rules, old, held, _, _, _, _ = stream._frame
-    tail = delta + finish_hold(codec, hold) if rules.include_stop_str_in_output else finish_hold(codec, old)
-    ended, emitted = _end(stream, hold, count, held, tail)
-    if ended._frame[4] is _LENGTH:
+    codec, rules = stream._context[:2]
+    if rules.include_stop_str_in_output:
+        tail = delta + finish_hold(codec, hold)
+    else:
+        tail = finish_hold(codec, stream._hold)
+    ended, emitted = _end(stream, hold, count, stream._held, tail)
+    if ended._reason is _LENGTH:
         ended = _record(stream, hold, "", count, FinishReason("stop", int(token_id)))
     return ended, emitted
 
@@ -308,7 +305,7 @@ def advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
     # Most tokens meet a running stream that holds no text and leave its core hold as it is: their
     # text comes from the core's steady texts when it can neither end the stream nor start a stop
     # string. Then at most the count changes, and a function call would cost a third of this
-    # path, so that record is built here; everything else is _advance.
+    # path, so that record is built here (as _record builds it); everything else is _advance.
     quiet = stream._quiet
     if quiet is not None and type(token_id) is int:
         texts, classes, loud, size, stop_at = quiet
@@ -320,30 +317,40 @@ def advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
                 count = stream._count + 1
                 if count != stop_at:
                     new: Stream = _new(Stream)
-                    new._quiet = quiet
+                    new._context = stream._context
+                    new._hold = stream._hold
+                    new._held = ""
+                    new._reason = None
                     new._count = count
-                    new._frame = stream._frame
+                    new._quiet = quiet
                     return new, delta
     return _advance(stream, token_id)
 
 
 def _advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
-    codec, rules, old, held, reason, min_end, max_end, _ = stream._frame
-    if reason is not None:
+    if stream._reason is not None:
         raise _refuse(stream)
-    hold, delta = step_hold(codec, old, token_id)  # an ignored id past the vocabulary counts too
+    context = stream._context
+    codec, rules, min_end, max_end, idle, texts, early_quiet, late_quiet, matcher, ending = context
+    old, held = stream._hold, stream._held
+    delta = None
+    if old is idle and type(token_id) is int and 0 <= token_id < codec.vocab_size:
+        delta = texts[token_id]  # the core's fast path, as in advance
+    if delta is None:
+        hold, delta = step_hold(codec, old, token_id)  # an ignored id past the vocabulary counts too
+    else:
+        hold = old
     count = stream._count
     early = count < min_end  # one of the first min_tokens: it ends nothing, its text is not searched
     if early or max_end is not None:
         count += 1
-    matcher = rules.matcher
     if early:
         if held or (delta and not matcher.openers.isdisjoint(delta)):
             # A suffix that may start a stop string completing later is still held.
             text = held + delta
             _, held = scan(matcher, held, delta, search=False)
             delta = text[: len(text) - len(held)]
-    elif token_id in rules.ending_ids:
+    elif token_id in ending:
         return _end_on_token(stream, hold, count, delta, token_id)
     elif held or (delta and not matcher.openers.isdisjoint(delta)):
         text = held + delta
@@ -354,9 +361,19 @@ def _advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
     if count == max_end:
         ended, tail = _end(stream, hold, count, held, finish_hold(codec, hold))
         return ended, delta + tail
-    if hold is old and held == stream._frame[3] and count == stream._count:
+    if hold is old and held == stream._held and count == stream._count:
         return stream, delta
-    return _record(stream, hold, held, count), delta
+    new: Stream = _new(Stream)  # _record, written out: this is a fifth of the tokens
+    new._context = context
+    new._hold = hold
+    new._held = held
+    new._reason = None
+    new._count = count
+    if hold is not idle or held:
+        new._quiet = None
+    else:
+        new._quiet = early_quiet if count < min_end else late_quiet
+    return new, delta
 
 
 def close(stream: Stream) -> tuple[Stream, str]:
@@ -366,10 +383,10 @@ def close(stream: Stream) -> tuple[Stream, str]:
     ``min_tokens`` tokens came); without a match the stream ends with ``"length"``. Closing a
     finished stream returns it unchanged, with no text.
     """
-    codec, _, hold, held, reason, _, _, _ = stream._frame
-    if reason is not None:
+    if stream._reason is not None:
         return stream, ""
-    return _end(stream, hold, stream._count, held, finish_hold(codec, hold))
+    hold = stream._hold
+    return _end(stream, hold, stream._count, stream._held, finish_hold(stream._context[0], hold))
 
 
 def abort(stream: Stream) -> Stream:
@@ -377,15 +394,15 @@ def abort(stream: Stream) -> Stream:
 
     A finished stream is returned unchanged (it keeps its finish reason).
     """
-    if stream._frame[4] is not None:
+    if stream._reason is not None:
         return stream
-    return _record(stream, stream._frame[2], "", stream._count, _ABORT)
+    return _record(stream, stream._hold, "", stream._count, _ABORT)
 
 
 def _one_by_one(stream: Stream, ids: list[Any], begin: int, end: int) -> tuple[Stream, str]:
     texts = []
     for position in range(begin, end):
-        if stream._frame[4] is not None:
+        if stream._reason is not None:
             break
         try:
             stream, text = advance(stream, ids[position])
@@ -406,7 +423,7 @@ def _quiet_end(stream: Stream, ids: list[Any], begin: int) -> int | None:
         end = min(end, begin + max_left - 1)
     if min_left:
         return min(end, begin + min_left)
-    ending = stream._frame[1].ending_ids
+    ending = stream._context[1].ending_ids
     if ending and begin < end:
         window = ids[begin:end]
         try:
@@ -422,7 +439,8 @@ def _run(stream: Stream, ids: list[Any], begin: int, end: int) -> tuple[Stream, 
     """Tokens that cannot end the stream by themselves, fed to the core at once. Only when a stop
     string completes (or an id is invalid) are they replayed one by one, to end where that does.
     """
-    codec, rules, old, held, _, min_end, max_end, _ = stream._frame
+    codec, rules, min_end, max_end = stream._context[:4]
+    old, held = stream._hold, stream._held
     try:
         hold, delta = feed_hold(codec, old, ids if begin == 0 and end == len(ids) else ids[begin:end])
     except InvalidTokenError:
@@ -453,7 +471,7 @@ def advance_many(stream: Stream, token_ids: Iterable[int]) -> tuple[Stream, str]
     raises :class:`StreamFinishedError` if offered any id.
     """
     ids: list[Any] = token_ids if type(token_ids) is list else list(token_ids)
-    if stream._frame[4] is not None:
+    if stream._reason is not None:
         if ids:
             raise _refuse(stream)
         return stream, ""
@@ -461,7 +479,7 @@ def advance_many(stream: Stream, token_ids: Iterable[int]) -> tuple[Stream, str]
         return _one_by_one(stream, ids, 0, len(ids))
     texts = []
     position = 0
-    while position < len(ids) and stream._frame[4] is None:
+    while position < len(ids) and stream._reason is None:
         end = _quiet_end(stream, ids, position)
         if end is None:  # one by one, so that the error names the bad value where it stands
             end = len(ids)
