@@ -243,27 +243,22 @@ class DetokenizeManager:
         get = live.get
         opens = dict(batch.opens)
         closing = frozenset(batch.finished)
-        special = bool(opens or closing)  # checked per message only in a batch that has them
-        if counts is None:
-            consumed.update(uids)  # ids sent per request, in one C-level pass (see _drop)
+        special = bool(opens or closing)  # looked up per message only in a batch that has them
         why = {position: FinishReason(reason, matched) for position, reason, matched in batch.reasons}
-        one: Any = None
-        many: Sequence[int] = ()
-        cursor, count = 0, 1
-        for position, uid in enumerate(uids):
-            if counts is None:
-                one, single = ids[position], True
-            else:
-                count = counts[position]
-                many = ids[cursor : cursor + count]
-                cursor += count
-                consumed[uid] += count
-                single = count == 1
-                if single:
-                    one = many[0]
+        single = counts is None  # one id per message (an int), else a tuple of ids per message
+        messages: Sequence[Any] = ids if counts is None else _split(ids, counts)
+        if not special:  # ids sent per request, in one C-level pass (a batch with openings: per message)
+            consumed.update(uids if counts is None else _summed(uids, counts))
+        end: FinishReason | None = None
+        last: int | None = None
+        for position, (uid, tokens) in enumerate(zip(uids, messages)):
             stream = get(uid)
-            end = last = None
+            many = not single
             if special or stream is None:
+                end = last = None
+                count = len(tokens) if many else 1
+                if special:
+                    consumed[uid] += count
                 if stream is None or position in opens:
                     stream = self._first(position, uid, stream, opens.get(position), count, replies)
                     if stream is None:
@@ -271,16 +266,15 @@ class DetokenizeManager:
                         continue
                 if position in closing:
                     end = why.get(position, _SCHEDULER_LENGTH)
-                    if single:
-                        single, many = False, (one,)
-                    many, last = _split_stop_token(stream, end, many)
+                    tokens, last = _split_stop_token(stream, end, tokens if many else (tokens,))
+                    many = True
             old = stream
             try:
-                stream, text = advance(stream, one) if single else advance_many(stream, many)
+                stream, text = advance_many(stream, tokens) if many else advance(stream, tokens)
             except InvalidTokenError:
-                stream, text, error = _skipping_invalid(stream, (one,) if single else many)
+                stream, text, error = _skipping_invalid(stream, tokens if many else (tokens,))
                 replies.errors.append((position, error))
-            if end is not None and stream.finish_reason is None:
+            if end is not None and stream.finished is False:
                 stream, tail = _end_by_scheduler(stream, end, last)
                 text += tail
             if stream is not old:
@@ -486,6 +480,23 @@ def _ignores_spaces_option(tokenizer: object) -> bool:
 
 _SCHEDULER_LENGTH = FinishReason("length")
 """The reason of a request the scheduler ended without saying why."""
+
+
+def _split(ids: Sequence[int], counts: Sequence[int]) -> list[Sequence[int]]:
+    """The ids of each message (``counts[n]`` of them for message ``n``)."""
+    messages, cursor = [], 0
+    for count in counts:
+        messages.append(ids[cursor : cursor + count])
+        cursor += count
+    return messages
+
+
+def _summed(uids: Sequence[Uid], counts: Sequence[int]) -> Counter[Uid]:
+    """Ids per uid in a batch (a uid may have several messages)."""
+    summed: Counter[Uid] = Counter()
+    for uid, count in zip(uids, counts):
+        summed[uid] += count
+    return summed
 
 
 def _split_stop_token(
