@@ -476,7 +476,19 @@ def advance_many(stream: Stream, token_ids: Iterable[int]) -> tuple[Stream, str]
             raise _refuse(stream)
         return stream, ""
     if len(ids) <= SHORT_RUN:
-        return _one_by_one(stream, ids, 0, len(ids))
+        text = ""
+        for token_id in ids:
+            try:
+                stream, delta = advance(stream, token_id)
+            except InvalidTokenError as error:
+                # Every id before it was taken, and an id equal to it in value and type would have
+                # been refused too: its first occurrence as the same object is where it stands.
+                position = next(index for index, value in enumerate(ids) if value is token_id)
+                raise InvalidTokenError(error.token_id, error.vocab_size, position) from None
+            text += delta
+            if stream._reason is not None:
+                break
+        return stream, text
     texts = []
     position = 0
     while position < len(ids) and stream._reason is None:
