@@ -116,8 +116,8 @@ class Stream:
         early = late = None
         if rules.ending_ids <= codec.added_ids:
             size = min(len(codec.classes), codec.vocab_size)
-            early = (texts, codec.classes, rules.loud, size, max_end if max_end is not None else min_end)
-            late = early if max_end is not None else (texts, codec.classes, rules.loud, size, None)
+            late = (texts, codec.classes, rules.loud, size, max_end)  # None: no count to keep after min
+            early = late if max_end is not None or not min_end else (*late[:4], min_end)
         context = (codec, rules, min_end, max_end, idle, texts, early, late, rules.matcher, rules.ending_ids)
         stream: Stream = _new(Stream)
         stream._context = context
