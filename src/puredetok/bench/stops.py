@@ -12,6 +12,7 @@ __all__ = ["stops_section", "STOPS"]
 from collections.abc import Callable
 from typing import Any
 
+from puredetok.adapters.eos import eos_token_ids
 from puredetok.bench.core import feeder, stepper, trace_ids
 from puredetok.bench.timing import Result, ratio_result, repeated
 from puredetok.core import Codec, codec_for, feed, finish, start
@@ -60,14 +61,14 @@ MIN_TOKENS = 16
 """The serving rows' ``min_tokens``."""
 
 
-def serving_rules(codec: Codec, tokens: int, limit: bool) -> StopRules:
-    """The rules engines serve with: 4 stop strings, an EOS id (never in the trace), ``min_tokens``
-    and, if ``limit``, ``max_new_tokens`` (past the trace, so that the stream runs to its end).
+def serving_rules(tokenizer: Any, tokens: int, limit: bool) -> StopRules:
+    """The rules engines serve with: 4 stop strings, the tokenizer's EOS ids (never in the trace),
+    ``min_tokens`` and, if ``limit``, ``max_new_tokens`` (past the trace, so that the stream runs
+    to its end).
     """
-    eos = frozenset({codec.vocab_size - 1})
     return StopRules(
         stop=STOPS,
-        eos_token_ids=eos,
+        eos_token_ids=eos_token_ids(tokenizer),
         min_tokens=MIN_TOKENS,
         max_new_tokens=tokens + 1 if limit else None,
     )
@@ -80,8 +81,8 @@ def stops_section(tokenizer: Any, tokens: int = 20_000, repeats: int = 3) -> lis
     codec = codec_for(tokenizer)
     ids = trace_ids(tokenizer, tokens)
     only_stops = StopRules(stop=STOPS)
-    serving = serving_rules(codec, tokens, limit=False)
-    limited = serving_rules(codec, tokens, limit=True)
+    serving = serving_rules(tokenizer, tokens, limit=False)
+    limited = serving_rules(tokenizer, tokens, limit=True)
     for rules in (only_stops, serving, limited):
         _check_no_stop_fires(codec, rules, ids)
     step_name, feed_name = "core step (no stops)", f"core feed, {CHUNK} ids per call"
