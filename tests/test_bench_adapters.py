@@ -22,9 +22,12 @@ def test_the_batched_two_window_baseline_is_the_engines_algorithm_per_request() 
 
 def test_the_manager_and_memory_sections_measure_side_by_side() -> None:
     tok = tokenizer("qwen3")
-    manager, four, baseline = manager_section(tok, requests=8, steps=8)
-    assert manager.target and manager.ratio is not None and manager.ok is not None
-    assert baseline.ratio == 1.0 and four.ratio is not None
+    plain, batch, handle, four, baseline = manager_section(tok, requests=8, steps=8, repeats=2)
+    for served in (batch, handle):
+        assert served.target and served.ratio is not None and served.ok is not None
+        assert served.repeats == 2 and served.low is not None and served.high is not None
+        assert served.low <= served.ratio <= served.high
+    assert baseline.ratio == 1.0 and four.ratio is not None and plain.ratio is not None
     [held, messages, saved] = memory_section(tok, requests=500)
     assert held.ok is True and "500 live requests" in held.name
     assert saved.ok is True and "saved as bytes" in saved.name
@@ -34,4 +37,16 @@ def test_the_worker_section_drives_a_real_worker_process() -> None:
     results = worker_section(tokenizer("qwen3"), "qwen3", requests=16, rounds=5)
     names = [result.name for result in results]
     assert any("16 requests x 1 id(s)/msg" in name for name in names)
+    assert all(
+        result.ratio is not None and result.ratio > 0 for result in results if "id(s)/msg" in result.name
+    )
     assert any("round trip: p50" in name for name in names)
+
+
+def test_the_serving_rows_run_with_stops_eos_and_token_limits() -> None:
+    from puredetok.bench.stops import stops_section
+
+    rows = {row.name: row for row in stops_section(tokenizer("qwen3"), tokens=300, repeats=2)}
+    assert rows["advance, 4 stops + EOS + min_tokens"].target == "<= 1.5 x core step"
+    assert rows["advance, + max_new_tokens"].target == "<= 2.0 x core step"
+    assert all(row.repeats == 2 for row in rows.values())

@@ -765,3 +765,24 @@ def test_a_hand_back_at_any_point_gives_every_request_its_text(name: str, data: 
         valid = [token for token in sent[index] if token >= 0]
         assert texts[index] == pure_text(name, prompt, valid, params)
     assert len(first) == len(second) == 0
+
+
+@pytest.mark.parametrize("counts", [False, True])
+def test_every_message_of_a_uid_in_a_batch_with_its_opening_counts_its_ids(counts: bool) -> None:
+    """A batch that opens a request and carries more of its messages (one id each, or several)
+    counts every id for a hand-back: the drained state continues after all of them."""
+    ids = [9707, 11, 1879, 0, 198, 40, 1079, 264, 1273, 13]
+    step = 3 if counts else 1
+    chunks = [tuple(ids[n : n + step]) for n in range(0, 3 * step, step)]
+    first = manager("qwen3")
+    messages = [
+        DetokenizeMsg("r", chunk, False, Opening() if n == 0 else None) for n, chunk in enumerate(chunks)
+    ]
+    text = "".join(reply.incremental_output for reply in first.handle(messages))
+    [(uid, state, consumed)] = first.drain()
+    assert consumed == 3 * step
+    second = manager("qwen3")
+    [reply] = second.handle(
+        [DetokenizeMsg(uid, tuple(ids[consumed:]), True, Opening((), SamplingParams(), state, consumed))]
+    )
+    assert text + reply.incremental_output == tokenizer("qwen3").decode(ids, skip_special_tokens=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pickle
 from typing import Any, cast
 
-import attrs
 import numpy
 import pytest
 
@@ -23,7 +22,6 @@ from puredetok import (
     close,
     open_stream,
 )
-from puredetok.stops import stream as stops_stream
 
 IM_END, ENDOFTEXT = 151645, 151643
 
@@ -343,14 +341,19 @@ def test_streams_are_values() -> None:
     assert (stream.min_left, stream.max_left) == (0, 9)
 
 
-def test_the_record_builder_fills_every_field() -> None:
-    """The per-token path fills a fresh record's slots directly: the same record attrs would build."""
-    stream = open_stream(codec("qwen3"), StopRules(stop=["held!"]))
-    built = stops_stream._running(stream, stream.hold, "held", 2, 5)
-    assert built == Stream(stream.codec, stream.rules, stream.hold, "held", 2, 5)
-    assert attrs.asdict(built, recurse=False) == attrs.asdict(
-        Stream(stream.codec, stream.rules, stream.hold, "held", 2, 5), recurse=False
-    )
+def test_a_counting_record_is_the_record_the_constructor_builds() -> None:
+    """The per-token path builds records directly: each is the stream ``Stream(*fields)`` builds,
+    with the same future."""
+    rules = StopRules(stop=["held!"], eos_token_ids={151645}, max_new_tokens=9, min_tokens=2)
+    stream = open_stream(codec("qwen3"), rules)
+    for token_id in ids_of("Hello, world and more"):
+        stream, _ = advance(stream, token_id)
+        rebuilt = Stream(*stream.fields())
+        assert rebuilt == stream and hash(rebuilt) == hash(stream) and repr(rebuilt) == repr(stream)
+        assert (rebuilt.min_left, rebuilt.max_left) == (stream.min_left, stream.max_left)
+        assert advance_many(rebuilt, ids_of("x held!")) == advance_many(stream, ids_of("x held!"))
+    with pytest.raises(AttributeError):
+        stream.held = "x"  # type: ignore[misc]  # read-only: the point of the test
 
 
 def test_a_record_cannot_hold_text_that_starts_no_stop_string() -> None:

@@ -47,8 +47,17 @@ __all__ = [
     "step",
 ]
 
-from puredetok.core import Codec, DecodeState, TokenizerLike, codec_for, feed, finish, start, step
-from puredetok.core.saving import SavedState
+from puredetok.core import (
+    Codec,
+    DecodeState,
+    SavedState,
+    TokenizerLike,
+    codec_for,
+    feed,
+    finish,
+    start,
+    step,
+)
 from puredetok.errors import (
     CodecMismatchError,
     InvalidStateError,

@@ -33,8 +33,7 @@ from collections.abc import Iterator, Sequence
 from queue import Queue
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
-from puredetok.core import Codec, TokenizerLike, codec_for, feed, finish, start
-from puredetok.core.codec import OutOfVocab
+from puredetok.core import Codec, OutOfVocab, TokenizerLike, codec_for, feed, finish, start
 
 if TYPE_CHECKING:
 

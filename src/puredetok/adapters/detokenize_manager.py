@@ -12,7 +12,7 @@ request, in that request's reply; the rest of the batch is unaffected.
 Capacity: at most ``max_live`` requests are live at once (:data:`DEFAULT_MAX_LIVE`); past it a
 new request is refused with an error, and a live one is never evicted (engines that evicted lost
 text or crashed: SGLang issue 2812). A live record is a few hundred bytes (10,000 live requests
-hold about 3.3 MB). The memory of *ended* uids is bounded too (``remember_ended``), kept only to
+hold about 4.7 MB). The memory of *ended* uids is bounded too (``remember_ended``), kept only to
 recognise a late message for a request that has already ended; forgetting one never loses text.
 """
 
@@ -40,8 +40,7 @@ from puredetok.adapters.messages import (
     Uid,
     UserReply,
 )
-from puredetok.core import Codec, codec_for
-from puredetok.core.codec import OUT_OF_VOCAB, OutOfVocab
+from puredetok.core import OUT_OF_VOCAB, Codec, OutOfVocab, codec_for
 from puredetok.errors import InvalidTokenError
 from puredetok.stops import (
     FinishReason,
@@ -58,7 +57,7 @@ DEFAULT_REMEMBER_ENDED = 65_536
 """How many ended uids the manager remembers (to report late messages for them)."""
 
 DEFAULT_MAX_LIVE = 65_536
-"""How many requests a manager holds at once by default (about 22 MB of records at 334 B each)."""
+"""How many requests a manager holds at once by default (about 31 MB of records at 468 B each)."""
 
 CodecKey: TypeAlias = tuple[bool, bool | None, bool | None, int | None, str]
 """The decode options a codec is built for: ``(skip_special_tokens, clean_up_tokenization_spaces,
@@ -233,101 +232,87 @@ class DetokenizeManager:
     def handle_batch(self, batch: DetokenizeBatch) -> ReplyBatch:
         """:meth:`handle` column by column: what the worker runs on a frame, building no record
         per message (the replies are in the same order as the messages).
+
+        Every message takes the one path below; what only some messages need (an opening, an
+        unknown uid, the scheduler's end, an invalid id) is a branch off it.
         """
         uids, ids, counts = batch.uids, batch.token_ids, batch.counts
         replies = _Replies()
-        if counts is None and not batch.finished and not batch.opens:
-            # The decode step of running requests: one id each. Anything unusual about one
-            # message (a new or ended uid, an invalid id) goes the general way.
-            get, live, step_one = self._live.get, self._live, advance  # locals: once per message
-            append = replies.outputs.append
-            self._consumed.update(uids)  # ids sent per request, in one C-level pass (see _message)
-            for position, (uid, token_id) in enumerate(zip(uids, ids)):
-                stream = get(uid)
-                if stream is not None and type(token_id) is int:
-                    try:
-                        new, text = step_one(stream, token_id)
-                    except InvalidTokenError:
-                        pass
-                    else:
-                        if new is not stream:
-                            if new.finish_reason is None:
-                                live[uid] = new
-                            else:
-                                self._end(uid, new, position, replies)
-                        append(text)
+        append = replies.outputs.append
+        live, consumed = self._live, self._consumed
+        get = live.get
+        opens = dict(batch.opens)
+        closing = frozenset(batch.finished)
+        special = bool(opens or closing)  # looked up per message only in a batch that has them
+        why = {position: FinishReason(reason, matched) for position, reason, matched in batch.reasons}
+        single = counts is None  # one id per message (an int), else a tuple of ids per message
+        messages: Sequence[Any] = ids if counts is None else _split(ids, counts)
+        if not special:  # ids sent per request, in one C-level pass (a batch with openings: per message)
+            consumed.update(uids if counts is None else _summed(uids, counts))
+        end: FinishReason | None = None
+        last: int | None = None
+        for position, (uid, tokens) in enumerate(zip(uids, messages)):
+            stream = get(uid)
+            many = not single
+            if special or stream is None:
+                end = last = None
+                count = len(tokens) if many else 1
+                if special:
+                    consumed[uid] += count
+                if stream is None or position in opens:
+                    stream = self._first(position, uid, stream, opens.get(position), count, replies)
+                    if stream is None:
+                        append("")
                         continue
-                append(self._message(position, uid, (token_id,), None, None, replies, counted=True))
-        else:
-            opening, closing = dict(batch.opens), frozenset(batch.finished)
-            why = {position: FinishReason(reason, matched) for position, reason, matched in batch.reasons}
-            cursor = 0
-            for position, uid in enumerate(uids):
-                count = 1 if counts is None else counts[position]
-                token_ids = ids[cursor : cursor + count]
-                cursor += count
-                end = (why.get(position) or _SCHEDULER_LENGTH) if position in closing else None
-                text = self._message(position, uid, token_ids, opening.get(position), end, replies)
-                replies.outputs.append(text)
+                if position in closing:
+                    end = why.get(position, _SCHEDULER_LENGTH)
+                    tokens, last = _split_stop_token(stream, end, tokens if many else (tokens,))
+                    many = True
+            old = stream
+            try:
+                stream, text = advance_many(stream, tokens) if many else advance(stream, tokens)
+            except InvalidTokenError:
+                stream, text, error = _skipping_invalid(stream, tokens if many else (tokens,))
+                replies.errors.append((position, error))
+            if end is not None and stream.finished is False:
+                stream, tail = _end_by_scheduler(stream, end, last)
+                text += tail
+            if stream is not old:
+                if stream.finish_reason is None:
+                    live[uid] = stream
+                else:
+                    self._end(uid, stream, position, replies)
+            append(text)
         return ReplyBatch(uids, tuple(replies.outputs), tuple(replies.ended), tuple(replies.errors))
 
-    def _message(
+    def _first(
         self,
         position: int,
         uid: Uid,
-        token_ids: Sequence[int],
+        stream: Stream | None,
         opening: Opening | None,
-        end: FinishReason | None,
+        count: int,
         replies: _Replies,
-        *,
-        counted: bool = False,
-    ) -> str:
-        """One message, any message: its text; its ending and error go into ``replies``.
-
-        ``end`` is the scheduler's reason when the message ends its request (None if it does not);
-        ``counted``: its ids are already counted in the request's ids sent.
+    ) -> Stream | None:
+        """The record of a message that opens its request or names a uid that is not live: the new
+        record (stored; its ``count`` ids, already counted, counted on from the opening's
+        ``consumed``), or None with the error in ``replies`` (nothing else changed).
         """
-        stream = old = self._live.get(uid)
-        if stream is None or opening is not None:
-            first = self._first(uid, opening, stream)
-            if isinstance(first, tuple):
-                ended, message = first
-                if ended:
-                    replies.ended.append((position, None, None))
-                replies.errors.append((position, message))
-                if stream is None:
-                    self._consumed.pop(uid, None)
-                elif counted:
-                    self._consumed[uid] -= len(token_ids)
-                return ""
-            stream = first
-            assert opening is not None
-            self._consumed[uid] = opening.consumed + (len(token_ids) if counted else 0)
-        if not counted:
-            self._consumed[uid] += len(token_ids)
-        last = None
-        stopped_on = end.matched if end is not None and type(end.matched) is int else None
-        if (
-            stopped_on is not None
-            and 0 <= stopped_on < stream.codec.vocab_size
-            and token_ids
-            and token_ids[-1] == stopped_on
-        ):
-            # The scheduler stopped on this token: its text goes as a stop token's would.
-            token_ids, last = token_ids[:-1], token_ids[-1]
-        try:
-            stream, text = _advance_ids(stream, token_ids)
-        except InvalidTokenError:
-            stream, text, error = _skipping_invalid(stream, token_ids)
-            replies.errors.append((position, error))
-        if end is not None and stream.finish_reason is None:
-            stream, tail = _end_by_scheduler(stream, end, last)
-            text += tail
-        if stream.finish_reason is not None:
-            self._end(uid, stream, position, replies)
-        elif stream is not old:
-            self._live[uid] = stream
-        return text
+        first = self._opening(uid, opening, stream)
+        if isinstance(first, tuple):
+            ended, message = first
+            if ended:
+                replies.ended.append((position, None, None))
+            replies.errors.append((position, message))
+            if stream is None:
+                self._consumed.pop(uid, None)
+            else:
+                self._consumed[uid] -= count
+            return None
+        assert opening is not None
+        self._live[uid] = first
+        self._consumed[uid] = opening.consumed + count
+        return first
 
     def _end(self, uid: Uid, stream: Stream, position: int, replies: _Replies) -> None:
         """Request ``uid`` has ended with ``stream``: forget its record, note why."""
@@ -402,7 +387,7 @@ class DetokenizeManager:
             self._remember(uid, "handed back")
         return drained
 
-    def _first(self, uid: Uid, opening: Opening | None, stream: Stream | None) -> Stream | tuple[bool, str]:
+    def _opening(self, uid: Uid, opening: Opening | None, stream: Stream | None) -> Stream | tuple[bool, str]:
         """The record for a message that opens a request or names a uid that is not live (not yet
         stored), or why not: ``(finished, error)``.
         """
@@ -436,7 +421,10 @@ class DetokenizeManager:
                 f"request {uid!r}: the state is of a stream that has ended ({stream.finish_reason.kind})"
             )
         shared = self.rules(params)
-        return attrs.evolve(stream, rules=shared) if stream.rules == shared else stream
+        if stream.rules != shared:
+            return stream
+        codec, _, hold, held, min_left, max_left, reason = stream.fields()
+        return Stream(codec, shared, hold, held, min_left, max_left, reason)
 
     def _check_room(self, uid: Uid) -> None:
         if len(self._live) >= self.max_live:
@@ -494,6 +482,40 @@ _SCHEDULER_LENGTH = FinishReason("length")
 """The reason of a request the scheduler ended without saying why."""
 
 
+def _split(ids: Sequence[int], counts: Sequence[int]) -> list[Sequence[int]]:
+    """The ids of each message (``counts[n]`` of them for message ``n``)."""
+    messages, cursor = [], 0
+    for count in counts:
+        messages.append(ids[cursor : cursor + count])
+        cursor += count
+    return messages
+
+
+def _summed(uids: Sequence[Uid], counts: Sequence[int]) -> Counter[Uid]:
+    """Ids per uid in a batch (a uid may have several messages)."""
+    summed: Counter[Uid] = Counter()
+    for uid, count in zip(uids, counts):
+        summed[uid] += count
+    return summed
+
+
+def _split_stop_token(
+    stream: Stream, end: FinishReason, ids: Sequence[int]
+) -> tuple[Sequence[int], int | None]:
+    """A message's ids without the stop token the scheduler stopped on, if it is their last (then
+    returned as ``last``: its text goes as a stop token's would).
+    """
+    stopped_on = end.matched if type(end.matched) is int else None
+    if (
+        stopped_on is None
+        or not 0 <= stopped_on < stream.codec.vocab_size
+        or not ids
+        or ids[-1] != stopped_on
+    ):
+        return ids, None
+    return ids[:-1], ids[-1]
+
+
 def _end_by_scheduler(stream: Stream, end: FinishReason, last: int | None) -> tuple[Stream, str]:
     """The scheduler ended a running stream, for reason ``end``: the text it still holds, and the
     ended stream. A stop string found in that text ends it first (the stop layer's reason wins);
@@ -512,25 +534,9 @@ def _end_by_scheduler(stream: Stream, end: FinishReason, last: int | None) -> tu
     stream, tail = close(stream)
     assert stream.finish_reason is not None
     if stream.finish_reason.kind == "length" and end.kind != "length":
-        stream = attrs.evolve(stream, finish_reason=end)
+        codec, rules, hold, held, min_left, max_left, _ = stream.fields()
+        stream = Stream(codec, rules, hold, held, min_left, max_left, end)
     return stream, text + tail
-
-
-SHORT_RUN = 8
-"""Up to this many ids, advancing one by one is cheaper than ``advance_many`` (same result)."""
-
-
-def _advance_ids(stream: Stream, ids: Sequence[int]) -> tuple[Stream, str]:
-    """``advance_many``, by the cheaper path for the length of ``ids``."""
-    if len(ids) > SHORT_RUN:
-        return advance_many(stream, ids)
-    texts = []
-    for token_id in ids:
-        if stream.finish_reason is not None:
-            break
-        stream, text = advance(stream, token_id)
-        texts.append(text)
-    return stream, "".join(texts)
 
 
 def _skipping_invalid(stream: Stream, ids: Sequence[int]) -> tuple[Stream, str, str]:

@@ -46,9 +46,7 @@ import attrs
 from puredetok.adapters.detokenize_manager import DEFAULT_REMEMBER_ENDED, CodecKey, DetokenizeManager
 from puredetok.adapters.messages import DEFAULT_PARAMS, DetokenizeMsg, Opening, SamplingParams, Uid, UserReply
 from puredetok.adapters.trace import TraceEvent
-from puredetok.core import Codec
-from puredetok.core.codec import ID_LIMIT
-from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules
+from puredetok.core import ID_LIMIT, Codec, clean_up_tokenization
 from puredetok.stops import advance, open_stream
 
 CHECKS = ("G1", "G2", "G4")
@@ -291,7 +289,7 @@ class Replayer:
                 options["spaces_between_special_tokens"] = params.spaces_between_special_tokens
             return str(self.tokenizer.decode(every, **options))
         text = str(self.tokenizer.decode(every, skip_special_tokens=params.skip_special_tokens))
-        return apply_rules(TRANSFORMERS_RULES, text) if params.clean_up_tokenization_spaces else text
+        return clean_up_tokenization(text) if params.clean_up_tokenization_spaces else text
 
     def _continuation(self, report: RequestReport, ids: Sequence[int]) -> str:
         """Contract C: ``decode(prompt + ids)`` after its longest common prefix with ``decode(prompt)``."""

@@ -84,7 +84,7 @@ from puredetok.adapters.wire import (
     encode_batch,
     encode_frame,
 )
-from puredetok.core.codec import OutOfVocab
+from puredetok.core import OutOfVocab
 
 DEFAULT_LOCAL_BS = 4096
 """Messages drained per loop at most."""

@@ -11,10 +11,13 @@ import tracemalloc
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
+
 from puredetok.adapters.detokenize_manager import CodecKey, DetokenizeManager
 from puredetok.adapters.messages import DetokenizeBatch, DetokenizeMsg, Opening, SamplingParams
 from puredetok.bench.core import trace_ids
-from puredetok.bench.timing import Result, compare
+from puredetok.bench.stops import MIN_TOKENS, STOPS
+from puredetok.bench.timing import Result, ratio_result, repeated
 
 
 class BatchedTwoWindow:
@@ -57,33 +60,51 @@ def _steps(tokenizer: Any, requests: int, steps: int, per_message: int) -> list[
     ]
 
 
-def manager_section(tokenizer: Any, requests: int = 256, steps: int = 64) -> list[Result]:
-    """Per-token cost of the manager and of the batched two-window algorithm, same run, same ids."""
+def serving_params(steps: int) -> SamplingParams:
+    """The parameters engines serve with: 4 stop strings, the tokenizer's EOS ids (the manager's
+    default), ``min_tokens`` and ``max_new_tokens`` (past the last step: the scheduler ends each
+    request with its last message).
+    """
+    return SamplingParams(stop=STOPS, min_tokens=MIN_TOKENS, max_new_tokens=steps + 1)
+
+
+def _messages(rounds: list[list[list[int]]], params: SamplingParams) -> list[list[DetokenizeMsg]]:
+    """One list of messages per step: each request opens with its first and ends with its last."""
+    last, opening = len(rounds) - 1, Opening((), params)
+    return [
+        [
+            DetokenizeMsg(n, tuple(ids), step == last, opening if step == 0 else None)
+            for n, ids in enumerate(row)
+        ]
+        for step, row in enumerate(rounds)
+    ]
+
+
+def manager_section(tokenizer: Any, requests: int = 256, steps: int = 64, repeats: int = 3) -> list[Result]:
+    """Per-token cost of the manager (through ``handle_batch``, as the worker runs it, and through
+    ``handle``) and of the batched two-window algorithm, same run, same ids; with no parameters and
+    with the serving ones (ratios over ``repeats`` repeats).
+    """
     codecs: dict[CodecKey, Any] = {}
     DetokenizeManager(tokenizer, codecs=codecs)  # build the shared codec outside the timings
     single = _steps(tokenizer, requests, steps, 1)
     four = _steps(tokenizer, requests, steps // 4, 4)
+    serving = serving_params(steps)
 
-    def messages(rounds: list[list[list[int]]]) -> list[DetokenizeBatch]:
-        """One batch per step, as the worker receives them (built outside the timings, as the
-        two-window algorithm's token lists are).
-        """
-        last, opening = len(rounds) - 1, Opening()
-        return [
-            DetokenizeBatch.of(
-                [
-                    DetokenizeMsg(n, tuple(ids), step == last, opening if step == 0 else None)
-                    for n, ids in enumerate(row)
-                ]
-            )
-            for step, row in enumerate(rounds)
-        ]
-
-    def run_manager(batches: list[DetokenizeBatch]) -> Any:
+    def run_batches(batches: list[DetokenizeBatch]) -> Any:
         def run() -> None:
             manager = DetokenizeManager(tokenizer, codecs=codecs)
             for batch in batches:
                 manager.handle_batch(batch)
+            assert not len(manager)
+
+        return run
+
+    def run_messages(lists: list[list[DetokenizeMsg]]) -> Any:
+        def run() -> None:
+            manager = DetokenizeManager(tokenizer, codecs=codecs)
+            for messages in lists:
+                manager.handle(messages)
             assert not len(manager)
 
         return run
@@ -93,35 +114,36 @@ def manager_section(tokenizer: Any, requests: int = 256, steps: int = 64) -> lis
         for rows in single:
             engine.step([row[0] for row in rows])
 
-    tokens = requests * steps
-    best = compare(
-        [
-            ("manager", run_manager(messages(single))),
-            ("manager4", run_manager(messages(four))),
-            ("two-window", run_two_window),
-        ],
-        tokens,
-        rounds=7,
-    )
-    ratio = best["manager"] / best["two-window"]
+    # The batches are built outside the timings, as the two-window algorithm's token lists are.
+    def batches(rounds: list[list[list[int]]], params: SamplingParams) -> list[DetokenizeBatch]:
+        return [DetokenizeBatch.of(messages) for messages in _messages(rounds, params)]
+
+    names = {
+        "plain": "DetokenizeManager.handle_batch, no parameters",
+        "batch": "handle_batch, 4 stops + EOS + min/max tokens",
+        "handle": "handle (one UserReply each), the same",
+        "four": "handle_batch, the same, 4 ids per message",
+        "two": "two-window, 2 batch_decode per step",
+    }
+    runs = [
+        (names["plain"], run_batches(batches(single, SamplingParams()))),
+        (names["batch"], run_batches(batches(single, serving))),
+        (names["handle"], run_messages(_messages(single, serving))),
+        (names["four"], run_batches(batches(four, serving))),
+        (names["two"], run_two_window),
+    ]
+    samples = repeated(runs, requests * steps, 5, repeats)
+    target = "<= 0.1 x two-window (10x throughput)"
+    results = [
+        ratio_result(names["plain"], samples, names["two"]),
+        ratio_result(names["batch"], samples, names["two"], target, 0.1),
+        ratio_result(names["handle"], samples, names["two"], target, 0.1),
+        ratio_result(names["four"], samples, names["two"]),
+        ratio_result(names["two"], samples, names["two"]),
+    ]
     return [
-        Result(
-            f"DetokenizeManager, {requests} requests ({1e9 / best['manager']:,.0f} tok/s)",
-            best["manager"],
-            ratio,
-            "<= 0.1 x two-window (10x throughput)",
-            ratio <= 0.1,
-        ),
-        Result(
-            f"  same, 4 ids per message ({1e9 / best['manager4']:,.0f} tok/s)",
-            best["manager4"],
-            best["manager4"] / best["two-window"],
-        ),
-        Result(
-            f"two-window, 2 batch_decode per step ({1e9 / best['two-window']:,.0f} tok/s)",
-            best["two-window"],
-            1.0,
-        ),
+        attrs.evolve(result, name=f"{result.name} ({1e9 / result.ns_per_token:,.0f} tok/s)")
+        for result in results
     ]
 
 

@@ -1,8 +1,10 @@
-"""Side-by-side timing: interleaved repeats, best of each, so that machine noise hits all alike."""
+"""Side-by-side timing: interleaved rounds, best of each, so that machine noise hits all alike; and
+repeats of the whole, whose ratios are shown as a range (min - max).
+"""
 
 from __future__ import annotations
 
-__all__ = ["Result", "compare", "per_token_ns", "format_table", "TEXT"]
+__all__ = ["Result", "compare", "repeated", "ratio_result", "per_token_ns", "format_table", "TEXT"]
 
 import time
 from collections.abc import Callable, Sequence
@@ -20,13 +22,21 @@ TEXT = (
 
 @attrs.frozen
 class Result:
-    """One measured line: nanoseconds per token, and the target it is held to (if any)."""
+    """One measured line: nanoseconds per token, and the target it is held to (if any).
+
+    Measured over several repeats, ``ratio`` is the median one and ``low`` - ``high`` their range;
+    ``met`` says in how many of ``repeats`` the target held (``ok``: in all of them).
+    """
 
     name: str
     ns_per_token: float
     ratio: float | None = None
     target: str = ""
     ok: bool | None = None
+    low: float | None = None
+    high: float | None = None
+    met: int | None = None
+    repeats: int | None = None
 
 
 def per_token_ns(run: Callable[[], object], tokens: int, repeats: int = 5) -> float:
@@ -52,11 +62,57 @@ def compare(
     return best
 
 
+def repeated(
+    runs: Sequence[tuple[str, Callable[[], object]]], tokens: int, rounds: int, repeats: int
+) -> list[dict[str, float]]:
+    """:func:`compare`, ``repeats`` times: one dict of best ns per token per repeat."""
+    return [compare(runs, tokens, rounds) for _ in range(max(1, repeats))]
+
+
+def ratio_result(
+    name: str,
+    samples: Sequence[dict[str, float]],
+    reference: str,
+    target: str = "",
+    limit: float | None = None,
+    *,
+    label: str | None = None,
+) -> Result:
+    """The line of run ``name``: its best ns per token over the repeats, and its ratio to run
+    ``reference`` in each repeat (the median, and the range); held to ``ratio <= limit`` if given.
+    """
+    ratios = sorted(sample[name] / sample[reference] for sample in samples)
+    met = None if limit is None else sum(ratio <= limit for ratio in ratios)
+    return Result(
+        name if label is None else label,
+        min(sample[name] for sample in samples),
+        ratios[len(ratios) // 2],
+        target,
+        None if met is None else met == len(ratios),
+        ratios[0],
+        ratios[-1],
+        met,
+        len(ratios),
+    )
+
+
+def _verdict(result: Result) -> str:
+    if result.ok is None:
+        return ""
+    if result.met is None or result.repeats is None or result.met in (0, result.repeats):
+        return "  ok" if result.ok else "  MISSED"
+    return f"  ok in {result.met} of {result.repeats} repeats"
+
+
 def format_table(title: str, results: Sequence[Result]) -> str:
-    """A plain-text table of results."""
-    lines = [title, f"  {'measure':<46} {'ns/token':>10} {'ratio':>8}  target"]
+    """A plain-text table of results; a ratio measured over repeats shows its range."""
+    lines = [title, f"  {'measure':<50} {'ns/token':>10} {'ratio (range)':>14}  target"]
     for r in results:
-        ratio = "" if r.ratio is None else f"{r.ratio:.3f}"
-        verdict = "" if r.ok is None else ("  ok" if r.ok else "  MISSED")
-        lines.append(f"  {r.name:<46} {r.ns_per_token:>10.1f} {ratio:>8}  {r.target}{verdict}")
+        if r.ratio is None:
+            ratio = ""
+        elif r.low is not None and r.high is not None and r.repeats and r.repeats > 1:
+            ratio = f"{r.low:.2f}-{r.high:.2f}"
+        else:
+            ratio = f"{r.ratio:.3f}"
+        lines.append(f"  {r.name:<50} {r.ns_per_token:>10.1f} {ratio:>14}  {r.target}{_verdict(r)}")
     return "\n".join(lines)

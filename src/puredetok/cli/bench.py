@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import platform
 
 from puredetok.adapters.loading import load_tokenizer
 from puredetok.bench.core import byte_run_section, core_section
 from puredetok.bench.manager import manager_section, memory_section
-from puredetok.bench.stops import stops_section
+from puredetok.bench.stops import MIN_TOKENS, stops_section
 from puredetok.bench.timing import format_table
 from puredetok.bench.worker import worker_section
 from puredetok.cli.options import add_tokenizer_option
@@ -29,24 +30,36 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--requests", type=int, default=256, help="concurrent requests of the manager section (default: 256)"
     )
     parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="repeats of each side-by-side section; ratios are shown as their range (default: 3)",
+    )
+    parser.add_argument(
         "--no-worker", action="store_true", help="skip the worker section (it starts a process)"
     )
 
 
 def run(args: argparse.Namespace) -> int:
     """Print every section."""
-    if args.tokens < 100 or args.long < 1_000 or args.requests < 1:
-        raise ValueError("--tokens must be >= 100, --long >= 1000 and --requests >= 1")
+    if args.tokens < 100 or args.long < 1_000 or args.requests < 1 or args.repeats < 1:
+        raise ValueError("--tokens must be >= 100, --long >= 1000, --requests and --repeats >= 1")
     tokenizer = load_tokenizer(args.tokenizer)
-    print(f"puredetok bench: {args.tokenizer}, Python {platform.python_version()}, {platform.machine()}")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"puredetok bench: {args.tokenizer}, Python {platform.python_version()}, {platform.machine()}, "
+        f"{os.cpu_count()} cores, load average {load:.2f}; ratios over {args.repeats} repeats (min-max)"
+    )
     print(
         format_table(
-            "core (one stream, same trace for every line)", core_section(tokenizer, args.tokens, args.long)
+            "core (one stream, same trace for every line)",
+            core_section(tokenizer, args.tokens, args.long, args.repeats),
         )
     )
     print(
         format_table(
-            "stops (same trace, 4 stop strings that never match)", stops_section(tokenizer, args.tokens)
+            f"stops (same trace; 4 stop strings that never match; EOS id, min_tokens={MIN_TOKENS})",
+            stops_section(tokenizer, args.tokens, args.repeats),
         )
     )
     vocab = getattr(tokenizer, "backend_tokenizer", tokenizer).get_vocab(with_added_tokens=True)
@@ -57,14 +70,15 @@ def run(args: argparse.Namespace) -> int:
     print(
         format_table(
             f"manager ({args.requests} concurrent requests, one batch per step)",
-            manager_section(tokenizer, args.requests),
+            manager_section(tokenizer, args.requests, repeats=args.repeats),
         )
     )
     print(format_table("memory (tracemalloc)", memory_section(tokenizer)))
     if not args.no_worker:
         print(
             format_table(
-                "worker (a separate process, over ZeroMQ ipc://)", worker_section(tokenizer, args.tokenizer)
+                "worker (a separate process, over ZeroMQ ipc://; ratio: the in-process manager's time / its)",
+                worker_section(tokenizer, args.tokenizer),
             )
         )
     return 0

@@ -3,17 +3,31 @@
 Each is pure: it reads a :class:`~puredetok.core.codec.DecodeState` and returns a new one (or the
 same one, when nothing changed) with the text that became certain.
 
-``step_hold`` and ``finish_hold`` are ``step`` and ``finish`` on a bare hold, for a layer that
-keeps the hold in a record of its own (the stop layer's :class:`~puredetok.stops.Stream`).
+A layer that keeps the core's hold in a record of its own (the stop layer's
+:class:`~puredetok.stops.Stream`) uses the same functions on a bare hold (``step_hold``,
+``feed_hold``, ``finish_hold``) and the core's one fast path, :func:`steady`: for the hold most
+tokens leave behind, the delta of every id that leaves it so, one tuple lookup per token.
 """
 
 from __future__ import annotations
 
-__all__ = ["start", "step", "feed", "finish", "step_hold", "finish_hold", "check_token", "admit_token"]
+__all__ = [
+    "start",
+    "step",
+    "feed",
+    "finish",
+    "step_hold",
+    "feed_hold",
+    "finish_hold",
+    "steady",
+    "check_token",
+    "admit_token",
+    "BATCH",
+]
 
 import operator
 from array import array
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, SupportsIndex, cast
 
 from puredetok.core.codec import ID_LIMIT, Codec, DecodeState
@@ -73,6 +87,21 @@ def admit_token(codec: Codec, token_id: object, position: int | None = None) -> 
         raise InvalidTokenError(token_id, size, position, why=why) from None
 
 
+def steady(codec: Codec) -> tuple[Hashable, Sequence[str | None]]:
+    """The core's one fast path: ``(hold, texts)``, the steady hold (the one most tokens leave
+    behind) and, per id, the text of a step from it that leaves the hold as it is (None for an id
+    that changes it).
+
+    While a stream's hold *is* that object (identity, not equality), an id ``i`` inside the
+    vocabulary with ``texts[i]`` not None steps to the same hold with delta ``texts[i]``: one tuple
+    lookup. Every other id, or any other hold (a byte held, a prompt's echo), goes through
+    :func:`step_hold`. :func:`step` and :func:`feed` take this path; a layer above that keeps the
+    hold in a record of its own takes it too, keeping the pair beside its record.
+    """
+    decoding = codec.decoding
+    return decoding.idle, decoding.fast
+
+
 def start(codec: Codec, prompt_ids: Iterable[int] = ()) -> DecodeState:
     """A fresh stream; with ``prompt_ids``, one that continues after that prompt (contract C).
 
@@ -98,16 +127,17 @@ def step(state: DecodeState, token_id: int) -> tuple[DecodeState, str]:
     ids past it); ``state`` stays valid.
     """
     codec = state.codec
+    decoding = codec.decoding
+    old = state.hold
+    # steady, written out: a function call would cost as much as the rest of this path.
+    if old is decoding.idle and type(token_id) is int and 0 <= token_id < codec.vocab_size:
+        text = decoding.fast[token_id]
+        if text is not None:
+            return state, text
     if type(token_id) is not int or not 0 <= token_id < codec.vocab_size:
         token_id = admit_token(codec, token_id)
         if token_id >= codec.vocab_size:
             return state, ""
-    decoding = codec.decoding
-    old = state.hold
-    if old is decoding.idle:
-        text = decoding.fast[token_id]
-        if text is not None:
-            return state, text
     if type(old) is Echo:
         hold, delta = decoding.step(old.hold, token_id)
         hold, delta = consume(old, hold, delta)
@@ -140,6 +170,12 @@ def step_hold(codec: Codec, hold: Hashable, token_id: int) -> tuple[Hashable, st
 _INTS = {int}
 _INTEGER_ARRAY_CODES = frozenset("bBhHiIlLqQ")
 
+BATCH = 64
+"""From this many ids on, :func:`feed` hands them to the decoding model as one run (each decoder
+takes the run at once: one UTF-8 decode for all of its bytes, one join); below it, it takes them
+one by one on the fast path of :func:`step`, which costs less until then (the crossover measured on
+Qwen3 and Llama-2 is in docs/benchmarks.md)."""
+
 
 def _integer_vector(values: object) -> bool:
     """A NumPy integer vector (duck-typed: the core does not import NumPy)."""
@@ -147,28 +183,22 @@ def _integer_vector(values: object) -> bool:
     return kind in ("i", "u") and getattr(values, "ndim", 0) == 1
 
 
-def _checked(token_ids: Iterable[int], codec: Codec) -> list[int]:
-    """The ids as a list of ints inside the vocabulary, or :class:`InvalidTokenError` naming the
-    first bad one (ids past the vocabulary that the codec ignores are left out). A list is checked
-    in three C-level passes (types, minimum, maximum); an integer ``array.array`` or NumPy array
-    cannot hold a non-integer, so only its range is checked.
+def _as_list(token_ids: Iterable[int]) -> list[Any]:
+    """The ids as a list (an integer ``array.array`` or NumPy vector gives Python ints)."""
+    if isinstance(token_ids, array) and token_ids.typecode in _INTEGER_ARRAY_CODES:
+        return token_ids.tolist()
+    if _integer_vector(token_ids):
+        vector: Any = token_ids
+        return cast(list[Any], vector.tolist())
+    return list(token_ids)
+
+
+def _checked(ids: list[Any], codec: Codec) -> list[int]:
+    """The ids as ints inside the vocabulary, or :class:`InvalidTokenError` naming the first bad
+    one (ids past the vocabulary that the codec ignores are left out). Checked in three C-level
+    passes (types, minimum, maximum) where they are all plain ints in range.
     """
     size = codec.vocab_size
-    if type(token_ids) is list:
-        ids = token_ids
-    elif isinstance(token_ids, array) and token_ids.typecode in _INTEGER_ARRAY_CODES:
-        ids = token_ids.tolist()
-        if not ids or (min(ids) >= 0 and max(ids) < size):
-            return ids
-    elif _integer_vector(token_ids):
-        vector: Any = token_ids
-        if not len(vector) or (vector.min() >= 0 and vector.max() < size):
-            return cast(list[int], vector.tolist())
-        ids = vector.tolist()
-    else:
-        ids = list(token_ids)
-    if not ids:
-        return ids
     try:
         if set(map(type, ids)) == _INTS and min(ids) >= 0 and max(ids) < size:
             return ids
@@ -178,23 +208,68 @@ def _checked(token_ids: Iterable[int], codec: Codec) -> list[int]:
     return [token_id for token_id in admitted if token_id < size]
 
 
+def _refused_at(codec: Codec, ids: list[Any], token_id: object) -> InvalidTokenError:
+    """The error for ``token_id``, naming its position in ``ids``: every id before it was taken,
+    and an id equal to it in value and type would have been refused too, so its first occurrence
+    as the same object is where it stands.
+    """
+    position = next(index for index, value in enumerate(ids) if value is token_id)
+    try:
+        admit_token(codec, token_id, position)
+    except InvalidTokenError as error:
+        return error
+    raise AssertionError(f"{token_id!r} was refused, then taken")  # pragma: no cover
+
+
 def feed(state: DecodeState, token_ids: Iterable[int]) -> tuple[DecodeState, str]:
     """Advance by several ids; the same state and text as stepping them one by one.
 
-    Every id is checked before any is decoded: on :class:`InvalidTokenError` (which names the id's
-    position) nothing has happened.
+    Raises :class:`InvalidTokenError` naming the position of the first bad id; ``state`` stays
+    valid (nothing is kept of the ids before it).
     """
     codec = state.codec
-    old = state.hold
-    ids = _checked(token_ids, codec)
-    if type(old) is Echo:
-        hold, delta = codec.decoding.feed(old.hold, ids)
-        hold, delta = consume(old, hold, delta)
+    decoding = codec.decoding
+    hold = old = state.hold
+    ids = token_ids if type(token_ids) is list else _as_list(token_ids)
+    if len(ids) >= BATCH:
+        ids = _checked(ids, codec)
+        if type(old) is Echo:
+            hold, delta = decoding.feed(old.hold, ids)
+            hold, delta = consume(old, hold, delta)
+        else:
+            hold, delta = decoding.feed(old, ids)
     else:
-        hold, delta = codec.decoding.feed(old, ids)
+        idle, fast, size = decoding.idle, decoding.fast, codec.vocab_size
+        delta = ""
+        for token_id in ids:
+            # step's path, written out (see steady): a call per id would cost more.
+            if type(token_id) is int and 0 <= token_id < size:
+                if hold is idle:
+                    text = fast[token_id]
+                    if text is None:
+                        hold, text = decoding.step(hold, token_id)
+                elif type(hold) is Echo:
+                    new, text = decoding.step(hold.hold, token_id)
+                    hold, text = consume(hold, new, text)
+                else:
+                    hold, text = decoding.step(hold, token_id)
+            else:
+                try:
+                    hold, text = step_hold(codec, hold, token_id)
+                except InvalidTokenError:
+                    raise _refused_at(codec, ids, token_id) from None
+            delta += text
     if hold is old:
         return state, delta
     return _state(codec, hold), delta
+
+
+def feed_hold(codec: Codec, hold: Hashable, token_ids: Iterable[int]) -> tuple[Hashable, str]:
+    """:func:`feed` on a bare hold: ``(new_hold, delta)``, the new hold being ``hold`` itself when
+    nothing changed. Raises :class:`InvalidTokenError` as :func:`feed` does.
+    """
+    state, delta = feed(_state(codec, hold), token_ids)
+    return state.hold, delta
 
 
 def finish(state: DecodeState) -> str:

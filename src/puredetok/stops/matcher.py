@@ -1,13 +1,17 @@
 """Stop strings in streamed text: the earliest-completing match, and what must still be held back.
 
-Both questions are answered from a short window (the held text plus the new text), never by
-rescanning the whole output: the held text is exactly the longest suffix of the output that could
-still start a stop string, so no match can begin before it.
+One matcher answers both questions: :func:`scan` runs an Aho-Corasick automaton whose state is the
+held text (the longest suffix of the output that could still start a stop string) over the new
+text only, never rescanning the output: no match can begin before the held text.
+
+:func:`find_stop` and :func:`held_from` give the same answers by their plain definitions (a search
+for each stop string, a look at each suffix). Nothing in the stop layer uses them: they are the
+oracle the tests check the automaton against (tests/test_stop_matcher.py).
 """
 
 from __future__ import annotations
 
-__all__ = ["Matcher", "Match", "Goto", "compile_stops", "find_stop", "held_from", "scan"]
+__all__ = ["Matcher", "Match", "Goto", "compile_stops", "scan", "find_stop", "held_from"]
 
 import re
 from collections import deque
@@ -29,10 +33,8 @@ class Matcher:
     prefixes: frozenset[str]
     """Every non-empty proper prefix of a stop string: the text worth holding back."""
     opener: re.Pattern[str]
-    """Finds the first character of any stop string: text without one cannot start a match (it
-    never matches when there are no stop strings)."""
-    any_stop: re.Pattern[str]
-    """Finds any stop string (it never matches when there are none)."""
+    """Finds the first character of any stop string: while nothing is held, :func:`scan` skips to
+    it (it never matches when there are no stop strings)."""
     openers: frozenset[str]
     """The first characters of the stop strings (the per-token fast check: ``isdisjoint``)."""
     longest: int
@@ -63,12 +65,9 @@ def compile_stops(stops: Iterable[str]) -> Matcher:
     prefixes = frozenset(stop[:size] for stop in distinct for size in range(1, len(stop)))
     first = sorted({stop[0] for stop in distinct})
     opener = re.compile("[" + "".join(map(re.escape, first)) + "]" if first else "(?!)")
-    any_stop = re.compile("|".join(map(re.escape, distinct)) if distinct else "(?!)")
     longest, shortest = (len(distinct[0]), len(distinct[-1])) if distinct else (0, 0)
     goto, fail, output = _automaton(distinct)
-    return Matcher(
-        tuple(distinct), prefixes, opener, any_stop, frozenset(first), longest, shortest, goto, fail, output
-    )
+    return Matcher(tuple(distinct), prefixes, opener, frozenset(first), longest, shortest, goto, fail, output)
 
 
 def _automaton(stops: list[str]) -> tuple[dict[str, dict[str, str]], dict[str, str], dict[str, str]]:
@@ -140,18 +139,33 @@ def held_from(matcher: Matcher, text: str) -> int:
     return len(text)
 
 
-def scan(matcher: Matcher, held: str, text: str) -> tuple[Match | None, str]:
-    """Run ``text`` through the automaton from the state ``held``.
+SKIP = 8
+"""While its state is ``""``, :func:`scan` skips to the next character that starts a stop string
+with one regular-expression search when more than this many characters are left: a search costs
+about as much as this many steps of the automaton (see docs/benchmarks.md)."""
+
+
+def scan(matcher: Matcher, held: str, text: str, search: bool = True) -> tuple[Match | None, str]:
+    """Run ``text`` through the automaton from the state ``held`` (``""`` or a proper prefix of a
+    stop string: what the stream holds).
 
     Returns the earliest-completing match in ``held + text`` (positions in that string; it ends
     inside ``text``) and ``""``, or no match and the new state: the longest suffix of
-    ``held + text`` that is a prefix of a stop string, which is what must be held back. The same
-    answers as :func:`find_stop` and :func:`held_from`, in one pass over ``text`` alone.
+    ``held + text`` that is a proper prefix of a stop string, which is what must be held back.
+    With ``search=False`` (text that must not be searched: within ``min_tokens``) no match is
+    reported, only the new state. The same answers as :func:`find_stop` and :func:`held_from`, in
+    one pass over ``text`` alone.
     """
     goto, fail, output = matcher.goto, matcher.fail, matcher.output
-    state, end = held, len(held)
-    for char in text:
-        end += 1
+    state, index, size = held, 0, len(text)
+    while index < size:
+        if not state and size - index > SKIP:
+            found = matcher.opener.search(text, index)
+            if found is None:
+                return None, ""
+            index = found.start()
+        char = text[index]
+        index += 1
         while True:
             child = goto[state].get(char)
             if child is not None:
@@ -160,7 +174,11 @@ def scan(matcher: Matcher, held: str, text: str) -> tuple[Match | None, str]:
             if not state:
                 break
             state = fail[state]
-        stop = output.get(state)
-        if stop is not None:
-            return Match(stop, end - len(stop), end), ""
+        if search:
+            stop = output.get(state)
+            if stop is not None:
+                end = len(held) + index
+                return Match(stop, end - len(stop), end), ""
+    while state and not goto[state]:  # a whole stop string, not searched: its longest proper part
+        state = fail[state]
     return None, state

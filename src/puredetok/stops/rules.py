@@ -10,7 +10,7 @@ from typing import Any, Literal, SupportsIndex, cast
 
 import attrs
 
-from puredetok.core.classes import ADDED, ALL_CLASSES, class_of
+from puredetok.core import ADDED, ALL_CLASSES, class_of
 from puredetok.stops.matcher import Matcher, compile_stops
 
 

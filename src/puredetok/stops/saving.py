@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from puredetok.core.codec import Codec
-from puredetok.core.saving import check_hold, pack, unpack
+from puredetok.core import Codec, check_hold, pack, unpack
 from puredetok.errors import InvalidStateError
 from puredetok.stops.rules import FinishReason, StopRules
 

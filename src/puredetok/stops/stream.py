@@ -4,118 +4,195 @@ Text flows in two stages. The core turns ids into certain text; this layer then 
 longest suffix of that text that could still start a stop string, and releases it as soon as it
 cannot. A stream ends on a stop token or EOS, a stop string, its token limit, :func:`close`
 (no more tokens) or :func:`abort`; after that it emits nothing and refuses tokens.
+
+The per-token path is the core's one fast path (:func:`puredetok.core.steady`) and one more
+lookup: a token whose text cannot start a stop string nor end the stream costs :func:`advance`
+about what it costs :func:`puredetok.step`, plus, while the stream counts its tokens
+(``min_tokens``, ``max_new_tokens``), a new record of six slots.
 """
 
 from __future__ import annotations
 
-__all__ = ["NO_RULES", "Stream", "open_stream", "advance", "advance_many", "close", "abort"]
+__all__ = ["NO_RULES", "Stream", "open_stream", "advance", "advance_many", "close", "abort", "SHORT_RUN"]
 
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, TypeAlias
 
-import attrs
-
-from puredetok.core.codec import Codec, DecodeState
-from puredetok.core.stream import _state, admit_token, feed, finish_hold, start, step_hold
+from puredetok.core import Codec, DecodeState, feed_hold, finish_hold, start, steady, step_hold
 from puredetok.errors import InvalidTokenError, StreamFinishedError
-from puredetok.stops.matcher import Match, find_stop, held_from, scan
+from puredetok.stops.matcher import Match, Matcher, scan
 from puredetok.stops.rules import FinishReason, StopRules
 
 NO_RULES = StopRules()
 """The default rules: no stop strings, no stop or EOS tokens, no limits."""
 _LENGTH = FinishReason("length")
 _ABORT = FinishReason("abort")
-_Quiet: TypeAlias = tuple[Sequence[str | None], tuple[int, ...], tuple[bool, ...], int]
+_UNSET: Any = object()
+_new = object.__new__
+
+_Quiet: TypeAlias = tuple[Sequence[str | None], tuple[int, ...], tuple[bool, ...], int, "int | None"]
+"""The per-token path's tables: the core's steady texts (:func:`puredetok.core.steady`), the
+codec's per-id summaries, the rules' verdict per summary, how many ids these cover, and the count
+at which the path must hand over to :func:`_advance` (the token limit, or the end of
+``min_tokens`` when nothing else needs a count; None when the stream does not count its tokens)."""
+
+_Context: TypeAlias = tuple[
+    Codec,
+    StopRules,
+    int,
+    "int | None",
+    Hashable,
+    Sequence["str | None"],
+    "_Quiet | None",
+    "_Quiet | None",
+    Matcher,
+    frozenset[int],
+]
+"""What a stream keeps from its opening to its end, shared by all its records: ``(codec, rules,
+min_end, max_end, idle, texts, early, late, matcher, ending_ids)``. ``min_end`` and ``max_end``
+are the counts at which ``min_tokens`` and ``max_new_tokens`` are reached; ``idle`` and ``texts``
+the core's fast path; ``early`` and ``late`` the per-token tables while fewer than ``min_end``
+tokens were counted and after (None when an ending id is not an added token, which the per-id
+summaries cannot tell apart); ``matcher`` and ``ending_ids`` the rules'."""
 
 
-class _Storage:
-    """The slots of a :class:`Stream`, without its frozen ``__setattr__`` (see :func:`_record`)."""
-
-    __slots__ = (
-        "codec",
-        "rules",
-        "hold",
-        "held",
-        "min_left",
-        "max_left",
-        "finish_reason",
-        "tables",
-        "quiet",
-        "__weakref__",
-    )
-    codec: Codec
-    rules: StopRules
-    hold: Hashable
-    held: str
-    min_left: int
-    max_left: int | None
-    finish_reason: FinishReason | None
-    tables: _Quiet | None
-    quiet: _Quiet | None
-
-
-@attrs.frozen
-class Stream(_Storage):
+class Stream:
     """One request's stream: its codec, its :class:`StopRules`, the core's hold and the stop state.
 
-    Immutable and hashable; its size is bounded (the held text is shorter than the longest stop
-    string, and the core's hold is bounded by the core). It travels without its codec:
-    :meth:`to_bytes` is a few dozen bytes, and a pickled stream unpickles as a
+    ``Stream(codec, rules, hold, held, min_left, max_left, finish_reason)`` builds one (every field
+    after ``rules`` has a default: a fresh stream's); :func:`open_stream` is the usual way.
+
+    Immutable (its fields are read-only), hashable; its size is bounded (the held text is shorter
+    than the longest stop string, and the core's hold is bounded by the core). It travels without
+    its codec: :meth:`to_bytes` is a few dozen bytes, and a pickled stream unpickles as a
     :class:`~puredetok.stops.saving.SavedStream` to resume with the codec. Like the core's state, it
     holds only what decides its future: two streams that compare equal continue identically.
+
+    A stream that counts its tokens is a new record on every token, so the record is six private
+    slots, filled by this module only (an object and six stores, no constructor call): what the
+    stream keeps from start to end (one tuple, shared by all its records), the core's hold, the
+    held text, the finish reason, a count of tokens, and the tables of the per-token path. See
+    docs/benchmarks.md.
     """
 
-    codec: Codec
-    """How the request's tokens decode."""
-    rules: StopRules
-    """The request's stop rules."""
-    hold: Hashable = attrs.field(
-        default=attrs.Factory(lambda self: self.codec.decoding.initial, takes_self=True)
-    )
-    """The core's hold after the last token consumed (see :attr:`decode`): after a prompt, it
-    carries what of the prompt's text the output may still repeat, so that it never is."""
-    held: str = ""
-    """Text the core has released but this layer holds: the longest suffix that could still start a
-    stop string (always shorter than the longest stop string; empty once finished)."""
-    min_left: int = attrs.field(default=attrs.Factory(lambda self: self.rules.min_tokens, takes_self=True))
-    """Generated tokens still to come before stops apply (counts down from ``min_tokens`` to 0)."""
-    max_left: int | None = attrs.field(
-        default=attrs.Factory(lambda self: self.rules.max_new_tokens, takes_self=True)
-    )
-    """Tokens left before the stream ends with ``"length"`` (counts down from ``max_new_tokens``;
-    None without a limit)."""
-    finish_reason: FinishReason | None = None
-    """Why the stream ended, or None while it runs."""
-    tables: _Quiet | None = attrs.field(init=False, eq=False, repr=False)
-    """Derived: the core's fast texts, the codec's per-id summaries and the rules' verdict per
-    summary; None when an ending id is not an added token (the summaries cannot tell it apart)."""
-    quiet: _Quiet | None = attrs.field(init=False, eq=False, repr=False)
-    """Derived: :attr:`tables` while the stream is in its steady state (running, the core idle,
-    nothing held, no token count to keep), when :func:`advance` can return a quiet token's text
-    without building anything; None otherwise."""
+    __slots__ = ("_context", "_hold", "_held", "_reason", "_count", "_quiet", "__weakref__")
+    _context: _Context
+    _hold: Hashable
+    _held: str
+    _reason: FinishReason | None
+    _count: int
+    """Tokens counted (only while ``min_tokens`` or ``max_new_tokens`` needs a count)."""
+    _quiet: _Quiet | None
+    """The per-token path's tables while the stream runs, its core hold steady and no text held."""
 
-    def __attrs_post_init__(self) -> None:
-        codec, rules = self.codec, self.rules
-        if self.held and self.held not in rules.matcher.prefixes:
-            raise ValueError(f"held text {self.held!r} is not a proper prefix of a stop string")
-        if self.hold == codec.decoding.idle:  # the core's fast path tests identity, not equality
-            object.__setattr__(self, "hold", codec.decoding.idle)
-        tables = _tables(codec, rules)
-        object.__setattr__(self, "tables", tables)
-        steady = self.finish_reason is None and _steady(
-            codec, self.hold, self.held, self.min_left, self.max_left
-        )
-        object.__setattr__(self, "quiet", tables if steady else None)
+    def __new__(
+        cls,
+        codec: Codec,
+        rules: StopRules,
+        hold: Hashable = _UNSET,
+        held: str = "",
+        min_left: int = _UNSET,
+        max_left: int | None = _UNSET,
+        finish_reason: FinishReason | None = None,
+    ) -> Stream:
+        """A stream with these fields (``min_left`` and ``max_left`` default to the rules'
+        ``min_tokens`` and ``max_new_tokens``, ``hold`` to a fresh stream's); raises ``TypeError``
+        for a codec or rules of another type and ``ValueError`` for held text that starts no stop
+        string.
+        """
+        if not isinstance(codec, Codec):
+            raise TypeError(f"codec must be a Codec, got {type(codec).__name__}")
+        if not isinstance(rules, StopRules):
+            raise TypeError(f"rules must be a StopRules, got {type(rules).__name__}")
+        if held and held not in rules.matcher.prefixes:
+            raise ValueError(f"held text {held!r} is not a proper prefix of a stop string")
+        idle, texts = steady(codec)
+        if hold is _UNSET:
+            hold = codec.decoding.initial
+        elif hold == idle:  # the core's fast path tests identity, not equality
+            hold = idle
+        min_end = rules.min_tokens if min_left is _UNSET else min_left
+        max_end = rules.max_new_tokens if max_left is _UNSET else max_left
+        early = late = None
+        if rules.ending_ids <= codec.added_ids:
+            size = min(len(codec.classes), codec.vocab_size)
+            late = (texts, codec.classes, rules.loud, size, max_end)  # None: no count to keep after min
+            early = late if max_end is not None or not min_end else (*late[:4], min_end)
+        context = (codec, rules, min_end, max_end, idle, texts, early, late, rules.matcher, rules.ending_ids)
+        stream: Stream = _new(Stream)
+        stream._context = context
+        return _record(stream, hold, held, 0, finish_reason)
 
     @property
-    def decode(self) -> DecodeState:
-        """The core's state: this stream's codec and hold."""
-        return _state(self.codec, self.hold)
+    def codec(self) -> Codec:
+        """How the request's tokens decode."""
+        return self._context[0]
+
+    @property
+    def rules(self) -> StopRules:
+        """The request's stop rules."""
+        return self._context[1]
+
+    @property
+    def hold(self) -> Hashable:
+        """The core's hold after the last token consumed (see :attr:`decode`): after a prompt, it
+        carries what of the prompt's text the output may still repeat, so that it never is.
+        """
+        return self._hold
+
+    @property
+    def held(self) -> str:
+        """Text the core has released but this layer holds: the longest suffix that could still
+        start a stop string (always shorter than the longest stop string; empty once finished).
+        """
+        return self._held
+
+    @property
+    def finish_reason(self) -> FinishReason | None:
+        """Why the stream ended, or None while it runs."""
+        return self._reason
+
+    @property
+    def min_left(self) -> int:
+        """Generated tokens still to come before stops apply (counts down from ``min_tokens`` to 0)."""
+        return max(0, self._context[2] - self._count)
+
+    @property
+    def max_left(self) -> int | None:
+        """Tokens left before the stream ends with ``"length"`` (counts down from ``max_new_tokens``;
+        None without a limit).
+        """
+        end = self._context[3]
+        return None if end is None else end - self._count
 
     @property
     def finished(self) -> bool:
         """Whether the stream has ended (it then refuses tokens and emits nothing more)."""
-        return self.finish_reason is not None
+        return self._reason is not None
+
+    @property
+    def decode(self) -> DecodeState:
+        """The core's state: this stream's codec and hold."""
+        return DecodeState(self._context[0], self._hold)
+
+    def fields(self) -> tuple[Codec, StopRules, Hashable, str, int, int | None, FinishReason | None]:
+        """``(codec, rules, hold, held, min_left, max_left, finish_reason)``: what the stream is
+        (``Stream(*stream.fields()) == stream``).
+        """
+        context = self._context
+        return (context[0], context[1], self._hold, self._held, self.min_left, self.max_left, self._reason)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Stream):
+            return NotImplemented
+        return self is other or self.fields() == other.fields()
+
+    def __hash__(self) -> int:
+        return hash(self.fields())
+
+    def __repr__(self) -> str:
+        names = ("codec", "rules", "hold", "held", "min_left", "max_left", "finish_reason")
+        return "Stream(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self.fields())) + ")"
 
     def __copy__(self) -> Stream:
         return self
@@ -148,51 +225,22 @@ class Stream(_Storage):
         return (SavedStream, (self.to_bytes(),))
 
 
-def _steady(codec: Codec, hold: Hashable, held: str, min_left: int, max_left: int | None) -> bool:
-    return hold is codec.decoding.idle and not held and not min_left and max_left is None
-
-
-def _running(stream: Stream, hold: Hashable, held: str, min_left: int, max_left: int | None) -> Stream:
-    """``stream``, running on with these values."""
-    return _record(stream.codec, stream.rules, stream.tables, hold, held, min_left, max_left, None)
-
-
 def _record(
-    codec: Codec,
-    rules: StopRules,
-    tables: _Quiet | None,
-    hold: Hashable,
-    held: str,
-    min_left: int,
-    max_left: int | None,
-    finish_reason: FinishReason | None,
+    stream: Stream, hold: Hashable, held: str, count: int, reason: FinishReason | None = None
 ) -> Stream:
-    """The record ``Stream(codec, rules, hold, held, min_left, max_left, finish_reason)`` builds,
-    built for the per-token path: a frozen class refuses plain attribute stores, and its generated
-    ``__init__`` (or setting slots through their descriptors) costs three times as much as filling
-    a :class:`_Storage`, whose layout is the same, and then making it a :class:`Stream`.
-    """
-    storage = _Storage()
-    storage.codec = codec
-    storage.rules = rules
-    storage.hold = hold
-    storage.held = held
-    storage.min_left = min_left
-    storage.max_left = max_left
-    storage.finish_reason = finish_reason
-    storage.tables = tables
-    steady = hold is codec.decoding.idle and not held and not min_left and max_left is None
-    storage.quiet = tables if steady and finish_reason is None else None
-    storage.__class__ = Stream
-    built: Stream = storage  # type: ignore[assignment]  # it is one now (typing.cast is a call)
-    return built
-
-
-def _tables(codec: Codec, rules: StopRules) -> _Quiet | None:
-    if not rules.ending_ids <= codec.added_ids:
-        return None
-    fast = codec.decoding.fast
-    return (fast, codec.classes, rules.loud, min(len(fast), codec.vocab_size))
+    """``stream`` with these values: a new record, its six slots filled directly."""
+    context = stream._context
+    new: Stream = _new(Stream)
+    new._context = context
+    new._hold = hold
+    new._held = held
+    new._reason = reason
+    new._count = count
+    if hold is not context[4] or held or reason is not None:
+        new._quiet = None
+    else:
+        new._quiet = context[6] if count < context[2] else context[7]
+    return new
 
 
 def open_stream(codec: Codec, rules: StopRules = NO_RULES, prompt_ids: Iterable[int] = ()) -> Stream:
@@ -202,86 +250,50 @@ def open_stream(codec: Codec, rules: StopRules = NO_RULES, prompt_ids: Iterable[
     if not isinstance(codec, Codec):
         raise TypeError(f"codec must be a Codec, got {type(codec).__name__}")
     if type(prompt_ids) in (tuple, list) and not prompt_ids:
-        hold = codec.decoding.initial
-    else:
-        hold = start(codec, prompt_ids).hold
-    if hold == codec.decoding.idle:
-        hold = codec.decoding.idle
-    return _record(
-        codec, rules, _tables(codec, rules), hold, "", rules.min_tokens, rules.max_new_tokens, None
-    )
+        return Stream(codec, rules)
+    return Stream(codec, rules, start(codec, prompt_ids).hold)
 
 
 def _refuse(stream: Stream) -> StreamFinishedError:
-    reason = stream.finish_reason
+    reason = stream._reason
     assert reason is not None
     why = reason.kind if reason.matched is None else f"{reason.kind} ({reason.matched!r})"
     return StreamFinishedError(f"the stream has finished ({why}); it takes no more tokens")
 
 
-def _spent(max_left: int | None) -> int | None:
-    return None if max_left is None else max_left - 1
-
-
-def _ended(
-    stream: Stream, hold: Hashable, min_left: int, max_left: int | None, reason: FinishReason
-) -> Stream:
-    return _record(stream.codec, stream.rules, stream.tables, hold, "", min_left, max_left, reason)
-
-
-def _stopped(
-    stream: Stream, hold: Hashable, min_left: int, max_left: int | None, text: str, match: Match
-) -> tuple[Stream, str]:
-    """A stop string completed: emit ``text`` up to it (or through it), nothing after it."""
-    cut = match.end if stream.rules.include_stop_str_in_output else match.start
-    return _ended(stream, hold, min_left, max_left, FinishReason("stop", match.stop)), text[:cut]
-
-
-def _end(
-    stream: Stream, hold: Hashable, min_left: int, max_left: int | None, text: str, searched: int
-) -> tuple[Stream, str]:
-    """End the stream with its last ``text``, whose first ``searched`` characters (the held text)
-    were searched already: cut at a stop string found after them, else end with ``"length"``.
+def _end(stream: Stream, hold: Hashable, count: int, held: str, tail: str) -> tuple[Stream, str]:
+    """End the stream at ``count`` with its last text, ``held + tail`` (``held`` searched already):
+    cut at a stop string completing in ``tail`` (unless within ``min_tokens``), else end with
+    ``"length"``.
     """
-    if not min_left:
-        match = find_stop(stream.rules.matcher, text, searched)
+    if count >= stream._context[2]:
+        match, _ = scan(stream._context[1].matcher, held, tail)
         if match is not None:
-            return _stopped(stream, hold, min_left, max_left, text, match)
-    return _ended(stream, hold, min_left, max_left, _LENGTH), text
+            return _stopped(stream, hold, count, held + tail, match)
+    return _record(stream, hold, "", count, _LENGTH), held + tail
 
 
-def _end_on_token(stream: Stream, hold: Hashable, delta: str, token_id: int) -> tuple[Stream, str]:
+def _stopped(stream: Stream, hold: Hashable, count: int, text: str, match: Match) -> tuple[Stream, str]:
+    """A stop string completed: emit ``text`` up to it (or through it), nothing after it."""
+    cut = match.end if stream._context[1].include_stop_str_in_output else match.start
+    return _record(stream, hold, "", count, FinishReason("stop", match.stop)), text[:cut]
+
+
+def _end_on_token(
+    stream: Stream, hold: Hashable, count: int, delta: str, token_id: int
+) -> tuple[Stream, str]:
     """A stop or EOS token: the text before it is final; the token's own text only if included.
     A stop string completing in that final text comes first, and wins.
     """
-    held, codec = stream.held, stream.codec
-    if stream.rules.include_stop_str_in_output:
-        text = held + delta + finish_hold(codec, hold)
+    codec, rules = stream._context[:2]
+    if rules.include_stop_str_in_output:
+        tail = delta + finish_hold(codec, hold)
     else:
-        text = held + finish_hold(codec, stream.hold)
-    max_left = _spent(stream.max_left)
-    ended, emitted = _end(stream, hold, 0, max_left, text, len(held))
-    if ended.finish_reason == _LENGTH:
-        ended = _ended(stream, hold, 0, max_left, FinishReason("stop", int(token_id)))
+        tail = finish_hold(codec, stream._hold)
+    ended, emitted = _end(stream, hold, count, stream._held, tail)
+    if ended._reason is _LENGTH:
+        ended = _record(stream, hold, "", count, FinishReason("stop", int(token_id)))
     return ended, emitted
-
-
-def _early(stream: Stream, hold: Hashable, delta: str) -> tuple[Stream, str]:
-    """A token within the first ``min_tokens``: it cannot end the stream by itself, and its text is
-    not searched, but a suffix that may start a stop string completing later is still held.
-    """
-    rules, held = stream.rules, stream.held
-    matcher = rules.matcher
-    if held or (matcher.stops and matcher.opener.search(delta)):
-        text = held + delta
-        cut = held_from(matcher, text)
-        delta, held = text[:cut], text[cut:]
-    min_left, max_left = stream.min_left - 1, _spent(stream.max_left)
-    if max_left == 0:
-        tail = finish_hold(stream.codec, hold)
-        ended, tail = _end(stream, hold, min_left, max_left, held + tail, len(held))
-        return ended, delta + tail
-    return _running(stream, hold, held, min_left, max_left), delta
 
 
 def advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
@@ -290,56 +302,78 @@ def advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
     Raises :class:`InvalidTokenError` for an id outside the vocabulary and
     :class:`StreamFinishedError` once the stream has finished; ``stream`` stays valid either way.
     """
-    # Most tokens meet a quiet stream and leave it as it is: their text comes from the core's fast
-    # table when it cannot end the stream nor start a stop string. A function call would be a third
-    # of this path's cost, so the rest lives in _advance.
-    quiet = stream.quiet
+    # Most tokens meet a running stream that holds no text and leave its core hold as it is: their
+    # text comes from the core's steady texts when it can neither end the stream nor start a stop
+    # string. Then at most the count changes, and a function call would cost a third of this
+    # path, so that record is built here (as _record builds it); everything else is _advance.
+    quiet = stream._quiet
     if quiet is not None and type(token_id) is int:
-        fast, classes, loud, size = quiet
+        texts, classes, loud, size, stop_at = quiet
         if 0 <= token_id < size and not loud[classes[token_id]]:
-            delta = fast[token_id]
+            delta = texts[token_id]
             if delta is not None:
-                return stream, delta
+                if stop_at is None:
+                    return stream, delta
+                count = stream._count + 1
+                if count != stop_at:
+                    new: Stream = _new(Stream)
+                    new._context = stream._context
+                    new._hold = stream._hold
+                    new._held = ""
+                    new._reason = None
+                    new._count = count
+                    new._quiet = quiet
+                    return new, delta
     return _advance(stream, token_id)
 
 
 def _advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
-    if stream.finish_reason is not None:
+    if stream._reason is not None:
         raise _refuse(stream)
-    codec = stream.codec
-    decoding = codec.decoding
-    old = stream.hold
-    if type(token_id) is int and 0 <= token_id < codec.vocab_size:
-        delta = decoding.fast[token_id] if old is decoding.idle else None
-    else:  # an ignored id past the vocabulary still counts as a generated token
-        token_id = admit_token(codec, token_id)
-        delta = None
+    context = stream._context
+    codec, rules, min_end, max_end, idle, texts, early_quiet, late_quiet, matcher, ending = context
+    old, held = stream._hold, stream._held
+    delta = None
+    if old is idle and type(token_id) is int and 0 <= token_id < codec.vocab_size:
+        delta = texts[token_id]  # the core's fast path, as in advance
     if delta is None:
-        hold, delta = step_hold(codec, old, token_id)
+        hold, delta = step_hold(codec, old, token_id)  # an ignored id past the vocabulary counts too
     else:
         hold = old
-    if stream.min_left:
-        return _early(stream, hold, delta)
-    rules = stream.rules
-    if token_id in rules.ending_ids:
-        return _end_on_token(stream, hold, delta, token_id)
-    held = stream.held
-    matcher = rules.matcher
-    if held or (delta and not matcher.openers.isdisjoint(delta)):
+    count = stream._count
+    early = count < min_end  # one of the first min_tokens: it ends nothing, its text is not searched
+    if early or max_end is not None:
+        count += 1
+    if early:
+        if held or (delta and not matcher.openers.isdisjoint(delta)):
+            # A suffix that may start a stop string completing later is still held.
+            text = held + delta
+            _, held = scan(matcher, held, delta, search=False)
+            delta = text[: len(text) - len(held)]
+    elif token_id in ending:
+        return _end_on_token(stream, hold, count, delta, token_id)
+    elif held or (delta and not matcher.openers.isdisjoint(delta)):
         text = held + delta
         match, held = scan(matcher, held, delta)
         if match is not None:
-            return _stopped(stream, hold, 0, _spent(stream.max_left), text, match)
+            return _stopped(stream, hold, count, text, match)
         delta = text[: len(text) - len(held)]
-    max_left = stream.max_left
-    if max_left is None:
-        if hold is old and held is stream.held:
-            return stream, delta
-        return _record(codec, rules, stream.tables, hold, held, 0, None, None), delta
-    if max_left == 1:
-        ended, tail = _end(stream, hold, 0, 0, held + finish_hold(codec, hold), len(held))
+    if count == max_end:
+        ended, tail = _end(stream, hold, count, held, finish_hold(codec, hold))
         return ended, delta + tail
-    return _running(stream, hold, held, 0, max_left - 1), delta
+    if hold is old and held == stream._held and count == stream._count:
+        return stream, delta
+    new: Stream = _new(Stream)  # _record, written out: this is a fifth of the tokens
+    new._context = context
+    new._hold = hold
+    new._held = held
+    new._reason = None
+    new._count = count
+    if hold is not idle or held:
+        new._quiet = None
+    else:
+        new._quiet = early_quiet if count < min_end else late_quiet
+    return new, delta
 
 
 def close(stream: Stream) -> tuple[Stream, str]:
@@ -349,11 +383,10 @@ def close(stream: Stream) -> tuple[Stream, str]:
     ``min_tokens`` tokens came); without a match the stream ends with ``"length"``. Closing a
     finished stream returns it unchanged, with no text.
     """
-    if stream.finish_reason is not None:
+    if stream._reason is not None:
         return stream, ""
-    held, hold = stream.held, stream.hold
-    text = held + finish_hold(stream.codec, hold)
-    return _end(stream, hold, stream.min_left, stream.max_left, text, len(held))
+    hold = stream._hold
+    return _end(stream, hold, stream._count, stream._held, finish_hold(stream._context[0], hold))
 
 
 def abort(stream: Stream) -> Stream:
@@ -361,15 +394,15 @@ def abort(stream: Stream) -> Stream:
 
     A finished stream is returned unchanged (it keeps its finish reason).
     """
-    if stream.finish_reason is not None:
+    if stream._reason is not None:
         return stream
-    return _ended(stream, stream.hold, stream.min_left, stream.max_left, _ABORT)
+    return _record(stream, stream._hold, "", stream._count, _ABORT)
 
 
 def _one_by_one(stream: Stream, ids: list[Any], begin: int, end: int) -> tuple[Stream, str]:
     texts = []
     for position in range(begin, end):
-        if stream.finish_reason is not None:
+        if stream._reason is not None:
             break
         try:
             stream, text = advance(stream, ids[position])
@@ -385,11 +418,12 @@ def _quiet_end(stream: Stream, ids: list[Any], begin: int) -> int | None:
     the ``min_tokens`` threshold; None if the ids hold a value that is not even hashable.
     """
     end = len(ids)
-    if stream.max_left is not None:
-        end = min(end, begin + stream.max_left - 1)
-    if stream.min_left:
-        return min(end, begin + stream.min_left)
-    ending = stream.rules.ending_ids
+    max_left, min_left = stream.max_left, stream.min_left
+    if max_left is not None:
+        end = min(end, begin + max_left - 1)
+    if min_left:
+        return min(end, begin + min_left)
+    ending = stream._context[1].ending_ids
     if ending and begin < end:
         window = ids[begin:end]
         try:
@@ -405,25 +439,28 @@ def _run(stream: Stream, ids: list[Any], begin: int, end: int) -> tuple[Stream, 
     """Tokens that cannot end the stream by themselves, fed to the core at once. Only when a stop
     string completes (or an id is invalid) are they replayed one by one, to end where that does.
     """
+    codec, rules, min_end, max_end = stream._context[:4]
+    old, held = stream._hold, stream._held
     try:
-        decode, delta = feed(stream.decode, ids if begin == 0 and end == len(ids) else ids[begin:end])
+        hold, delta = feed_hold(codec, old, ids if begin == 0 and end == len(ids) else ids[begin:end])
     except InvalidTokenError:
         return _one_by_one(stream, ids, begin, end)
-    rules, held = stream.rules, stream.held
     matcher = rules.matcher
-    if held or (matcher.stops and matcher.opener.search(delta)):
+    count = stream._count
+    if held or (delta and not matcher.openers.isdisjoint(delta)):
         text = held + delta
-        # Searching for every stop string at once is one C-level pass; the exact (earliest
-        # completing) match only matters when there is one, and then the tokens are replayed.
-        searched_from = max(0, len(held) - matcher.longest + 1)
-        if not stream.min_left and matcher.any_stop.search(text, searched_from) is not None:
+        match, held = scan(matcher, held, delta, search=count >= min_end)
+        if match is not None:
             return _one_by_one(stream, ids, begin, end)
-        cut = held_from(matcher, text)
-        delta, held = text[:cut], text[cut:]
-    count = end - begin
-    max_left = None if stream.max_left is None else stream.max_left - count
-    min_left = stream.min_left and stream.min_left - count
-    return _running(stream, decode.hold, held, min_left, max_left), delta
+        delta = text[: len(text) - len(held)]
+    if count < min_end or max_end is not None:
+        count += end - begin
+    return _record(stream, hold, held, count), delta
+
+
+SHORT_RUN = 8
+"""Up to this many ids, :func:`advance_many` advances them one by one: handing a run to the core
+at once costs more until then (see docs/benchmarks.md)."""
 
 
 def advance_many(stream: Stream, token_ids: Iterable[int]) -> tuple[Stream, str]:
@@ -434,13 +471,27 @@ def advance_many(stream: Stream, token_ids: Iterable[int]) -> tuple[Stream, str]
     raises :class:`StreamFinishedError` if offered any id.
     """
     ids: list[Any] = token_ids if type(token_ids) is list else list(token_ids)
-    if stream.finish_reason is not None:
+    if stream._reason is not None:
         if ids:
             raise _refuse(stream)
         return stream, ""
+    if len(ids) <= SHORT_RUN:
+        text = ""
+        for token_id in ids:
+            try:
+                stream, delta = advance(stream, token_id)
+            except InvalidTokenError as error:
+                # Every id before it was taken, and an id equal to it in value and type would have
+                # been refused too: its first occurrence as the same object is where it stands.
+                position = next(index for index, value in enumerate(ids) if value is token_id)
+                raise InvalidTokenError(error.token_id, error.vocab_size, position) from None
+            text += delta
+            if stream._reason is not None:
+                break
+        return stream, text
     texts = []
     position = 0
-    while position < len(ids) and stream.finish_reason is None:
+    while position < len(ids) and stream._reason is None:
         end = _quiet_end(stream, ids, position)
         if end is None:  # one by one, so that the error names the bad value where it stands
             end = len(ids)

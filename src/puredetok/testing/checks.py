@@ -34,9 +34,7 @@ from hypothesis import HealthCheck, find
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-from puredetok.core import Codec, TokenizerLike, codec_for, start, step
-from puredetok.core.echo import continuation_text
-from puredetok.core.stream import check_token
+from puredetok.core import Codec, TokenizerLike, check_token, codec_for, continuation_text, start, step
 from puredetok.testing.detokenizers import ContinuingFactory, Detokenizer, DetokenizerFactory
 
 REPLACEMENT = "\ufffd"

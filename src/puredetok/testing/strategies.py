@@ -30,8 +30,7 @@ import attrs
 import tokenizers
 from hypothesis import strategies as st
 
-from puredetok.core.decoders.byte_level import byte_alphabet
-from puredetok.core.protocols import TokenizerLike
+from puredetok.core import TokenizerLike, byte_alphabet
 from puredetok.errors import UnsupportedTokenizerError
 
 ADVERSARIAL_TEXTS: tuple[str, ...] = (

@@ -1,0 +1,64 @@
+"""The core's one fast path through its public face (issue 13): ``steady(codec)`` is what
+``step_hold`` does from the steady hold, ``feed`` takes the same path below ``BATCH`` ids and the
+decoders' runs from there, and a bad id in a ``feed`` of any length names its position.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from helpers import TOKENIZERS, codec, id_lists
+from puredetok import InvalidTokenError
+from puredetok.core import feed, feed_hold, finish, start, steady, step, step_hold
+from puredetok.core.stream import BATCH
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+@pytest.mark.parametrize("skip", [False, True])
+@given(data=st.data())
+def test_the_steady_texts_are_what_a_step_from_the_steady_hold_gives(
+    name: str, skip: bool, data: st.DataObject
+) -> None:
+    c = codec(name, skip=skip)
+    idle, texts = steady(c)
+    assert len(texts) >= c.vocab_size
+    for token_id in data.draw(id_lists(name, max_size=20)):
+        hold, delta = step_hold(c, idle, token_id)
+        if texts[token_id] is not None:
+            assert hold is idle and delta == texts[token_id]
+        else:
+            assert hold is not idle
+
+
+@pytest.mark.parametrize("name", ["qwen3", "llama2", "distilbert_base_uncased"])
+@given(data=st.data())
+def test_feed_of_any_length_is_stepping_and_feed_hold_is_feed(name: str, data: st.DataObject) -> None:
+    c = codec(name)
+    prompt = data.draw(id_lists(name, max_size=6))
+    ids = data.draw(st.one_of(id_lists(name, max_size=8), id_lists(name, max_size=3 * BATCH)))
+    state = start(c, prompt)
+    stepped, texts = state, []
+    for token_id in ids:
+        stepped, text = step(stepped, token_id)
+        texts.append(text)
+    fed, text = feed(state, ids)
+    assert (fed, text) == (stepped, "".join(texts)) and finish(fed) == finish(stepped)
+    assert feed_hold(c, state.hold, ids) == (fed.hold, text)
+
+
+@pytest.mark.parametrize("size", [2, 5, BATCH - 1, BATCH, 2 * BATCH])
+@pytest.mark.parametrize("bad", [-1, 10**9, "7", 3.0, True, None])
+def test_a_bad_id_in_a_feed_of_any_length_names_its_position(size: int, bad: object) -> None:
+    c = codec("qwen3")
+    state = start(c)
+    ids: list[object] = [9707, 11, 1879, 0, 198, 40, 1079] * (size // 7 + 1)
+    ids = ids[:size]
+    position = size // 2
+    ids[position] = bad
+    with pytest.raises(InvalidTokenError) as raised:
+        feed(state, ids)  # type: ignore[arg-type]  # a bad id is the point of the test
+    assert raised.value.position == position and raised.value.token_id is bad
+    assert feed(state, ids[:position]) == feed(state, ids[:position])  # type: ignore[arg-type]
+    assert step(state, 9707) == feed(state, [9707])  # the state offered the bad id is still valid
