@@ -292,8 +292,9 @@ MIN_TOKENS_PROMPT = "Hello, my name is Lee, and I'm a student in the " + "colleg
 )
 def test_vllm_min_tokens_with_stop(min_tokens: int, stop: tuple[str, ...], truth: str) -> None:
     """vllm-project/vllm tests/detokenizer/test_min_tokens.py::test_min_tokens_with_stop (OPT-125m,
-    whose vocabulary and merges are GPT-2's: the same ids): prompt = the first 4 ids, the rest
-    generated. Exactly the peer's texts: within min_tokens the text is not searched for "e"."""
+    whose byte-level BPE and merges are GPT-2's: the same tokens, so the same texts): prompt = the
+    first 4 ids, the rest generated. Exactly the peer's texts: within min_tokens the text is not
+    searched for "e"."""
     ids = encode("gpt2", MIN_TOKENS_PROMPT)
     prompt, output = ids[:4], ids[4:]
     rules = StopRules(stop=stop, min_tokens=min_tokens)
@@ -688,6 +689,19 @@ def test_transformers_text_streamer_skip_prompt(seed: int, capsys: pytest.Captur
     assert printed == continuation("gpt2", prompt, output)
     if reference("gpt2", prompt + output) == reference("gpt2", prompt) + reference("gpt2", output):
         assert printed == reference("gpt2", output)
+
+
+def test_transformers_text_streamer_skip_prompt_split_character(capsys: pytest.CaptureFixture[str]) -> None:
+    """huggingface/transformers tests/generation/test_streamers.py::test_text_streamer_skip_prompt,
+    with the prompt ending inside "🌶" (GPT-2): the peer's expectation, ``decode(output)`` alone,
+    starts with U+FFFD for the character's last bytes; puredetok prints contract C's text, the
+    character whole ("🌶 is spicy"), as the prompt and output decode together (docs/conformance.md)."""
+    ids = encode("gpt2", "Hello world 🌶 is spicy")
+    cut = next(i for i in range(len(ids) - 1, 0, -1) if reference("gpt2", ids[:i]).endswith("\ufffd"))
+    fake_generate(TextStreamer(tokenizer("gpt2"), skip_prompt=True), ids[:cut], ids[cut:])
+    printed = capsys.readouterr().out[:-1]
+    assert printed == "🌶 is spicy" == continuation("gpt2", ids[:cut], ids[cut:])
+    assert reference("gpt2", ids[cut:]).startswith("\ufffd")
 
 
 def test_transformers_text_streamer_decode_kwargs(capsys: pytest.CaptureFixture[str]) -> None:
