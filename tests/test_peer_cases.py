@@ -562,11 +562,10 @@ def test_sglang_split_character_held_then_whole(name: str, count: int) -> None:
 
 def test_sglang_recovery_retreat_does_not_duplicate() -> None:
     """sgl-project/sglang test/registered/unit/managers/test_detokenizer_stream_offset.py::
-    test_recovery_retreat_does_not_duplicate: decodes "A 世�", "A 世a�", "A 世ab" over three steps
-    (a CJK character, then a split one that turns into "ab"). On real ids (Qwen3): "A 世" and a lead
-    byte, then "a" and a lead byte... the peer's table cannot come from one real tokenizer, so the
-    same shape is made of real tokens: each step ends in an incomplete byte that the next completes
-    or spoils. The client gets decode(all) once, never a duplicated character."""
+    test_recovery_retreat_does_not_duplicate: the peer's stub table ("A 世�", "A 世a�", "A 世ab")
+    is no real tokenizer's, so the same shape is built from Qwen3's real tokens: "A 世" and a lead
+    byte, then steps that each end in an incomplete character which the next step completes or
+    spoils. The client gets decode(all) once, "世" never duplicated."""
     name = "qwen3"
     table = byte_ids(name)
     steps = [
