@@ -222,6 +222,41 @@ def t5_from_spm() -> Any:
     return T5Tokenizer(vocab_file=_spm_model())
 
 
+@functools.cache
+def _byte_bpe() -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """A tiny byte-level BPE trained on the corpus, with ``<|endoftext|>`` (GPT-2's unknown token)."""
+    from tokenizers import pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator([line for line in families.CORPUS for _ in range(3)], trainer)
+    state = json.loads(tok.to_str())
+    merges = [
+        (m.split(" ")[0], m.split(" ")[1]) if isinstance(m, str) else (m[0], m[1])
+        for m in state["model"]["merges"]
+    ]
+    return dict(state["model"]["vocab"]), merges
+
+
+def whisper(*specials: str) -> Any:
+    """A Whisper tokenizer with only some of Whisper's special tokens. Without ``<|startofprev|>``
+    (or ``<|startoftranscript|>``) the name converts to the unknown token's id, ``<|endoftext|>``,
+    which transformers' prompt rule then uses."""
+    from transformers import WhisperTokenizer
+
+    vocab, merges = _byte_bpe()
+    tok = WhisperTokenizer(vocab=dict(vocab), merges=list(merges))
+    if specials:
+        tok.add_special_tokens({"additional_special_tokens": list(specials)})
+    return tok
+
+
 D = decoders
 EXACT: dict[str, Callable[[], Any]] = {
     "added_flags": added_flags,
@@ -263,6 +298,9 @@ EXACT: dict[str, Callable[[], Any]] = {
     "ctc_wrapped_no_cleanup": wrapped(synthetic.ctc, False),
     "no_decoder_wrapped_cleanup": wrapped(synthetic.no_decoder, True),
     "t5_from_sentencepiece": t5_from_spm,
+    "whisper_without_prompt_tokens": whisper,
+    "whisper_without_startofprev": lambda: whisper("<|startoftranscript|>", "<|en|>"),
+    "whisper_without_startoftranscript": lambda: whisper("<|startofprev|>", "<|en|>"),
 }
 """Configurations puredetok models exactly."""
 
@@ -397,3 +435,20 @@ def test_holes_decode_to_nothing_and_ids_past_the_vocabulary_are_ignored_when_as
     past = [3 * 0xC3, 766, 2**31, 3 * 0xA9, 10**6]
     state, text = feed(start(lenient), past)
     assert text + finish(state) == tok.decode(past, skip_special_tokens=False) == "é"
+
+
+@pytest.mark.parametrize("name", ["whisper_without_prompt_tokens", "whisper_without_startofprev"])
+def test_whisper_prompt_rule_where_the_prompt_tokens_are_missing(name: str) -> None:
+    """Without ``<|startofprev|>``, ``<|endoftext|>`` opens a prompt (its id is what the name
+    converts to); where ``<|startoftranscript|>`` is missing too, that same id also ends the prompt
+    at once, so nothing is dropped (the model once dropped the whole sequence: a needless fallback)."""
+    tok = tokenizer(name)
+    c = codec(name, True)
+    assert c.exact, c.reason
+    eot, a, b = tok.convert_tokens_to_ids(["<|endoftext|>", "a", "b"])
+    sot = tok.convert_tokens_to_ids("<|startoftranscript|>")
+    for ids in ([eot, a, b], [a, eot, b], [eot, a, sot, b], [eot, eot, a]):
+        state, text = feed(start(c), ids)
+        assert text + finish(state) == tok.decode(ids, skip_special_tokens=True), ids
+    whole = "whisper_without_prompt_tokens"
+    assert tok.decode([eot, a, b], skip_special_tokens=True) == ("ab" if name == whole else "")
