@@ -203,6 +203,13 @@ def wrapped(build: Callable[[], Tokenizer], cleanup: bool) -> Callable[[], Any]:
     return make
 
 
+def _cleanup_on(tok: Any) -> Any:
+    """The tokenizer with cleanup on, also for a BPE model (transformers skips it there unless told)."""
+    tok.clean_up_tokenization_spaces = True
+    tok.clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output = True
+    return tok
+
+
 @functools.cache
 def _spm_model() -> str:
     return str(families._train_sentencepiece("edges", 400))
@@ -215,11 +222,28 @@ def bert_generation() -> Any:
     return BertGenerationTokenizer(_spm_model())
 
 
+def _extracted() -> Any:
+    from transformers.tokenization_utils_sentencepiece import SentencePieceExtractor
+
+    return SentencePieceExtractor(_spm_model()).extract()
+
+
 def t5_from_spm() -> Any:
-    """``T5Tokenizer`` converted from a SentencePiece model trained here (Metaspace)."""
+    """``T5Tokenizer`` (Unigram, Metaspace, 100 sentinels) over the pieces and scores of a
+    SentencePiece model trained here, as transformers converts one."""
     from transformers import T5Tokenizer
 
-    return T5Tokenizer(vocab_file=_spm_model())
+    _, scores, _ = _extracted()
+    return T5Tokenizer(vocab=scores)
+
+
+def llama_from_spm() -> Any:
+    """``LlamaTokenizer`` (BPE with byte fallback, Llama's decoder chain, ``legacy=False``) over the
+    vocabulary and merges transformers extracts from a SentencePiece model trained here."""
+    from transformers import LlamaTokenizer
+
+    vocab, _, merges = _extracted()
+    return LlamaTokenizer(vocab=vocab, merges=merges)
 
 
 @functools.cache
@@ -298,6 +322,8 @@ EXACT: dict[str, Callable[[], Any]] = {
     "ctc_wrapped_no_cleanup": wrapped(synthetic.ctc, False),
     "no_decoder_wrapped_cleanup": wrapped(synthetic.no_decoder, True),
     "t5_from_sentencepiece": t5_from_spm,
+    "llama_from_sentencepiece": llama_from_spm,
+    "llama_from_sentencepiece_cleanup": lambda: _cleanup_on(llama_from_spm()),
     "whisper_without_prompt_tokens": whisper,
     "whisper_without_startofprev": lambda: whisper("<|startoftranscript|>", "<|en|>"),
     "whisper_without_startoftranscript": lambda: whisper("<|startofprev|>", "<|en|>"),
