@@ -324,6 +324,17 @@ EXACT: dict[str, Callable[[], Any]] = {
     "t5_from_sentencepiece": t5_from_spm,
     "llama_from_sentencepiece": llama_from_spm,
     "llama_from_sentencepiece_cleanup": lambda: _cleanup_on(llama_from_spm()),
+    "empty_sequence": lambda: synthetic._sentencepiece_with(D.Sequence([D.Sequence([])])),
+    "nested_sequences": lambda: synthetic._sentencepiece_with(
+        D.Sequence(
+            [
+                D.Sequence([D.Replace(SP, " "), D.ByteFallback()]),
+                D.Sequence([]),
+                D.Fuse(),
+                D.Sequence([D.Strip(" ", 1, 0)]),
+            ]
+        )
+    ),
     "whisper_without_prompt_tokens": whisper,
     "whisper_without_startofprev": lambda: whisper("<|startoftranscript|>", "<|en|>"),
     "whisper_without_startoftranscript": lambda: whisper("<|startofprev|>", "<|en|>"),
@@ -478,3 +489,11 @@ def test_whisper_prompt_rule_where_the_prompt_tokens_are_missing(name: str) -> N
         assert text + finish(state) == tok.decode(ids, skip_special_tokens=True), ids
     whole = "whisper_without_prompt_tokens"
     assert tok.decode([eot, a, b], skip_special_tokens=True) == ("ab" if name == whole else "")
+
+
+def test_an_empty_sequence_decoder_is_named() -> None:
+    """An empty ``Sequence`` (tokens joined as they are) is a family with a name, not ``""``; nested
+    sequences read as the flat chain."""
+    assert codec("empty_sequence", False).family == "Sequence([])"
+    assert codec("empty_sequence", False).reason == "exact model: Sequence([])"
+    assert codec("nested_sequences", False).family == "sentencepiece"

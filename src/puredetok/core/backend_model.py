@@ -74,5 +74,6 @@ def backend_parts(
     else:
         decoders = from_config(json.loads(backend.decoder.__getstate__()), max_byte_run=max_byte_run)
     _check_model_options(backend, decoders, suffix_undone)
-    names = "+".join(type(d).__name__ for d in decoders)
+    # An empty Sequence joins the tokens as they are: named so that the codec's reason says so.
+    names = "+".join(type(d).__name__ for d in decoders) or "Sequence([])"
     return BackendParts(vocabulary(backend, skip, by_token), decoders, names)
