@@ -497,3 +497,17 @@ def test_an_empty_sequence_decoder_is_named() -> None:
     assert codec("empty_sequence", False).family == "Sequence([])"
     assert codec("empty_sequence", False).reason == "exact model: Sequence([])"
     assert codec("nested_sequences", False).family == "sentencepiece"
+
+
+@pytest.mark.parametrize(("name", "skip"), [(n, s) for n in sorted(FALLBACK) for s in (False, True)])
+@FEW
+@given(data=st.data())
+def test_contract_c_after_long_prompts_on_the_fallback(name: str, skip: bool, data: st.DataObject) -> None:
+    """A prompt longer than the fallback's window (96 ids) primes it as a short one does."""
+    c = codec(name, skip)
+    prompt = data.draw(st.lists(st.integers(0, c.vocab_size - 1), min_size=100, max_size=160))
+    prompt += data.draw(id_lists(name, max_size=8))
+    output = data.draw(id_lists(name, max_size=12))
+    state, text = feed(start(c, prompt), output)
+    expected = continuation_text(decode(name, prompt, skip), decode(name, prompt + output, skip))
+    assert text + finish(state) == expected, (prompt, output)
