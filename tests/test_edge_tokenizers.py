@@ -100,6 +100,33 @@ def byte_level_options() -> Tokenizer:
     return tokenizer
 
 
+def byte_level_word_level() -> Tokenizer:
+    """ByteLevel over a WordLevel model (transformers' cleanup runs on it: it is not BPE), with
+    punctuation the cleanup rewrites and added tokens that are runs of whitespace (as code models
+    have)."""
+    vocab = _byte_vocab()
+    for token in ("Ġ.", "Ġ'", "'s", "n't", "Ġdo", "Ġ?", "Ġ,", "ĠĊ"):
+        vocab[token] = len(vocab)
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="Ġ"))
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_tokens([AddedToken(t, normalized=False) for t in ("  ", "\t\t", "    ", " .")])
+    tokenizer.add_special_tokens([AddedToken("<|endoftext|>", special=True)])
+    return tokenizer
+
+
+def gemma_like() -> Tokenizer:
+    """A Unigram model with byte fallback and Gemma's chain (no Strip), for transformers' cleanup."""
+    words = ["<unk>", *(f"<0x{b:02X}>" for b in range(256)), SP, f"{SP}a", "a", ".", "'", "s", "n't"]
+    words += [f"{SP}'", f"{SP}.", "?", f"{SP}do", "!", ","]
+    tokenizer = Tokenizer(models.Unigram([(w, -1.0) for w in words], 0, byte_fallback=True))
+    tokenizer.decoder = decoders.Sequence(
+        [decoders.Replace(SP, " "), decoders.ByteFallback(), decoders.Fuse()]
+    )
+    tokenizer.add_special_tokens([AddedToken("<s>", special=True), AddedToken("</s>", special=True)])
+    tokenizer.add_tokens([AddedToken(" .", normalized=False), AddedToken("<0x2E>", normalized=False)])
+    return tokenizer
+
+
 def holes() -> Tokenizer:
     """ByteLevel over a vocabulary with holes (byte b at id 3b): the decode drops the missing ids."""
     tokenizer = _byte_level(decoders.ByteLevel(), step_=3)
@@ -291,6 +318,9 @@ EXACT: dict[str, Callable[[], Any]] = {
     "byte_level_then_strip_newline": lambda: _byte_level(D.Sequence([D.ByteLevel(), D.Strip("\n", 0, 1)])),
     "strip_then_byte_level": lambda: _byte_level(D.Sequence([D.Strip("Ġ", 1, 1), D.ByteLevel()])),
     "holes": holes,
+    "byte_level_word_level_cleanup": wrapped(byte_level_word_level, True),
+    "gemma_like_unigram_cleanup": wrapped(gemma_like, True),
+    "added_flags_forced_cleanup": lambda: _cleanup_on(wrapped(added_flags, True)()),
     "empty_token": empty_token,
     "replace_shrinks": lambda: small(D.Sequence([D.ByteFallback(), D.Fuse(), D.Replace("aa", "a")])),
     "replace_swaps": lambda: small(D.Sequence([D.Fuse(), D.Replace("ab", "ba")])),
