@@ -127,6 +127,39 @@ def gemma_like() -> Tokenizer:
     return tokenizer
 
 
+class Shouting:
+    """A custom decoder written in Python (``Decoder.custom``): upper-cases every token."""
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        """Each token upper-cased."""
+        return [token.upper() for token in tokens]
+
+
+def custom_decoder() -> Tokenizer:
+    """A custom Python decoder: ``tokenizers`` cannot serialize it, so it cannot be read (it once
+    made ``codec_for`` raise the crate's pickling error instead of falling back)."""
+    tokenizer = synthetic.sentencepiece()
+    tokenizer.decoder = decoders.Decoder.custom(Shouting())
+    return tokenizer
+
+
+def custom_pre_tokenizer() -> Tokenizer:
+    """A custom Python pre-tokenizer and normalizer: encoding only, the decoder is still read."""
+    from tokenizers import pre_tokenizers
+
+    class Nothing:
+        def pre_tokenize(self, pretok: Any) -> None:
+            """Leaves the text as it is."""
+
+        def normalize(self, normalized: Any) -> None:
+            """Leaves the text as it is."""
+
+    tokenizer = synthetic.sentencepiece()
+    tokenizer.pre_tokenizer = pre_tokenizers.PreTokenizer.custom(Nothing())
+    tokenizer.normalizer = normalizers.Normalizer.custom(Nothing())
+    return tokenizer
+
+
 def holes() -> Tokenizer:
     """ByteLevel over a vocabulary with holes (byte b at id 3b): the decode drops the missing ids."""
     tokenizer = _byte_level(decoders.ByteLevel(), step_=3)
@@ -318,6 +351,7 @@ EXACT: dict[str, Callable[[], Any]] = {
     "byte_level_then_strip_newline": lambda: _byte_level(D.Sequence([D.ByteLevel(), D.Strip("\n", 0, 1)])),
     "strip_then_byte_level": lambda: _byte_level(D.Sequence([D.Strip("Ġ", 1, 1), D.ByteLevel()])),
     "holes": holes,
+    "custom_pre_tokenizer": custom_pre_tokenizer,
     "byte_level_word_level_cleanup": wrapped(byte_level_word_level, True),
     "gemma_like_unigram_cleanup": wrapped(gemma_like, True),
     "added_flags_forced_cleanup": lambda: _cleanup_on(wrapped(added_flags, True)()),
@@ -387,6 +421,7 @@ FALLBACK: dict[str, tuple[Callable[[], Any], str]] = {
     ),
     "lowercased_special": (lowercased_special, "disagrees with decode on ids [264]"),
     "bert_generation_slow": (bert_generation, "has no tokenizers backend"),
+    "custom_python_decoder": (custom_decoder, "a decoder that cannot be read"),
 }
 """Configurations puredetok does not model: the fallback, with the reason it must give."""
 
@@ -541,3 +576,11 @@ def test_contract_c_after_long_prompts_on_the_fallback(name: str, skip: bool, da
     state, text = feed(start(c, prompt), output)
     expected = continuation_text(decode(name, prompt, skip), decode(name, prompt + output, skip))
     assert text + finish(state) == expected, (prompt, output)
+
+
+def test_the_conformance_kit_reads_a_tokenizer_with_a_custom_decoder() -> None:
+    """``puredetok.testing``'s vocabulary of a tokenizer whose decoder cannot be serialized."""
+    from puredetok.testing.strategies import Vocabulary
+
+    vocabulary = Vocabulary.of(tokenizer("custom_python_decoder"))
+    assert vocabulary.size == codec("custom_python_decoder", False).vocab_size and not vocabulary.pieces
