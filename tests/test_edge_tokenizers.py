@@ -29,7 +29,7 @@ from tokenizers.decoders import Decoder
 import families
 import puredetok
 import synthetic
-from puredetok import InvalidTokenError, feed, finish, start, step
+from puredetok import InvalidTokenError, UnsupportedTokenizerError, feed, finish, start, step
 from puredetok.core import continuation_text
 from puredetok.core.decoders.byte_level import byte_alphabet
 
@@ -158,6 +158,16 @@ def custom_pre_tokenizer() -> Tokenizer:
     tokenizer.pre_tokenizer = pre_tokenizers.PreTokenizer.custom(Nothing())
     tokenizer.normalizer = normalizers.Normalizer.custom(Nothing())
     return tokenizer
+
+
+def shared_ids() -> Tokenizer:
+    """A vocabulary (as a tokenizer.json may have it) where two tokens share an id: the decode spells
+    the id as the crate's ``id_to_token`` does (the model once took the other token and fell back)."""
+    state = json.loads(Tokenizer(models.BPE(vocab={"a": 0}, merges=[])).to_str())
+    state["model"]["vocab"] = {"a": 0, "b": 1, "c": 1, " d": 3, "e": 4, "e ": 4}
+    tokenizer = Tokenizer.from_str(json.dumps(state))
+    tokenizer.decoder = decoders.Fuse()
+    return synthetic._with_added(tokenizer)
 
 
 def holes() -> Tokenizer:
@@ -351,6 +361,7 @@ EXACT: dict[str, Callable[[], Any]] = {
     "byte_level_then_strip_newline": lambda: _byte_level(D.Sequence([D.ByteLevel(), D.Strip("\n", 0, 1)])),
     "strip_then_byte_level": lambda: _byte_level(D.Sequence([D.Strip("Ġ", 1, 1), D.ByteLevel()])),
     "holes": holes,
+    "shared_ids": shared_ids,
     "custom_pre_tokenizer": custom_pre_tokenizer,
     "byte_level_word_level_cleanup": wrapped(byte_level_word_level, True),
     "gemma_like_unigram_cleanup": wrapped(gemma_like, True),
@@ -584,3 +595,20 @@ def test_the_conformance_kit_reads_a_tokenizer_with_a_custom_decoder() -> None:
 
     vocabulary = Vocabulary.of(tokenizer("custom_python_decoder"))
     assert vocabulary.size == codec("custom_python_decoder", False).vocab_size and not vocabulary.pieces
+
+
+@pytest.mark.parametrize("model", [models.BPE(), models.WordLevel(vocab={}, unk_token="<unk>")])
+@pytest.mark.parametrize("window", [False, True])
+def test_an_empty_vocabulary_is_refused_clearly(model: models.Model, window: bool) -> None:
+    """No id to decode: a clear error (it once failed deep in the build-time check's sampler)."""
+    empty = Tokenizer(model)
+    empty.decoder = decoders.ByteLevel()
+    with pytest.raises(UnsupportedTokenizerError, match="empty vocabulary"):
+        puredetok.codec_for(empty, window=window)
+
+
+def test_shared_ids_decode_as_the_crate_spells_them() -> None:
+    tok = tokenizer("shared_ids")
+    assert [tok.id_to_token(i) for i in (1, 4)] == [tok.decode([1]), tok.decode([4])]
+    state, text = feed(start(codec("shared_ids", False)), [0, 1, 4, 2, 3])
+    assert text + finish(state) == tok.decode([0, 1, 4, 2, 3])
