@@ -387,6 +387,13 @@ EXACT: dict[str, Callable[[], Any]] = {
     ),
     "bpe_suffix_multichar_after_fuse": lambda: small(D.Sequence([D.Fuse(), D.BPEDecoder("ab")])),
     "wordpiece_empty_prefix": lambda: small(D.WordPiece("", True)),
+    "replace_grows_into_its_pattern": lambda: small(D.Sequence([D.Fuse(), D.Replace("a", "aa")])),
+    "strip_more_than_the_text": lambda: small(D.Sequence([D.Fuse(), D.Strip("a", 100, 100)])),
+    "ctc_pad_is_the_delimiter": lambda: small(D.CTC("a", "a", True)),
+    "metaspace_replacement_is_a_space": lambda: small(D.Metaspace(" ", "always", True)),
+    "newline_to_metaspace_first": lambda: small(
+        D.Sequence([D.Replace("\n", SP), D.Metaspace(SP, "first", True)])
+    ),
     "wordpiece_tilde_raw": lambda: wordpiece_tilde(False),
     "wordpiece_tilde_cleanup": lambda: wordpiece_tilde(True),
     "prefix_and_suffix_undone": lambda: prefix_and_suffix(
@@ -433,6 +440,11 @@ FALLBACK: dict[str, tuple[Callable[[], Any], str]] = {
     "lowercased_special": (lowercased_special, "disagrees with decode on ids [264]"),
     "bert_generation_slow": (bert_generation, "has no tokenizers backend"),
     "custom_python_decoder": (custom_decoder, "a decoder that cannot be read"),
+    # The crate leaves an empty token empty; the model's "".replace("", "x") does not: the check sees it.
+    "replace_empty_pattern": (
+        lambda: small(D.Sequence([D.Replace("", "x"), D.Fuse()])),
+        "disagrees with decode on ids [14]: the model gives 'x', decode gives ''",
+    ),
 }
 """Configurations puredetok does not model: the fallback, with the reason it must give."""
 
