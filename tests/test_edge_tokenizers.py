@@ -18,7 +18,7 @@ import functools
 import json
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import assume, given, settings
@@ -624,3 +624,15 @@ def test_shared_ids_decode_as_the_crate_spells_them() -> None:
     assert [tok.id_to_token(i) for i in (1, 4)] == [tok.decode([1]), tok.decode([4])]
     state, text = feed(start(codec("shared_ids", False)), [0, 1, 4, 2, 3])
     assert text + finish(state) == tok.decode([0, 1, 4, 2, 3])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bad_ids_raise_and_leave_the_state_as_it_was(name: str) -> None:
+    c = codec(name, False)
+    good = list(endings(name)[:5])
+    state, before = feed(start(c), good)
+    for bad in (-1, c.vocab_size, 2**40, 1.5, "3", None, True):
+        with pytest.raises(InvalidTokenError):
+            step(state, cast(Any, bad))
+    state, after = feed(state, good)
+    assert before + after + finish(state) == decode(name, good + good, False)
