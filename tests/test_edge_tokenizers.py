@@ -170,6 +170,16 @@ def shared_ids() -> Tokenizer:
     return synthetic._with_added(tokenizer)
 
 
+def parakeet() -> Any:
+    """``ParakeetTokenizer`` (NVIDIA's CTC speech models): groups repeated ids and drops the pad (its
+    blank) in Python, then decodes with its backend (here Metaspace over the tiny vocabulary)."""
+    from transformers.models.parakeet.tokenization_parakeet import ParakeetTokenizer
+
+    backend = small(decoders.Metaspace(SP, "always", True))
+    backend.add_special_tokens([AddedToken("<pad>", special=True)])
+    return ParakeetTokenizer(tokenizer_object=backend, pad_token="<pad>")
+
+
 def holes() -> Tokenizer:
     """ByteLevel over a vocabulary with holes (byte b at id 3b): the decode drops the missing ids."""
     tokenizer = _byte_level(decoders.ByteLevel(), step_=3)
@@ -440,6 +450,7 @@ FALLBACK: dict[str, tuple[Callable[[], Any], str]] = {
     "lowercased_special": (lowercased_special, "disagrees with decode on ids [264]"),
     "bert_generation_slow": (bert_generation, "has no tokenizers backend"),
     "custom_python_decoder": (custom_decoder, "a decoder that cannot be read"),
+    "parakeet_ctc": (parakeet, "ParakeetTokenizer overrides _decode"),
     # The crate leaves an empty token empty; the model's "".replace("", "x") does not: the check sees it.
     "replace_empty_pattern": (
         lambda: small(D.Sequence([D.Replace("", "x"), D.Fuse()])),
