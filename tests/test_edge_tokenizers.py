@@ -647,3 +647,28 @@ def test_bad_ids_raise_and_leave_the_state_as_it_was(name: str) -> None:
             step(state, cast(Any, bad))
     state, after = feed(state, good)
     assert before + after + finish(state) == decode(name, good + good, False)
+
+
+@pytest.mark.parametrize("spaces", [False, True])
+@pytest.mark.parametrize("skip", [False, True])
+@FEW
+@given(data=st.data())
+def test_spaces_between_special_tokens_on_a_slow_sentencepiece_class(
+    spaces: bool, skip: bool, data: st.DataObject
+) -> None:
+    """``spaces_between_special_tokens`` reaches the slow class's decode through the codec (which
+    passes it on; transformers 5.24's SentencePiece classes ignore it), and the text agrees."""
+    tok = tokenizer("bert_generation_slow")
+    c = _spaced("bert_generation_slow", skip, spaces)
+    ids = data.draw(id_lists("bert_generation_slow"))
+    state, text = feed(start(c), ids)
+    assert text + finish(state) == tok.decode(
+        ids, skip_special_tokens=skip, spaces_between_special_tokens=spaces
+    )
+
+
+@functools.cache
+def _spaced(name: str, skip: bool, spaces: bool) -> puredetok.Codec:
+    return puredetok.codec_for(
+        tokenizer(name), skip_special_tokens=skip, spaces_between_special_tokens=spaces
+    )
