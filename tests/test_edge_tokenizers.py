@@ -571,6 +571,8 @@ def test_holes_decode_to_nothing_and_ids_past_the_vocabulary_are_ignored_when_as
     past = [3 * 0xC3, 766, 2**31, 3 * 0xA9, 10**6]
     state, text = feed(start(lenient), past)
     assert text + finish(state) == tok.decode(past, skip_special_tokens=False) == "é"
+    state, text = feed(start(lenient, [3 * 0xC3, 2**31]), [3 * 0xA9, 10**6])
+    assert text + finish(state) == "é"  # a prompt's ids past the vocabulary are ignored too
 
 
 @pytest.mark.parametrize("name", ["whisper_without_prompt_tokens", "whisper_without_startofprev"])
