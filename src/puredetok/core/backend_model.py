@@ -72,7 +72,12 @@ def backend_parts(
     if backend.decoder is None:
         decoders: list[Decoder] = [JoinWithSpaces()]
     else:
-        decoders = from_config(json.loads(backend.decoder.__getstate__()), max_byte_run=max_byte_run)
+        try:
+            state = backend.decoder.__getstate__()
+        except Exception as error:  # a custom (Python) decoder: tokenizers cannot serialize it
+            raise Unmodelled(f"a decoder that cannot be read ({error})") from error
+        decoders = from_config(json.loads(state), max_byte_run=max_byte_run)
     _check_model_options(backend, decoders, suffix_undone)
-    names = "+".join(type(d).__name__ for d in decoders)
+    # An empty Sequence joins the tokens as they are: named so that the codec's reason says so.
+    names = "+".join(type(d).__name__ for d in decoders) or "Sequence([])"
     return BackendParts(vocabulary(backend, skip, by_token), decoders, names)

@@ -310,7 +310,8 @@ def codec_for(
     decodes and its model agrees with ``tokenizer.decode`` on the build-time check; otherwise it is
     the generic fallback (``codec.exact is False``; ``codec.reason`` says why, naming the first ids
     the model got wrong if the check failed).
-    Raises :class:`UnsupportedTokenizerError` for an object that is not a tokenizer.
+    Raises :class:`UnsupportedTokenizerError` for an object that is not a tokenizer, or one with an
+    empty vocabulary.
     """
     if max_byte_run is not None and (type(max_byte_run) is not int or max_byte_run < 1):
         raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
@@ -319,6 +320,8 @@ def codec_for(
     source = _read(
         tokenizer, bool(skip_special_tokens), clean_up_tokenization_spaces, spaces_between_special_tokens
     )
+    if source.size == 0:
+        raise UnsupportedTokenizerError(f"{source.name} has an empty vocabulary: there is no id to decode")
     codec = _codec(source, max_byte_run, window)
     return ignoring_out_of_vocab(codec, tokenizer) if out_of_vocab == "ignore" else codec
 

@@ -75,6 +75,8 @@ def vocabulary(
     size = max(by_token.values(), default=-1) + 1
     tokens: list[str | None] = [None] * size
     for token, token_id in by_token.items():
+        if tokens[token_id] is not None:  # two tokens share the id: the crate spells it one way
+            token = backend.id_to_token(token_id) or token
         tokens[token_id] = token
     # The crate looks ids up in the added vocabulary first, then the model.
     for token_id, added in backend.get_added_tokens_decoder().items():

@@ -96,7 +96,11 @@ def _decoder_types(config: Any) -> Iterator[str]:
 
 def _pieces(backend: tokenizers.Tokenizer, added: set[int]) -> dict[bytes, int]:
     """Token ids by the bytes they stand for, for byte-level and byte-fallback vocabularies."""
-    types = set(_decoder_types(json.loads(backend.decoder.__getstate__()))) if backend.decoder else set()
+    try:
+        config = json.loads(backend.decoder.__getstate__()) if backend.decoder else None
+    except Exception:  # a custom (Python) decoder cannot be serialized: no byte pieces are known
+        config = None
+    types = set(_decoder_types(config))
     vocab = backend.get_vocab(with_added_tokens=False)
     pieces: dict[bytes, int] = {}
     if "ByteLevel" in types:

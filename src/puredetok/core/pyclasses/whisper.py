@@ -129,7 +129,9 @@ class WhisperPrompt:
     def step(self, hold: tuple[int, Any], token_id: int) -> tuple[tuple[int, Any], str]:
         """The prompt rule, then the chain."""
         mode, inner = hold
-        if mode == _START and token_id == self.previous:
+        # transformers cuts a prompt at the first <|startoftranscript|>: where both names are one id
+        # (both missing, both the unknown token's), a sequence that starts with it is kept whole.
+        if mode == _START and token_id == self.previous and token_id != self.start_of_transcript:
             return (_PROMPT, inner), ""
         if mode == _PROMPT:
             if token_id != self.start_of_transcript:
