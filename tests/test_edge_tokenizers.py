@@ -31,6 +31,7 @@ import puredetok
 import synthetic
 from puredetok import InvalidTokenError, UnsupportedTokenizerError, feed, finish, start, step
 from puredetok.core import continuation_text
+from puredetok.core.build import MAX_VOCAB
 from puredetok.core.decoders.byte_level import byte_alphabet
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -630,6 +631,16 @@ def test_an_empty_vocabulary_is_refused_clearly(model: models.Model, window: boo
     empty.decoder = decoders.ByteLevel()
     with pytest.raises(UnsupportedTokenizerError, match="empty vocabulary"):
         puredetok.codec_for(empty, window=window)
+
+
+@pytest.mark.parametrize("largest", [MAX_VOCAB, 2**31 - 1])
+def test_an_id_past_the_largest_supported_vocabulary_is_refused_clearly(largest: int) -> None:
+    """A codec's tables are as long as the largest id: one id near 2**31 would exhaust memory at
+    build; it is a clear error instead, at once."""
+    sparse = Tokenizer(models.WordLevel(vocab={"a": 0, "<unk>": 1, "b": largest}, unk_token="<unk>"))
+    assert sparse.decode([largest]) == "b"
+    with pytest.raises(UnsupportedTokenizerError, match=f"id of {largest:,}"):
+        puredetok.codec_for(sparse)
 
 
 def test_shared_ids_decode_as_the_crate_spells_them() -> None:

@@ -18,7 +18,7 @@ tokenizer; the fallback calls its ``decode``.
 
 from __future__ import annotations
 
-__all__ = ["codec_for"]
+__all__ = ["codec_for", "MAX_VOCAB"]
 
 import functools
 import hashlib
@@ -42,6 +42,12 @@ from puredetok.core.reading import backend_of, override, vocabulary
 from puredetok.core.verify import Oracle, check_model
 from puredetok.core.window import build_window
 from puredetok.errors import UnsupportedTokenizerError
+
+MAX_VOCAB = 1 << 24
+"""The largest vocabulary (largest id + 1) a codec is built for: 16,777,216. A codec holds
+per-id tables as long as that (the largest released vocabularies are about 260,000 ids); a
+tokenizer with a larger id gets a clear error at build instead of exhausting memory."""
+
 
 _FAMILIES = {
     "ByteLevel": "byte_level",
@@ -311,7 +317,7 @@ def codec_for(
     the generic fallback (``codec.exact is False``; ``codec.reason`` says why, naming the first ids
     the model got wrong if the check failed).
     Raises :class:`UnsupportedTokenizerError` for an object that is not a tokenizer, or one with an
-    empty vocabulary.
+    empty vocabulary or an id past :data:`MAX_VOCAB`.
     """
     if max_byte_run is not None and (type(max_byte_run) is not int or max_byte_run < 1):
         raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
@@ -322,6 +328,11 @@ def codec_for(
     )
     if source.size == 0:
         raise UnsupportedTokenizerError(f"{source.name} has an empty vocabulary: there is no id to decode")
+    if source.size > MAX_VOCAB:
+        raise UnsupportedTokenizerError(
+            f"{source.name} has an id of {source.size - 1:,}: a codec holds tables as long as the largest "
+            f"id, and ids above {MAX_VOCAB - 1:,} are not supported"
+        )
     codec = _codec(source, max_byte_run, window)
     return ignoring_out_of_vocab(codec, tokenizer) if out_of_vocab == "ignore" else codec
 
