@@ -37,6 +37,7 @@ from puredetok.adapters.messages import (
     SamplingParams,
     UserMsg,
 )
+from zmq_harness import stop_processes
 
 QWEN_EOS = 151645
 
@@ -60,15 +61,7 @@ class Site:
         return process
 
     def stop(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_processes(self.processes)
 
 
 @pytest.fixture

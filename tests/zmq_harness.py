@@ -26,6 +26,19 @@ TIMEOUT = 60.0
 """Seconds to wait for anything a worker should send (workers start in a few seconds)."""
 
 
+def stop_processes(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every process still running, then wait for each (killed after 30 s)."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def free_port() -> int:
     """A loopback TCP port that is free now."""
     with socket.socket() as probe:
@@ -141,15 +154,7 @@ class Harness:
                 pull.recv()
 
     def close(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_processes(self.processes)
         for pool in self.pools:
             pool.close()
         self.frontend.close(linger=0)
