@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import puredetok
 from helpers import TOKENIZERS
 from puredetok import (
+    InvalidTokenError,
     StopRules,
     Stream,
     StreamFinishedError,
@@ -31,6 +32,7 @@ from puredetok import (
     finish,
     open_stream,
 )
+from puredetok.stops import advance_each
 from puredetok.testing.strategies import MULTILINGUAL
 from sources import EXTRA, FALLBACKS, Source, source
 from stop_reference import expected, longest_hold
@@ -124,6 +126,67 @@ def test_streamed_text_equals_the_plain_reference_for_every_chunking(
 
     if rules.include_stop_str_in_output and isinstance(want_reason.matched, str):
         assert want_text.endswith(want_reason.matched)
+
+
+def advanced(stream: Stream, message: int | list[int]) -> tuple[Stream, str] | type[Exception]:
+    """What advancing ``stream`` by ``message`` gives, or the type of the error it raises."""
+    try:
+        return advance_many(stream, message) if isinstance(message, list) else advance(stream, message)
+    except (InvalidTokenError, StreamFinishedError) as error:
+        return type(error)
+
+
+@pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
+@given(data=st.data())
+@settings(max_examples=max(10, settings().max_examples // 2))
+def test_advancing_each_stream_at_once_is_advancing_them_in_turn(
+    name: str, skip: bool, data: st.DataObject
+) -> None:
+    """advance_each (a manager's batch: many streams, one message each, some ending their stream,
+    some invalid, some for a finished stream) gives what advance/advance_many give each in turn,
+    up to the first message that raises; that one raises for the caller."""
+    src = source(name)
+    streams = []
+    for _ in range(data.draw(st.integers(1, 4))):
+        prompt, ids, rules = data.draw(scenarios(src, skip))
+        stream, _, _ = one_by_one(open_stream(src.codec(skip), rules, prompt), ids[: len(ids) // 2])
+        streams.append((stream, ids[len(ids) // 2 :]))
+    size = src.codec(skip).vocab_size
+    bad = st.sampled_from([-1, size, size + 7, 2**40])
+    for round_ in range(data.draw(st.integers(1, 6))):
+        indices = st.sampled_from(range(len(streams)))
+        picked = data.draw(st.lists(indices, min_size=1, max_size=6, unique=True))
+        messages: list[int | list[int]] = []
+        for index in picked:
+            rest = streams[index][1]
+            one = rest[round_] if round_ < len(rest) else data.draw(st.integers(0, size - 1))
+            messages.append(
+                data.draw(
+                    st.one_of(
+                        st.just(one),
+                        st.lists(st.sampled_from([one, *rest[:12]]), max_size=10),
+                        bad,
+                        st.lists(st.one_of(st.just(one), bad), min_size=2, max_size=4),
+                    )
+                )
+            )
+        olds = [streams[index][0] for index in picked]
+        news, texts, ended = advance_each(olds, messages)
+        wants = [advanced(old, message) for old, message in zip(olds, messages)]
+        stop = next((n for n, want in enumerate(wants) if not isinstance(want, tuple)), len(wants))
+        assert len(news) == len(texts) == stop
+        assert list(zip(news, texts)) == wants[:stop]
+        assert ended == [n for n, new in enumerate(news) if new.finished]
+        if stop < len(wants):
+            assert advanced(olds[stop], messages[stop]) is wants[stop]
+        for index, new in zip(picked, news):
+            streams[index] = (new, streams[index][1])
+
+
+def test_advance_each_needs_one_message_per_stream() -> None:
+    codec = source("qwen3").codec(True)
+    with pytest.raises(ValueError, match="one message per stream"):
+        advance_each([open_stream(codec)], [1, 2])
 
 
 @pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)

@@ -48,6 +48,7 @@ from puredetok.stops import (
     Stream,
     abort,
     advance,
+    advance_each,
     advance_many,
     close,
     open_stream,
@@ -233,57 +234,102 @@ class DetokenizeManager:
         """:meth:`handle` column by column: what the worker runs on a frame, building no record
         per message (the replies are in the same order as the messages).
 
-        Every message takes the one path below; what only some messages need (an opening, an
-        unknown uid, the scheduler's end, an invalid id) is a branch off it.
+        The messages of live requests go to the stop layer in runs, all at once
+        (:func:`~puredetok.stops.advance_each`); a message that needs more (an opening, the
+        scheduler's end, an unknown uid, a second message of a uid in the run, an invalid id) ends
+        the run and takes :meth:`_one`, and the next run starts after it.
         """
-        uids, ids, counts = batch.uids, batch.token_ids, batch.counts
+        uids, counts = batch.uids, batch.counts
+        messages: Sequence[Any] = batch.token_ids if counts is None else _split(batch.token_ids, counts)
         replies = _Replies()
-        append = replies.outputs.append
-        live, consumed = self._live, self._consumed
-        get = live.get
         opens = dict(batch.opens)
         closing = frozenset(batch.finished)
-        special = bool(opens or closing)  # looked up per message only in a batch that has them
         why = {position: FinishReason(reason, matched) for position, reason, matched in batch.reasons}
-        single = counts is None  # one id per message (an int), else a tuple of ids per message
-        messages: Sequence[Any] = ids if counts is None else _split(ids, counts)
-        if not special:  # ids sent per request, in one C-level pass (a batch with openings: per message)
-            consumed.update(uids if counts is None else _summed(uids, counts))
-        end: FinishReason | None = None
-        last: int | None = None
-        for position, (uid, tokens) in enumerate(zip(uids, messages)):
-            stream = get(uid)
-            many = not single
-            if special or stream is None:
-                end = last = None
-                count = len(tokens) if many else 1
-                if special:
-                    consumed[uid] += count
-                if stream is None or position in opens:
-                    stream = self._first(position, uid, stream, opens.get(position), count, replies)
-                    if stream is None:
-                        append("")
-                        continue
-                if position in closing:
-                    end = why.get(position, _SCHEDULER_LENGTH)
-                    tokens, last = _split_stop_token(stream, end, tokens if many else (tokens,))
-                    many = True
-            old = stream
-            try:
-                stream, text = advance_many(stream, tokens) if many else advance(stream, tokens)
-            except InvalidTokenError:
-                stream, text, error = _skipping_invalid(stream, tokens if many else (tokens,))
-                replies.errors.append((position, error))
-            if end is not None and stream.finished is False:
-                stream, tail = _end_by_scheduler(stream, end, last)
-                text += tail
-            if stream is not old:
-                if stream.finish_reason is None:
-                    live[uid] = stream
-                else:
-                    self._end(uid, stream, position, replies)
-            append(text)
+        position = 0
+        for special in [*sorted(opens.keys() | closing), len(uids)]:
+            while position < special:
+                position = self._run(uids, messages, counts, position, special, replies)
+                if position < special:
+                    self._one(position, uids[position], messages[position], None, None, replies)
+                    position += 1
+            if special < len(uids):
+                end = why.get(special, _SCHEDULER_LENGTH) if special in closing else None
+                self._one(special, uids[special], messages[special], opens.get(special), end, replies)
+                position += 1
         return ReplyBatch(uids, tuple(replies.outputs), tuple(replies.ended), tuple(replies.errors))
+
+    def _run(
+        self,
+        uids: Sequence[Uid],
+        messages: Sequence[Any],
+        counts: Sequence[int] | None,
+        begin: int,
+        end: int,
+        replies: _Replies,
+    ) -> int:
+        """The messages from ``begin`` on, up to ``end`` at most, of live requests, each uid once,
+        advanced at once; returns where it stopped (a message the run cannot take).
+        """
+        live = self._live
+        run = uids[begin:end] if begin or end != len(uids) else uids
+        try:
+            streams = list(map(live.__getitem__, run))
+        except KeyError:
+            run = run[: next(n for n, uid in enumerate(run) if uid not in live)]
+            streams = list(map(live.__getitem__, run))
+        if len(set(run)) != len(run):
+            run = run[: _first_repeat(run)]
+            streams = streams[: len(run)]
+        news, texts, ended = advance_each(streams, messages[begin : begin + len(run)])
+        done = len(news)
+        taken = run if done == len(run) else run[:done]
+        live.update(zip(taken, news))
+        self._consumed.update(taken if counts is None else _summed(taken, counts[begin : begin + done]))
+        for offset in ended:
+            self._end(taken[offset], news[offset], begin + offset, replies)
+        replies.outputs += texts
+        return begin + done
+
+    def _one(
+        self,
+        position: int,
+        uid: Uid,
+        tokens: Any,
+        opening: Opening | None,
+        end: FinishReason | None,
+        replies: _Replies,
+    ) -> None:
+        """A message that needs more than a run gives: it may open its request (``opening``), end
+        it (``end``: the scheduler's reason), name a uid that is not live, or hold an invalid id.
+        """
+        many = type(tokens) is not int
+        count = len(tokens) if many else 1
+        stream = self._live.get(uid)
+        self._consumed[uid] += count
+        if stream is None or opening is not None:
+            stream = self._first(position, uid, stream, opening, count, replies)
+            if stream is None:
+                replies.outputs.append("")
+                return
+        last = None
+        if end is not None:
+            tokens, last = _split_stop_token(stream, end, tokens if many else (tokens,))
+            many = True
+        old = stream
+        try:
+            stream, text = advance_many(stream, tokens) if many else advance(stream, tokens)
+        except InvalidTokenError:
+            stream, text, error = _skipping_invalid(stream, tokens if many else (tokens,))
+            replies.errors.append((position, error))
+        if end is not None and stream.finished is False:
+            stream, tail = _end_by_scheduler(stream, end, last)
+            text += tail
+        if stream is not old:
+            if stream.finish_reason is None:
+                self._live[uid] = stream
+            else:
+                self._end(uid, stream, position, replies)
+        replies.outputs.append(text)
 
     def _first(
         self,
@@ -489,6 +535,16 @@ def _split(ids: Sequence[int], counts: Sequence[int]) -> list[Sequence[int]]:
         messages.append(ids[cursor : cursor + count])
         cursor += count
     return messages
+
+
+def _first_repeat(uids: Sequence[Uid]) -> int:
+    """The position of the first uid that came before in ``uids`` (there is one)."""
+    seen: set[Uid] = set()
+    for position, uid in enumerate(uids):
+        if uid in seen:
+            return position
+        seen.add(uid)
+    raise AssertionError("no uid repeats")  # pragma: no cover
 
 
 def _summed(uids: Sequence[Uid], counts: Sequence[int]) -> Counter[Uid]:

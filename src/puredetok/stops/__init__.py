@@ -22,6 +22,7 @@ __all__ = [
     "StreamFinishedError",
     "abort",
     "advance",
+    "advance_each",
     "advance_many",
     "close",
     "open_stream",
@@ -30,4 +31,4 @@ __all__ = [
 from puredetok.errors import StreamFinishedError
 from puredetok.stops.rules import FinishReason, StopRules
 from puredetok.stops.saving import SavedStream
-from puredetok.stops.stream import Stream, abort, advance, advance_many, close, open_stream
+from puredetok.stops.stream import Stream, abort, advance, advance_each, advance_many, close, open_stream

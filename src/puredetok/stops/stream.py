@@ -13,7 +13,17 @@ about what it costs :func:`puredetok.step`, plus, while the stream counts its to
 
 from __future__ import annotations
 
-__all__ = ["NO_RULES", "Stream", "open_stream", "advance", "advance_many", "close", "abort", "SHORT_RUN"]
+__all__ = [
+    "NO_RULES",
+    "Stream",
+    "open_stream",
+    "advance",
+    "advance_many",
+    "advance_each",
+    "close",
+    "abort",
+    "SHORT_RUN",
+]
 
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, TypeAlias
@@ -504,3 +514,58 @@ def advance_many(stream: Stream, token_ids: Iterable[int]) -> tuple[Stream, str]
         texts.append(text)
         position = end
     return stream, "".join(texts)
+
+
+def advance_each(
+    streams: Sequence[Stream], messages: Sequence[int | tuple[int, ...] | list[int]]
+) -> tuple[list[Stream], list[str], list[int]]:
+    """Many streams, each by its own message (one id, or a tuple or list of ids): what :func:`advance`
+    (:func:`advance_many` for a tuple or list) gives each in turn, in one call, as a manager runs a batch
+    of requests. Returns the new streams, their texts, and the positions of the streams that ended.
+
+    It stops before the first message that would raise (an invalid id, a finished stream): the
+    lists then cover only the messages before it, and advancing that one raises the error for the
+    caller to handle. Raises ``ValueError`` if there are not as many messages as streams.
+    """
+    if len(streams) != len(messages):
+        raise ValueError(f"{len(streams)} streams and {len(messages)} messages: one message per stream")
+    news: list[Stream] = []
+    texts: list[str] = []
+    ended: list[int] = []
+    keep, say = news.append, texts.append
+    try:
+        for stream, token_id in zip(streams, messages):
+            # advance's quiet path, written out: a call per token would cost a third of it.
+            quiet = stream._quiet
+            if quiet is not None and type(token_id) is int:
+                steady_texts, classes, loud, size, stop_at = quiet
+                if 0 <= token_id < size and not loud[classes[token_id]]:
+                    delta = steady_texts[token_id]
+                    if delta is not None:
+                        if stop_at is None:
+                            keep(stream)
+                            say(delta)
+                            continue
+                        count = stream._count + 1
+                        if count != stop_at:
+                            new: Stream = _new(Stream)
+                            new._context = stream._context
+                            new._hold = stream._hold
+                            new._held = ""
+                            new._reason = None
+                            new._count = count
+                            new._quiet = quiet
+                            keep(new)
+                            say(delta)
+                            continue
+            if isinstance(token_id, (tuple, list)):
+                stream, delta = advance_many(stream, token_id)
+            else:
+                stream, delta = _advance(stream, token_id)
+            if stream._reason is not None:
+                ended.append(len(news))
+            keep(stream)
+            say(delta)
+    except (InvalidTokenError, StreamFinishedError):
+        pass
+    return news, texts, ended
