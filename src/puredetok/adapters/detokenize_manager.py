@@ -113,6 +113,8 @@ class DetokenizeManager:
         self.eos_token_ids = eos_token_ids(tokenizer)
         self._codecs = {} if codecs is None else codecs
         self._rules: dict[tuple[object, ...], StopRules] = {}
+        self._fresh: dict[tuple[object, ...], Stream] = {}
+        """Per decode options and stop rules, a request's record before its first token (shared)."""
         self._live: dict[Uid, Stream] = {}
         self._consumed: Counter[Uid] = Counter()
         """Per live request, how many generated ids it has been sent since it opened (for a
@@ -206,6 +208,31 @@ class DetokenizeManager:
                 self._rules.clear()
             self._rules[key] = rules
         return rules
+
+    def _fresh_stream(self, params: SamplingParams) -> Stream:
+        """A request's record with these parameters before any token (one shared record, as
+        records are values); raises ValueError for invalid parameters.
+        """
+        key = (
+            params.skip_special_tokens,
+            params.clean_up_tokenization_spaces,
+            params.spaces_between_special_tokens,
+            params.max_byte_run,
+            params.out_of_vocab,
+            params.stop,
+            params.stop_token_ids,
+            params.ignore_eos,
+            params.max_new_tokens,
+            params.min_tokens,
+            params.include_stop_str_in_output,
+        )
+        fresh = self._fresh.get(key)
+        if fresh is None:
+            fresh = open_stream(self.codec_of(params), self.rules(params))
+            if len(self._fresh) >= RULES_CACHE:
+                self._fresh.clear()
+            self._fresh[key] = fresh
+        return fresh
 
     def open(self, uid: Uid, opening: Opening | None = None) -> Stream:
         """Start request ``uid`` (``Opening()``, no prompt and default parameters, if None); raises
@@ -456,7 +483,10 @@ class DetokenizeManager:
         self._check_room(uid)
         params = opening.params
         if opening.state is None:
-            return open_stream(self.codec_of(params), self.rules(params), opening.prompt_ids)
+            fresh = self._fresh_stream(params)
+            if not opening.prompt_ids:
+                return fresh
+            return open_stream(fresh.codec, fresh.rules, opening.prompt_ids)
         if opening.prompt_ids:
             raise ValueError(
                 f"request {uid!r}: an opening with a state has no prompt (the state continues it)"

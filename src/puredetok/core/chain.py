@@ -142,6 +142,8 @@ class Chain:
 
     def finish(self, hold: Hold) -> str:
         """Flush every stage in order; what one releases passes through the ones after it."""
+        if hold is self.idle:  # an idle stage holds nothing (the Stage contract)
+            return ""
         pieces: list[Piece] = []
         for stage, stage_hold in zip(self.stages, hold[1:]):
             out: list[Piece] = []
@@ -191,12 +193,16 @@ def compile_chain(decoders: Sequence[Decoder], tokens: Sequence[Any], tail: Sequ
     table = build(False)
     first_table = build(True) if depends_on_first else None
     fast = tuple(texts_alone(stages, [stage.idle for stage in stages], table, flush=False))
+    idle: Hold = (False, *(stage.idle for stage in stages))
+    # Without a first-token table the flag decides nothing: a fresh stream is then the idle hold
+    # itself (the same object), so that its first token takes the fast path too.
+    initial: Hold = (True, *(stage.initial for stage in stages))
     return Chain(
         table=table,
         first_table=first_table,
         stages=tuple(stages),
         fast=fast,
         dropped=frozenset(compress(range(len(table)), map(is_, table, repeat(None)))),
-        initial=(True, *(stage.initial for stage in stages)),
-        idle=(False, *(stage.idle for stage in stages)),
+        initial=initial if first_table is not None or initial[1:] != idle[1:] else idle,
+        idle=idle,
     )
