@@ -339,8 +339,8 @@ class DetokenizeManager:
                 replies.outputs.append("")
                 return
         last = None
-        if end is not None:
-            tokens, last = _split_stop_token(stream, end, tokens if many else (tokens,))
+        if end is not None and type(end.matched) is int:  # the scheduler stopped on a token
+            tokens, last = _split_stop_token(stream, end.matched, tokens if many else (tokens,))
             many = True
         old = stream
         try:
@@ -586,18 +586,12 @@ def _summed(uids: Sequence[Uid], counts: Sequence[int]) -> Counter[Uid]:
 
 
 def _split_stop_token(
-    stream: Stream, end: FinishReason, ids: Sequence[int]
+    stream: Stream, stopped_on: int, ids: Sequence[int]
 ) -> tuple[Sequence[int], int | None]:
     """A message's ids without the stop token the scheduler stopped on, if it is their last (then
     returned as ``last``: its text goes as a stop token's would).
     """
-    stopped_on = end.matched if type(end.matched) is int else None
-    if (
-        stopped_on is None
-        or not 0 <= stopped_on < stream.codec.vocab_size
-        or not ids
-        or ids[-1] != stopped_on
-    ):
+    if not 0 <= stopped_on < stream.codec.vocab_size or not ids or ids[-1] != stopped_on:
         return ids, None
     return ids[:-1], ids[-1]
 

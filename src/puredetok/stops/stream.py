@@ -40,11 +40,15 @@ _ABORT = FinishReason("abort")
 _UNSET: Any = object()
 _new = object.__new__
 
-_Quiet: TypeAlias = tuple[Sequence[str | None], tuple[int, ...], tuple[bool, ...], int, "int | None"]
+_Quiet: TypeAlias = tuple[
+    Sequence[str | None], tuple[int, ...], tuple[bool, ...], int, "int | None", frozenset[str], frozenset[int]
+]
 """The per-token path's tables: the core's steady texts (:func:`puredetok.core.steady`), the
-codec's per-id summaries, the rules' verdict per summary, how many ids these cover, and the count
+codec's per-id summaries, the rules' verdict per summary, how many ids these cover, the count
 at which the path must hand over to :func:`_advance` (the token limit, or the end of
-``min_tokens`` when nothing else needs a count; None when the stream does not count its tokens)."""
+``min_tokens`` when nothing else needs a count; None when the stream does not count its tokens),
+and, for a token the summaries call loud, the first characters of the stop strings and the ending
+ids (a loud token whose text has none of those characters and that ends nothing is quiet too)."""
 
 _Context: TypeAlias = tuple[
     Codec,
@@ -126,8 +130,17 @@ class Stream:
         early = late = None
         if rules.ending_ids <= codec.added_ids:
             size = min(len(codec.classes), codec.vocab_size)
-            late = (texts, codec.classes, rules.loud, size, max_end)  # None: no count to keep after min
-            early = late if max_end is not None or not min_end else (*late[:4], min_end)
+            openers, ending = rules.matcher.openers, rules.ending_ids
+            late = (
+                texts,
+                codec.classes,
+                rules.loud,
+                size,
+                max_end,
+                openers,
+                ending,
+            )  # max_end None: no count
+            early = late if max_end is not None or not min_end else (*late[:4], min_end, openers, ending)
         context = (codec, rules, min_end, max_end, idle, texts, early, late, rules.matcher, rules.ending_ids)
         stream: Stream = _new(Stream)
         stream._context = context
@@ -276,7 +289,7 @@ def _end(stream: Stream, hold: Hashable, count: int, held: str, tail: str) -> tu
     cut at a stop string completing in ``tail`` (unless within ``min_tokens``), else end with
     ``"length"``.
     """
-    if count >= stream._context[2]:
+    if tail and count >= stream._context[2]:  # held alone completes no stop string
         match, _ = scan(stream._context[1].matcher, held, tail)
         if match is not None:
             return _stopped(stream, hold, count, held + tail, match)
@@ -318,10 +331,12 @@ def advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
     # path, so that record is built here (as _record builds it); everything else is _advance.
     quiet = stream._quiet
     if quiet is not None and type(token_id) is int:
-        texts, classes, loud, size, stop_at = quiet
-        if 0 <= token_id < size and not loud[classes[token_id]]:
+        texts, classes, loud, size, stop_at, openers, ending = quiet
+        if 0 <= token_id < size:
             delta = texts[token_id]
-            if delta is not None:
+            if delta is not None and (
+                not loud[classes[token_id]] or (openers.isdisjoint(delta) and token_id not in ending)
+            ):
                 if stop_at is None:
                     return stream, delta
                 count = stream._count + 1
@@ -534,14 +549,19 @@ def advance_each(
     ended: list[int] = []
     keep, say = news.append, texts.append
     try:
+        last: _Quiet | None = None
         for stream, token_id in zip(streams, messages):
-            # advance's quiet path, written out: a call per token would cost a third of it.
+            # advance's quiet path, written out: a call per token would cost a third of it. The
+            # streams of a batch mostly share their tables: they are unpacked when they change.
             quiet = stream._quiet
             if quiet is not None and type(token_id) is int:
-                steady_texts, classes, loud, size, stop_at = quiet
-                if 0 <= token_id < size and not loud[classes[token_id]]:
+                if quiet is not last:
+                    steady_texts, classes, loud, size, stop_at, openers, ending = last = quiet
+                if 0 <= token_id < size:
                     delta = steady_texts[token_id]
-                    if delta is not None:
+                    if delta is not None and (
+                        not loud[classes[token_id]] or (openers.isdisjoint(delta) and token_id not in ending)
+                    ):
                         if stop_at is None:
                             keep(stream)
                             say(delta)
