@@ -156,15 +156,10 @@ def step_hold(codec: Codec, hold: Hashable, token_id: int) -> tuple[Hashable, st
         token_id = admit_token(codec, token_id)
         if token_id >= codec.vocab_size:
             return hold, ""
-    decoding = codec.decoding
-    if hold is decoding.idle:
-        text = decoding.fast[token_id]
-        if text is not None:
-            return hold, text
     if type(hold) is Echo:
-        new, delta = decoding.step(hold.hold, token_id)
+        new, delta = codec.decoding.step(hold.hold, token_id)
         return consume(hold, new, delta)
-    return decoding.step(hold, token_id)
+    return codec.decoding.step(hold, token_id)  # the decoding takes its own fast path
 
 
 _INTS = {int}

@@ -357,37 +357,39 @@ def _advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
         raise _refuse(stream)
     context = stream._context
     codec, rules, min_end, max_end, idle, texts, early_quiet, late_quiet, matcher, ending = context
-    old, held = stream._hold, stream._held
-    delta = None
-    if old is idle and type(token_id) is int and 0 <= token_id < codec.vocab_size:
-        delta = texts[token_id]  # the core's fast path, as in advance
-    if delta is None:
-        hold, delta = step_hold(codec, old, token_id)  # an ignored id past the vocabulary counts too
+    old = stream._hold
+    if (
+        old is idle
+        and type(token_id) is int
+        and 0 <= token_id < codec.vocab_size
+        and (delta := texts[token_id]) is not None
+    ):
+        hold = old  # the core's fast path, as in advance
     else:
-        hold = old
+        hold, delta = step_hold(codec, old, token_id)  # an ignored id past the vocabulary counts too
+    held = stream._held
     count = stream._count
-    early = count < min_end  # one of the first min_tokens: it ends nothing, its text is not searched
-    if early or max_end is not None:
+    if count < min_end:  # one of the first min_tokens: it ends nothing, its text is not searched
         count += 1
-    if early:
         if held or (delta and not matcher.openers.isdisjoint(delta)):
             # A suffix that may start a stop string completing later is still held.
             text = held + delta
             _, held = scan(matcher, held, delta, search=False)
             delta = text[: len(text) - len(held)]
-    elif token_id in ending:
-        return _end_on_token(stream, hold, count, delta, token_id)
-    elif held or (delta and not matcher.openers.isdisjoint(delta)):
-        text = held + delta
-        match, held = scan(matcher, held, delta)
-        if match is not None:
-            return _stopped(stream, hold, count, text, match)
-        delta = text[: len(text) - len(held)]
+    else:
+        if max_end is not None:
+            count += 1
+        if token_id in ending:
+            return _end_on_token(stream, hold, count, delta, token_id)
+        if held or (delta and not matcher.openers.isdisjoint(delta)):
+            text = held + delta
+            match, held = scan(matcher, held, delta)
+            if match is not None:
+                return _stopped(stream, hold, count, text, match)
+            delta = text[: len(text) - len(held)]
     if count == max_end:
         ended, tail = _end(stream, hold, count, held, finish_hold(codec, hold))
         return ended, delta + tail
-    if hold is old and held == stream._held and count == stream._count:
-        return stream, delta
     new: Stream = _new(Stream)  # _record, written out: this is a fifth of the tokens
     new._context = context
     new._hold = hold
