@@ -191,13 +191,14 @@ def _as_list(token_ids: Iterable[int]) -> list[Any]:
 def _checked(ids: list[Any], codec: Codec) -> list[int]:
     """The ids as ints inside the vocabulary, or :class:`InvalidTokenError` naming the first bad
     one (ids past the vocabulary that the codec ignores are left out). Checked in three C-level
-    passes (types, minimum, maximum) where they are all plain ints in range.
+    passes (types; none negative, as an unsigned array takes them; maximum) where they are all
+    plain ints in range.
     """
     size = codec.vocab_size
     try:
-        if set(map(type, ids)) == _INTS and min(ids) >= 0 and max(ids) < size:
+        if set(map(type, ids)) == _INTS and array("Q", ids) and max(ids) < size:
             return ids
-    except TypeError:  # values that do not even compare
+    except (TypeError, OverflowError):  # values that do not even compare, or a negative id
         pass
     admitted = [admit_token(codec, token_id, position) for position, token_id in enumerate(ids)]
     return [token_id for token_id in admitted if token_id < size]
