@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from helpers import byte_ids, continuation, id_lists, reference, tokenizer
@@ -428,39 +428,77 @@ def test_100_000_requests_with_aborts_duplicates_and_unknown_uids_leave_nothing_
     assert len(m._ended) <= m.remember_ended
 
 
+_BYTES = byte_ids("qwen3")
+ONE_ID = st.one_of(st.sampled_from(sorted(_BYTES.values())), st.integers(0, 151_700), st.just(-1))
+SERVING = SamplingParams(stop=("\n", "e", "好"), min_tokens=2, max_new_tokens=9)
+"""Stop strings that match often on random ids, min_tokens and a token limit within the steps."""
+
+
 @settings(max_examples=max(10, settings().max_examples // 4))
 @given(
     steps=st.lists(
         st.lists(
             st.tuples(
                 st.integers(0, 5),  # uid
-                st.one_of(
-                    st.sampled_from(sorted(byte_ids("qwen3").values())), st.integers(0, 151_700), st.just(-1)
-                ),
+                st.one_of(ONE_ID, st.lists(ONE_ID, max_size=4).map(tuple)),  # one id, or several
                 st.booleans(),  # finished
             ),
             min_size=1,
             max_size=6,
         ),
         max_size=6,
-    )
+    ),
+    params=st.sampled_from([SamplingParams(), SERVING]),
+)
+# A uid twice in one run, on the two halves of "é": the second must see the first's held byte.
+@example(
+    steps=[[(1, 13, False), (0, _BYTES[0xC3], False), (0, _BYTES[0xA9], False)]], params=SamplingParams()
 )
 def test_a_batch_column_by_column_is_its_messages_one_by_one(
-    steps: list[list[tuple[int, int, bool]]],
+    steps: list[list[tuple[int, int | tuple[int, ...], bool]]], params: SamplingParams
 ) -> None:
-    """handle_batch on one-id columns (the worker's path) gives what handling each message alone
-    gives, in order, errors and endings included."""
+    """handle_batch on columns (the worker's path: runs of live requests' messages at once, a uid
+    twice, an unknown uid, an invalid id or an ending between them) gives what handling each
+    message alone gives, in order, errors and endings included; with no parameters and with the
+    serving ones."""
     together, alone = manager(), manager()
     for uid in range(5):  # uid 5 is never opened: its messages are errors on both paths
-        together.open(uid)
-        alone.open(uid)
+        together.open(uid, Opening((), params))
+        alone.open(uid, Opening((), params))
     for step in steps:
-        messages = [DetokenizeMsg(uid, (token_id,), finished) for uid, token_id, finished in step]
+        messages = [
+            DetokenizeMsg(uid, ids if isinstance(ids, tuple) else (ids,), finished)
+            for uid, ids, finished in step
+        ]
         batch = DetokenizeBatch.of(messages)
-        assert batch.counts is None
+        assert (batch.counts is None) == all(len(message.token_ids) == 1 for message in messages)
         replies = together.handle_batch(batch).items
         assert list(replies) == [alone.handle([message])[0] for message in messages]
     assert sorted(together._live) == sorted(alone._live)
+    assert together._consumed == alone._consumed
+
+
+def test_requests_opened_alike_share_their_first_record() -> None:
+    """Records are values: two requests opened with equal parameters and no prompt start from one
+    shared record (built once), and each has its own record from its first token on."""
+    m = manager()
+    first, second = (
+        m.open("a", Opening((), SERVING)),
+        m.open("b", Opening((), SamplingParams(**_same(SERVING)))),
+    )
+    assert first is second
+    a, b = m.handle([DetokenizeMsg("a", (9707,)), DetokenizeMsg("b", (13,))])
+    assert (a.incremental_output, b.incremental_output) == ("Hello", ".")
+    after_a, after_b = m.detach("a"), m.detach("b")
+    assert after_a is not after_b and after_a == after_b  # each its own record; both one token in
+
+
+def _same(params: SamplingParams) -> dict[str, Any]:
+    """The fields of ``params`` (to build an equal, separate record)."""
+    return {
+        name: getattr(params, name)
+        for name in ("stop", "min_tokens", "max_new_tokens", "stop_token_ids", "ignore_eos")
+    }
 
 
 def test_max_byte_run_per_request_and_as_the_managers_setting() -> None:

@@ -62,3 +62,14 @@ def test_a_bad_id_in_a_feed_of_any_length_names_its_position(size: int, bad: obj
     assert raised.value.position == position and raised.value.token_id is bad
     assert feed(state, ids[:position]) == feed(state, ids[:position])  # type: ignore[arg-type]
     assert step(state, 9707) == feed(state, [9707])  # the state offered the bad id is still valid
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+def test_a_fresh_state_is_the_steady_hold_when_no_first_token_decodes_otherwise(name: str) -> None:
+    """A request's first token takes the fast path whenever it can: a fresh state is the steady
+    hold itself unless some id decodes otherwise as the first token (a leading space stripped)."""
+    c = codec(name)
+    idle, _ = steady(c)
+    fresh = start(c).hold
+    first_differs = any(step_hold(c, fresh, i) != step_hold(c, idle, i) for i in range(c.vocab_size))
+    assert (fresh is idle) is not first_differs
