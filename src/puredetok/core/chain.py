@@ -26,16 +26,15 @@ Hold = tuple[Any, ...]
 """``(first, *stage holds)``: ``first`` is True until a token reaches the decoders."""
 
 
-def _run(stages: Sequence[Stage], holds: Sequence[Any], value: Any) -> tuple[list[Any], list[Piece]]:
-    """One element through the stages.
+def _push_on(stages: Sequence[Stage], holds: list[Any], pieces: list[Piece]) -> list[Piece]:
+    """What the first stage released, through the stages after it (``holds``: every stage's hold,
+    updated in place).
 
     Written with an index: ``zip`` and star-arguments cost more here than the stages' own work.
     """
-    new_holds = list(holds)
-    pieces: list[Piece] = [(value, False)]
-    index, count = 0, len(stages)
+    index, count = 1, len(stages)
     while pieces and index < count:  # once nothing comes out, the later stages keep their holds
-        stage, hold = stages[index], new_holds[index]
+        stage, hold = stages[index], holds[index]
         if len(pieces) == 1:
             piece_value, glued = pieces[0]
             hold, pieces = stage.push(hold, piece_value, glued)
@@ -45,9 +44,9 @@ def _run(stages: Sequence[Stage], holds: Sequence[Any], value: Any) -> tuple[lis
                 hold, produced = stage.push(hold, piece_value, glued)
                 out.extend(produced)
             pieces = out
-        new_holds[index] = hold
+        holds[index] = hold
         index += 1
-    return new_holds, pieces
+    return pieces
 
 
 def _run_batch(
@@ -92,11 +91,18 @@ class Chain:
         if value is None:
             return hold, ""
         stages = self.stages
+        if not stages:  # the per-token maps are the whole decoding
+            return self.idle, value
+        first_hold, pieces = stages[0].push(hold[1], value, False)
         if len(stages) == 1:
-            stage_hold, pieces = stages[0].push(hold[1], value, False)
-            new: Hold = (False, stage_hold)
+            new: Hold = (False, first_hold)
+        elif not pieces:  # the first stage took it (a byte of a run): the later ones are as they were
+            if first_hold != self.idle[1]:
+                return (False, first_hold, *hold[2:]), ""
+            new = (False, first_hold, *hold[2:])
         else:
-            holds, pieces = _run(stages, hold[1:], value)
+            holds = [first_hold, *hold[2:]]
+            pieces = _push_on(stages, holds, pieces)
             new = (False, *holds)
         if new == self.idle:
             new = self.idle

@@ -75,7 +75,7 @@ class ByteFallbackStage:
             out = _release(hold)
             out.append((value, False))
             return None, out
-        if hold == INVALID_RUN:
+        if type(hold) is str:  # INVALID_RUN, the only hold that is a string
             return INVALID_RUN, [("\ufffd", False)]
         older, newest, tail, count = _FRESH if hold is None else hold
         data = tail + _BYTES[value] if tail else _BYTES[value]

@@ -37,6 +37,8 @@ class StripStage:
     def push(self, hold: tuple[int, str], value: str, glued: bool) -> tuple[tuple[int, str], list[Piece]]:
         """Strip what may be stripped; hold a trailing run that may be the element's end."""
         left, trail = hold
+        if glued and not left and not trail and not self.stop:  # inside the element: it passes
+            return hold, ([(value, True)] if value else [])
         if not glued:
             # A new element: the held trailing run was the old element's end, so it is stripped.
             left, trail = self.start, ""
