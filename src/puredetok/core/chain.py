@@ -94,18 +94,22 @@ class Chain:
         if not stages:  # the per-token maps are the whole decoding
             return self.idle, value
         first_hold, pieces = stages[0].push(hold[1], value, False)
+        idle = self.idle
         if len(stages) == 1:
-            new: Hold = (False, first_hold)
-        elif not pieces:  # the first stage took it (a byte of a run): the later ones are as they were
-            if first_hold != self.idle[1]:
+            new: Hold = idle if first_hold == idle[1] else (False, first_hold)
+            if not pieces:
+                return new, ""
+            return new, pieces[0][0] if len(pieces) == 1 else "".join([text for text, _ in pieces])
+        if not pieces:  # the first stage took it (a byte of a run): the later ones are as they were
+            if first_hold != idle[1]:
                 return (False, first_hold, *hold[2:]), ""
             new = (False, first_hold, *hold[2:])
         else:
             holds = [first_hold, *hold[2:]]
             pieces = _push_on(stages, holds, pieces)
             new = (False, *holds)
-        if new == self.idle:
-            new = self.idle
+        if new == idle:
+            new = idle
         if not pieces:
             return new, ""
         if len(pieces) == 1:
