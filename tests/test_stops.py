@@ -32,7 +32,7 @@ from puredetok import (
     finish,
     open_stream,
 )
-from puredetok.stops import advance_each
+from puredetok.stops import advance_each, open_like
 from puredetok.testing.strategies import MULTILINGUAL
 from sources import EXTRA, FALLBACKS, Source, source
 from stop_reference import expected, longest_hold
@@ -181,6 +181,32 @@ def test_advancing_each_stream_at_once_is_advancing_them_in_turn(
             assert advanced(olds[stop], messages[stop]) is wants[stop]
         for index, new in zip(picked, news):
             streams[index] = (new, streams[index][1])
+
+
+@pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
+@given(data=st.data())
+@settings(max_examples=max(10, settings().max_examples // 4))
+def test_a_stream_opened_like_another_is_a_stream_opened_afresh(
+    name: str, skip: bool, data: st.DataObject
+) -> None:
+    """open_like (a manager opening requests alike) equals open_stream with the same codec, rules
+    and prompt, and continues identically, whatever the stream it is opened like: fresh, mid-way,
+    or resumed from its bytes with its counts part-spent."""
+    src = source(name)
+    codec = src.codec(skip)
+    prompt, ids, rules = data.draw(scenarios(src, skip))
+    base, _, _ = one_by_one(
+        open_stream(codec, rules, data.draw(src.ids(6))), ids[: data.draw(st.integers(0, 4))]
+    )
+    if data.draw(st.booleans()):
+        base = Stream.from_bytes(codec, base.to_bytes())
+    if base.finished:
+        base = open_stream(codec, rules)
+    like, afresh = open_like(base, prompt), open_stream(codec, rules, prompt)
+    assert like == afresh
+    ended_like, texts_like, _ = one_by_one(like, ids)
+    ended_afresh, texts_afresh, _ = one_by_one(afresh, ids)
+    assert ended_like == ended_afresh and texts_like == texts_afresh
 
 
 def test_advance_each_needs_one_message_per_stream() -> None:

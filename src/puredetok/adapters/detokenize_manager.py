@@ -51,6 +51,7 @@ from puredetok.stops import (
     advance_each,
     advance_many,
     close,
+    open_like,
     open_stream,
 )
 
@@ -484,9 +485,7 @@ class DetokenizeManager:
         params = opening.params
         if opening.state is None:
             fresh = self._fresh_stream(params)
-            if not opening.prompt_ids:
-                return fresh
-            return open_stream(fresh.codec, fresh.rules, opening.prompt_ids)
+            return open_like(fresh, opening.prompt_ids) if opening.prompt_ids else fresh
         if opening.prompt_ids:
             raise ValueError(
                 f"request {uid!r}: an opening with a state has no prompt (the state continues it)"

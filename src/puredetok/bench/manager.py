@@ -149,7 +149,8 @@ def manager_section(tokenizer: Any, requests: int = 256, steps: int = 64, repeat
 
 def memory_section(tokenizer: Any, requests: int = 10_000) -> list[Result]:
     """Memory held by ``requests`` live requests in mid-stream (tracemalloc), including requests
-    holding an incomplete character and text that could start a stop string; and the same requests
+    holding an incomplete character and text that could start a stop string, a third opened after
+    a prompt with a token limit; and the same requests
     saved as bytes (what a worker hands back when it stops, or what parking them costs).
     """
     manager = DetokenizeManager(tokenizer)
@@ -158,12 +159,13 @@ def memory_section(tokenizer: Any, requests: int = 10_000) -> list[Result]:
     partial = text[:-1]  # ends inside the emoji: the state holds bytes
     with_stop = Opening((), SamplingParams(stop=("text 🦩 done", "\n\n")))
     plain = Opening()
+    prompted = Opening(tuple(text), SamplingParams(stop=("\n\n",), max_new_tokens=256))
     manager.codec_of(plain.params)  # built once per tokenizer and options, outside the measure
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     batch = [
-        DetokenizeMsg(n, tuple(partial if n % 2 else text[:3]), False, with_stop if n % 3 == 0 else plain)
+        DetokenizeMsg(n, tuple(partial if n % 2 else text[:3]), False, (with_stop, prompted, plain)[n % 3])
         for n in range(requests)
     ]
     messages = tracemalloc.get_traced_memory()[0]

@@ -25,10 +25,20 @@ __all__ = [
     "advance_each",
     "advance_many",
     "close",
+    "open_like",
     "open_stream",
 ]
 
 from puredetok.errors import StreamFinishedError
 from puredetok.stops.rules import FinishReason, StopRules
 from puredetok.stops.saving import SavedStream
-from puredetok.stops.stream import Stream, abort, advance, advance_each, advance_many, close, open_stream
+from puredetok.stops.stream import (
+    Stream,
+    abort,
+    advance,
+    advance_each,
+    advance_many,
+    close,
+    open_like,
+    open_stream,
+)

@@ -17,6 +17,7 @@ __all__ = [
     "NO_RULES",
     "Stream",
     "open_stream",
+    "open_like",
     "advance",
     "advance_many",
     "advance_each",
@@ -275,6 +276,19 @@ def open_stream(codec: Codec, rules: StopRules = NO_RULES, prompt_ids: Iterable[
     if type(prompt_ids) in (tuple, list) and not prompt_ids:
         return Stream(codec, rules)
     return Stream(codec, rules, start(codec, prompt_ids).hold)
+
+
+def open_like(stream: Stream, prompt_ids: Iterable[int] = ()) -> Stream:
+    """A new stream with ``stream``'s codec and stop rules, after ``prompt_ids``: equal to
+    ``open_stream(stream.codec, stream.rules, prompt_ids)``, and sharing the tables ``stream`` keeps
+    from its opening, so that many requests opened alike cost a record each (a manager's case).
+    """
+    context = stream._context
+    codec, rules = context[0], context[1]
+    hold = start(codec, prompt_ids).hold
+    if context[2:4] != (rules.min_tokens, rules.max_new_tokens):  # a stream resumed mid-way
+        return Stream(codec, rules, hold)
+    return _record(stream, context[4] if hold == context[4] else hold, "", 0)
 
 
 def _refuse(stream: Stream) -> StreamFinishedError:
