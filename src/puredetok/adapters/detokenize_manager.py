@@ -12,7 +12,8 @@ request, in that request's reply; the rest of the batch is unaffected.
 Capacity: at most ``max_live`` requests are live at once (:data:`DEFAULT_MAX_LIVE`); past it a
 new request is refused with an error, and a live one is never evicted (engines that evicted lost
 text or crashed: SGLang issue 2812). A live record is a few hundred bytes (10,000 live requests
-hold about 4.7 MB). The memory of *ended* uids is bounded too (``remember_ended``), kept only to
+hold about 2.4 MB: the tables a stream keeps from its opening are shared by the requests
+opened alike). The memory of *ended* uids is bounded too (``remember_ended``), kept only to
 recognise a late message for a request that has already ended; forgetting one never loses text.
 """
 
@@ -59,7 +60,7 @@ DEFAULT_REMEMBER_ENDED = 65_536
 """How many ended uids the manager remembers (to report late messages for them)."""
 
 DEFAULT_MAX_LIVE = 65_536
-"""How many requests a manager holds at once by default (about 31 MB of records at 468 B each)."""
+"""How many requests a manager holds at once by default (about 16 MB of records at 240 B each)."""
 
 CodecKey: TypeAlias = tuple[bool, bool | None, bool | None, int | None, str]
 """The decode options a codec is built for: ``(skip_special_tokens, clean_up_tokenization_spaces,
