@@ -441,7 +441,9 @@ SERVING = SamplingParams(stop=("\n", "e", "好"), min_tokens=2, max_new_tokens=9
             st.tuples(
                 st.integers(0, 5),  # uid
                 st.one_of(ONE_ID, st.lists(ONE_ID, max_size=4).map(tuple)),  # one id, or several
-                st.booleans(),  # finished
+                # not finished, or finished by the scheduler (saying why or not; "stop" on the
+                # message's last id, or on the EOS id, or on a stop string)
+                st.sampled_from([False, True, "length", "abort", "stop", "eos", "string"]),
             ),
             min_size=1,
             max_size=6,
@@ -455,7 +457,7 @@ SERVING = SamplingParams(stop=("\n", "e", "好"), min_tokens=2, max_new_tokens=9
     steps=[[(1, 13, False), (0, _BYTES[0xC3], False), (0, _BYTES[0xA9], False)]], params=SamplingParams()
 )
 def test_a_batch_column_by_column_is_its_messages_one_by_one(
-    steps: list[list[tuple[int, int | tuple[int, ...], bool]]], params: SamplingParams
+    steps: list[list[tuple[int, int | tuple[int, ...], bool | str]]], params: SamplingParams
 ) -> None:
     """handle_batch on columns (the worker's path: runs of live requests' messages at once, a uid
     twice, an unknown uid, an invalid id or an ending between them) gives what handling each
@@ -466,16 +468,26 @@ def test_a_batch_column_by_column_is_its_messages_one_by_one(
         together.open(uid, Opening((), params))
         alone.open(uid, Opening((), params))
     for step in steps:
-        messages = [
-            DetokenizeMsg(uid, ids if isinstance(ids, tuple) else (ids,), finished)
-            for uid, ids, finished in step
-        ]
+        messages = [_message(uid, ids if isinstance(ids, tuple) else (ids,), end) for uid, ids, end in step]
         batch = DetokenizeBatch.of(messages)
         assert (batch.counts is None) == all(len(message.token_ids) == 1 for message in messages)
         replies = together.handle_batch(batch).items
         assert list(replies) == [alone.handle([message])[0] for message in messages]
     assert sorted(together._live) == sorted(alone._live)
     assert together._consumed == alone._consumed
+
+
+def _message(uid: int, ids: tuple[int, ...], end: bool | str) -> DetokenizeMsg:
+    """A message whose ``end`` is False, True (finished, no reason), a finish reason, or "stop" on
+    its last id ("stop"), on the EOS id ("eos") or on a stop string ("string")."""
+    if isinstance(end, bool):
+        return DetokenizeMsg(uid, ids, end)
+    if end == "length":
+        return DetokenizeMsg(uid, ids, True, finish_reason="length")
+    if end == "abort":
+        return DetokenizeMsg(uid, ids, True, finish_reason="abort")
+    matched: int | str = {"stop": ids[-1] if ids else 13, "eos": 151645}.get(end, "e")
+    return DetokenizeMsg(uid, ids, True, finish_reason="stop", matched_stop=matched)
 
 
 def test_requests_opened_alike_share_their_first_record() -> None:

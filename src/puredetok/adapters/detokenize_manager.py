@@ -21,6 +21,7 @@ from __future__ import annotations
 
 __all__ = ["DetokenizeManager", "DEFAULT_REMEMBER_ENDED", "DEFAULT_MAX_LIVE", "CodecKey"]
 
+from bisect import bisect_left
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeAlias
@@ -264,26 +265,31 @@ class DetokenizeManager:
         per message (the replies are in the same order as the messages).
 
         The messages of live requests go to the stop layer in runs, all at once
-        (:func:`~puredetok.stops.advance_each`); a message that needs more (an opening, the
-        scheduler's end, an unknown uid, a second message of a uid in the run, an invalid id) ends
-        the run and takes :meth:`_one`, and the next run starts after it.
+        (:func:`~puredetok.stops.advance_each`), and those the scheduler ends are closed after it;
+        a message that needs more (an opening, an end on a stop token, an unknown uid, a second
+        message of a uid in the run, an invalid id) ends the run and takes :meth:`_one`, and the
+        next run starts after it.
         """
         uids, counts = batch.uids, batch.counts
         messages: Sequence[Any] = batch.token_ids if counts is None else _split(batch.token_ids, counts)
         replies = _Replies()
         opens = dict(batch.opens)
-        closing = frozenset(batch.finished)
         why = {position: FinishReason(reason, matched) for position, reason, matched in batch.reasons}
+        ends = {position: why.get(position, _SCHEDULER_LENGTH) for position in batch.finished}
+        # An end on a stop token id takes the per-message path (the token is split off first).
+        stop_tokens = {position for position, end in why.items() if type(end.matched) is int}
+        closing = sorted(ends)
         position = 0
-        for special in [*sorted(opens.keys() | closing), len(uids)]:
+        for special in [*sorted(opens.keys() | (stop_tokens & ends.keys())), len(uids)]:
             while position < special:
-                position = self._run(uids, messages, counts, position, special, replies)
+                position = self._run(uids, messages, counts, position, special, ends, closing, replies)
                 if position < special:
-                    self._one(position, uids[position], messages[position], None, None, replies)
+                    self._one(position, uids[position], messages[position], None, ends.get(position), replies)
                     position += 1
             if special < len(uids):
-                end = why.get(special, _SCHEDULER_LENGTH) if special in closing else None
-                self._one(special, uids[special], messages[special], opens.get(special), end, replies)
+                self._one(
+                    special, uids[special], messages[special], opens.get(special), ends.get(special), replies
+                )
                 position += 1
         return ReplyBatch(uids, tuple(replies.outputs), tuple(replies.ended), tuple(replies.errors))
 
@@ -294,10 +300,13 @@ class DetokenizeManager:
         counts: Sequence[int] | None,
         begin: int,
         end: int,
+        ends: dict[int, FinishReason],
+        closing: list[int],
         replies: _Replies,
     ) -> int:
         """The messages from ``begin`` on, up to ``end`` at most, of live requests, each uid once,
-        advanced at once; returns where it stopped (a message the run cannot take).
+        advanced at once, and those the scheduler ends (``ends``, by position; ``closing``: their
+        positions in order) ended; returns where it stopped (a message the run cannot take).
         """
         live = self._live
         run = uids[begin:end] if begin or end != len(uids) else uids
@@ -312,9 +321,15 @@ class DetokenizeManager:
         news, texts, ended = advance_each(streams, messages[begin : begin + len(run)])
         done = len(news)
         taken = run if done == len(run) else run[:done]
+        for at in closing[bisect_left(closing, begin) : bisect_left(closing, begin + done)]:
+            offset = at - begin
+            if news[offset].finish_reason is None:  # not ended already by its own stop rules
+                news[offset], tail = _end_by_scheduler(news[offset], ends[at], None)
+                texts[offset] += tail
+                ended.append(offset)
         live.update(zip(taken, news))
         self._consumed.update(taken if counts is None else _summed(taken, counts[begin : begin + done]))
-        for offset in ended:
+        for offset in sorted(ended):
             self._end(taken[offset], news[offset], begin + offset, replies)
         replies.outputs += texts
         return begin + done
