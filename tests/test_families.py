@@ -151,6 +151,30 @@ def test_g1_g2_g4_and_g6(name: str, skip: bool, window: bool, data: st.DataObjec
         assert feed(clone, ids[middle:]) == feed(saved, ids[middle:])
 
 
+WINDOW_CASES = [(name, skip) for name, skip, window in CASES if window]
+
+
+@pytest.mark.parametrize(
+    ("name", "skip"), WINDOW_CASES, ids=[f"{n}-{'skip' if s else 'keep'}" for n, s in WINDOW_CASES]
+)
+@settings(max_examples=max(5, settings().max_examples // 8))
+@given(data=st.data())
+def test_the_fallback_keeps_g1_g2_g4_over_long_streams(name: str, skip: bool, data: st.DataObject) -> None:
+    """Streams of up to 300 ids: many decodes of the fallback's window and cuts of its context,
+    each checked against the decode of the whole stream (and of a longer one)."""
+    c = codec(name, skip, True)
+    ids = [i for chunk in data.draw(st.lists(id_lists(name), min_size=2, max_size=10)) for i in chunk]
+    more = data.draw(id_lists(name, max_size=6))
+    full, later = reference(name, ids, skip), reference(name, ids + more, skip)
+    state, emitted = start(c), ""
+    for index, token_id in enumerate(ids):
+        state, delta = step(state, token_id)
+        emitted += delta
+        assert full.startswith(emitted) and later.startswith(emitted), (ids[: index + 1], emitted, full)
+    assert emitted + finish(state) == full
+    assert feed(start(c), ids) == (state, emitted)
+
+
 @pytest.mark.parametrize(("name", "skip", "window"), CASES, ids=IDS)
 @FEWER
 @given(data=st.data())

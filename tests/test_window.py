@@ -71,3 +71,23 @@ def mismatch_rate(name: str, samples: int = 200, seed: int = 0) -> float:
 def test_window_mismatch_rate_is_zero(name: str) -> None:
     """The figures in docs/guarantees.md come from this function (seed 0, 200 sequences)."""
     assert mismatch_rate(name, samples=60) == 0.0
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+@pytest.mark.parametrize("skip", [False, True])
+@settings(max_examples=max(5, settings().max_examples // 6))
+@given(data=st.data())
+def test_window_codec_keeps_g1_g2_g4_over_long_streams(name: str, skip: bool, data: st.DataObject) -> None:
+    """Streams of up to 320 ids: many decodes of the window, each followed by a cut of its context
+    (checked against the decode of the whole stream, not of the window)."""
+    ids = [i for chunk in data.draw(st.lists(id_lists(name), min_size=2, max_size=8)) for i in chunk]
+    more = data.draw(id_lists(name, max_size=5))
+    c = window_codec(name, skip)
+    full, later = reference(name, ids, skip), reference(name, ids + more, skip)
+    state, emitted = start(c), ""
+    for index, token_id in enumerate(ids):
+        state, delta = step(state, token_id)
+        emitted += delta
+        assert full.startswith(emitted) and later.startswith(emitted), (index, emitted[-40:])
+    assert emitted + finish(state) == full
+    assert feed(start(c), ids) == (state, emitted)  # G6: one feed gives the same state and text
