@@ -44,6 +44,7 @@ __all__ = ["Window", "build_window", "ATTEMPT", "KEEP", "TAIL", "TRIM", "LIMIT"]
 
 import os
 from collections.abc import Callable, Collection, Sequence
+from typing import cast
 
 import attrs
 
@@ -58,11 +59,12 @@ TRIM = 48
 LIMIT = 96
 """The most ids the window holds; past it the context is cut, and pending text sent, unchecked."""
 
-Recent = tuple[int, "Recent"] | None
-"""The ids since the last decode, newest first, as a linked list (appending one costs O(1))."""
-Hold = tuple[tuple[int, ...], int, tuple[int, ...], int, Recent, int]
-"""``(context ids, len(decode(context)), pending ids, characters of the pending text sent,
-ids since the last decode, how many)``."""
+Core = tuple[int, tuple[int, ...], int, tuple[int, ...], int]
+"""``(0, context ids, len(decode(context)), pending ids, characters of the pending text sent)``:
+the hold right after a decode of the window."""
+Hold = Core | tuple[int, int, "Hold"]
+"""A :data:`Core`, or ``(n, id, previous hold)``: the ``n``-th id since the last decode on top of
+the hold before it. A step that only records an id makes one small tuple and copies nothing."""
 _Window = tuple[tuple[int, ...], int, tuple[int, ...], int]
 
 Decode = Callable[[list[int]], str]
@@ -99,7 +101,7 @@ class Window:
     every: int = ATTEMPT
     size: int = 2**32
     """Ids in a hold are below this (the vocabulary size)."""
-    initial: Hold = ((), 0, (), 0, None, 0)
+    initial: Hold = (0, (), 0, (), 0)
     idle: None = None
     """Never a hold of this model: every step goes through :meth:`step`."""
     fast: tuple[str | None, ...] = ()
@@ -121,12 +123,13 @@ class Window:
         return texts
 
     def step(self, hold: Hold, token_id: int) -> tuple[Hold, str]:
-        """Append the id; every ``every`` ids, decode and send what is certain."""
-        context, base, pending, sent, recent, count = hold
-        if count + 1 < self.every:
-            return (context, base, pending, sent, (token_id, recent), count + 1), ""
-        window, delta = self._attempt(context, base, (*pending, *_ids(recent), token_id), sent)
-        return (*window, None, 0), delta
+        """Record the id; every ``every`` ids, decode and send what is certain."""
+        count = hold[0] + 1
+        if count < self.every:
+            return (count, token_id, hold), ""
+        (_, context, base, pending, sent), recent = _unwind(hold)
+        window, delta = self._attempt(context, base, (*pending, *recent, token_id), sent)
+        return (0, *window), delta
 
     def _uncertain_tail(self, window: list[int], text: str) -> int | None:
         """How many trailing characters of ``text`` a probe may change, judged on the window's tail;
@@ -233,17 +236,25 @@ class Window:
 
     def finish(self, hold: Hold) -> str:
         """Everything not yet sent."""
-        context, base, pending, sent, recent, _ = hold
-        if not pending and recent is None:
+        (_, context, base, pending, sent), recent = _unwind(hold)
+        if not pending and not recent:
             return ""
-        return self.decode([*context, *pending, *_ids(recent)])[base + sent :]
+        return self.decode([*context, *pending, *recent])[base + sent :]
 
     def is_hold(self, hold: object) -> bool:
         """A :data:`Hold` of ids in the vocabulary, no longer than the window ever grows."""
-        if type(hold) is not tuple or len(hold) != 6:
+        ids: list[object] = []
+        below = 0
+        while type(hold) is tuple and len(hold) == 3:  # the links count down to the core, by one
+            count, token_id, hold = hold
+            if type(count) is not int or not 0 < count < self.every or (ids and count != below):
+                return False
+            ids.append(token_id)
+            below = count - 1
+        if ids and below != 0 or type(hold) is not tuple or len(hold) != 5:
             return False
-        context, base, pending, sent, recent, count = hold
-        if not all(type(n) is int and n >= 0 for n in (base, sent, count)) or count >= self.every:
+        zero, context, base, pending, sent = hold
+        if type(zero) is not int or zero != 0 or not all(type(n) is int and n >= 0 for n in (base, sent)):
             return False
         if (
             type(context) is not tuple
@@ -251,24 +262,18 @@ class Window:
             or len(context) + len(pending) > 3 * LIMIT
         ):
             return False
-        ids = [*context, *pending]
-        for _ in range(count):
-            if type(recent) is not tuple or len(recent) != 2:
-                return False
-            ids.append(recent[0])
-            recent = recent[1]
         size = self.size
-        return recent is None and all(type(i) is int and 0 <= i < size for i in ids)
+        return all(type(i) is int and 0 <= i < size for i in (*context, *pending, *ids))
 
 
-def _ids(recent: Recent) -> list[int]:
-    """The ids of a linked list, oldest first."""
-    ids = []
-    while recent is not None:
-        ids.append(recent[0])
-        recent = recent[1]
+def _unwind(hold: Hold) -> tuple[Core, list[int]]:
+    """The hold's last :data:`Core` and the ids recorded on top of it, oldest first."""
+    ids: list[int] = []
+    while hold[0]:
+        ids.append(cast(int, hold[1]))
+        hold = cast(Hold, hold[2])
     ids.reverse()
-    return ids
+    return cast(Core, hold), ids
 
 
 def _pick(ids: Sequence[int], texts: Sequence[str], test: Callable[[str], bool]) -> int | None:
