@@ -175,6 +175,38 @@ def test_the_fallback_keeps_g1_g2_g4_over_long_streams(name: str, skip: bool, da
     assert feed(start(c), ids) == (state, emitted)
 
 
+LOOK_BACK = {
+    "adversarial:bytes_ignore": ([0xE4], 258, [0xB8, 0xAD]),
+    "adversarial:bytes_replace": ([0xE4], 258, [0xB8, 0xAD]),
+    "class:byt5": ([0xE4 + 3], 0, [0xB8 + 3, 0xAD + 3]),
+    "adversarial:grouped_blank": ([2], 0, [2]),
+}
+"""Per decoder, ``(first, invisible, then)``: ids whose text depends on ``first`` however many
+``invisible`` ids (with ``skip_special_tokens``, specials that vanish) come between: the first
+byte of a character and its last bytes, a CTC label and its repeat."""
+
+
+@pytest.mark.parametrize("name", sorted(LOOK_BACK))
+@settings(max_examples=max(10, settings().max_examples // 4))
+@given(data=st.data())
+def test_the_fallback_cuts_its_context_only_where_the_text_after_stays_the_same(
+    name: str, data: st.DataObject
+) -> None:
+    """A character's first byte, then 0 - 80 ids that decode to nothing, then its last bytes: a cut
+    of the window's context between them would lose the character; the cut is checked first."""
+    first, invisible, then = LOOK_BACK[name]
+    c = codec(name, True, True)
+    ids = data.draw(id_lists(name, max_size=40)) + first
+    ids += [invisible] * data.draw(st.integers(0, 80)) + then + data.draw(id_lists(name, max_size=10))
+    full = reference(name, ids, True)
+    state, emitted = start(c), ""
+    for index, token_id in enumerate(ids):
+        state, delta = step(state, token_id)
+        emitted += delta
+        assert full.startswith(emitted), (ids[: index + 1], emitted, full)
+    assert emitted + finish(state) == full
+
+
 @pytest.mark.parametrize(("name", "skip", "window"), CASES, ids=IDS)
 @FEWER
 @given(data=st.data())

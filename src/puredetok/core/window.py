@@ -44,7 +44,7 @@ __all__ = ["Window", "build_window", "ATTEMPT", "KEEP", "TAIL", "TRIM", "LIMIT"]
 
 import os
 from collections.abc import Callable, Collection, Sequence
-from typing import cast
+from typing import Any
 
 import attrs
 
@@ -68,6 +68,8 @@ the hold before it. A step that only records an id makes one small tuple and cop
 _Window = tuple[tuple[int, ...], int, tuple[int, ...], int]
 
 Decode = Callable[[list[int]], str]
+Decoded = dict[tuple[int, ...], str | None]
+"""Texts already decoded, by the ids decoded."""
 
 _PUNCTUATION = (".", ",", "'", "?", "!")
 
@@ -131,32 +133,36 @@ class Window:
         window, delta = self._attempt(context, base, (*pending, *recent, token_id), sent)
         return (0, *window), delta
 
-    def _uncertain_tail(self, window: list[int], text: str) -> int | None:
-        """How many trailing characters of ``text`` a probe may change, judged on the window's tail;
-        None where the tail cannot tell.
+    def _uncertain_tail(self, window: list[int], text: str) -> tuple[int, Decoded] | None:
+        """How many trailing characters of ``text`` a probe may change, judged on the window's tail,
+        with the texts of the tail (behind the anchor) alone and after each probe; None where the
+        tail cannot tell.
         """
         if len(window) <= TAIL:
             return None
-        tail = [*self.anchor, *window[-TAIL:]]
-        head, *probed = self.batch([tail] + [tail + list(probe) for probe in self.probes])
+        tail = (*self.anchor, *window[-TAIL:])
+        probes = self.probes
+        head, *probed = self.batch([list(tail)] + [[*tail, *probe] for probe in probes])
         start = len(self.anchor_text)
         if head is None or not head.startswith(self.anchor_text) or not text.endswith(head[start:]):
             return None
         stable = _common_prefix([head] + [head if p is None else p for p in probed])
         if stable <= start:  # the probes change all of the tail: a change may reach further back
             return None
-        return len(head) - stable
+        return len(head) - stable, {tail: head, **{(*tail, *p): t for p, t in zip(probes, probed)}}
 
-    def _certain(self, window: list[int], base: int, text: str) -> int:
-        """The end of the window's text that no probe changes."""
-        uncertain = self._uncertain_tail(window, text)
-        if uncertain is not None:
+    def _certain(self, window: list[int], base: int, text: str) -> tuple[int, Decoded]:
+        """The end of the window's text that no probe changes, and the texts decoded to tell it."""
+        judged = self._uncertain_tail(window, text)
+        if judged is not None:
+            uncertain, decoded = judged
             certain = len(text) - uncertain
         else:
             probed = self.batch([window + list(probe) for probe in self.probes])
             certain = base + _common_prefix([text[base:]] + [t[base:] for t in probed if t is not None])
+            decoded = {}
         # A trailing U+FFFD may be an incomplete character that a later byte (or several) completes.
-        return max(base, min(certain, base + len(text[base:].rstrip("\ufffd"))))
+        return max(base, min(certain, base + len(text[base:].rstrip("\ufffd")))), decoded
 
     def _attempt(
         self, context: tuple[int, ...], base: int, pending: tuple[int, ...], sent: int
@@ -165,7 +171,7 @@ class Window:
         (text,) = self.batch([window])
         if text is None:  # nothing can be said about this window yet: hold
             return (context, base, pending, sent), ""
-        certain = self._certain(window, base, text)
+        certain, decoded = self._certain(window, base, text)
         delta = text[base + sent : certain] if certain > base + sent else ""
         sent = max(sent, certain - base)
         if certain == len(text):
@@ -177,7 +183,7 @@ class Window:
             delta += text[base + sent :]
             context, base, pending, sent = tuple(window), len(text), (), 0
         if len(context) >= TRIM:
-            trimmed = self._trim(context, text[:base])
+            trimmed = self._trim(context, text[:base], decoded)
             if trimmed is None and len(context) >= LIMIT:
                 # The cut is not confirmed; the context is cut all the same to stay bounded.
                 kept = (*self.anchor, *context[-KEEP:])
@@ -205,10 +211,13 @@ class Window:
                 return (*context, *pending[:cut]), len(head), pending[cut:], base + sent - len(head)
         return context, base, pending, sent
 
-    def _trim(self, context: tuple[int, ...], text: str) -> tuple[tuple[int, ...], int] | None:
+    def _trim(
+        self, context: tuple[int, ...], text: str, decoded: Decoded
+    ) -> tuple[tuple[int, ...], int] | None:
         """A shorter context that ends with the same text as the context (``text``, all certain)
         and continues it the same way after each trim probe: its last ids behind the anchor, those
         ids alone, or nothing at all (for a decoder that drops what came first). None if none does.
+        ``decoded`` holds texts already decoded (the probed tail's), which are not decoded again.
         """
         probes = self.trim_probes
         longer = self.batch([[*context, *probe] for probe in probes])
@@ -216,7 +225,10 @@ class Window:
             return None
         tail = context[-KEEP:]
         for kept, prefix in (((*self.anchor, *tail), self.anchor_text), (tail, ""), ((), "")):
-            head, *shorter = self.batch([list(kept)] + [[*kept, *probe] for probe in probes])
+            wanted = [kept] + [(*kept, *probe) for probe in probes]
+            missing = [ids for ids in wanted if ids not in decoded]
+            decoded = {**decoded, **dict(zip(missing, self.batch([list(ids) for ids in missing])))}
+            head, *shorter = (decoded[ids] for ids in wanted)
             if head is None or not head.startswith(prefix) or not text.endswith(head[len(prefix) :]):
                 continue
             if all(
@@ -269,11 +281,12 @@ class Window:
 def _unwind(hold: Hold) -> tuple[Core, list[int]]:
     """The hold's last :data:`Core` and the ids recorded on top of it, oldest first."""
     ids: list[int] = []
-    while hold[0]:
-        ids.append(cast(int, hold[1]))
-        hold = cast(Hold, hold[2])
+    link: Any = hold
+    while link[0]:
+        ids.append(link[1])
+        link = link[2]
     ids.reverse()
-    return cast(Core, hold), ids
+    return link, ids
 
 
 def _pick(ids: Sequence[int], texts: Sequence[str], test: Callable[[str], bool]) -> int | None:
@@ -289,7 +302,9 @@ def _continuation(
     """An id that completes a character started by another id, where both alone decode to nothing
     or to U+FFFD (a UTF-8 continuation byte), found among a few such ids; None if there is none.
     """
-    partial = [i for i, t in zip(ids, texts) if t in ("", "\ufffd") and i not in added][:48]
+    partial = [i for i, t in zip(ids, texts) if t in ("", "\ufffd") and i not in added]
+    # Spread over all of them: the first 48 alone may all be continuation bytes (ByT5's 0x80 - 0xAF).
+    partial = [partial[k * len(partial) // 48] for k in range(min(48, len(partial)))]
     pairs = [(a, b) for a in partial for b in partial if a != b]
     for (_, b), text in zip(pairs, batch(pairs)):
         if text and "\ufffd" not in text:
@@ -321,10 +336,15 @@ def build_window(
     ]
     probes = tuple(dict.fromkeys((i,) for i in chosen if i is not None))
     anchor = () if plain is None else (plain,)
-    trim_probes: tuple[tuple[int, ...], ...] = () if word is None else ((word,),)
+    # A cut is checked with one probe: three UTF-8 continuation bytes, which complete a character
+    # whose first bytes the text does not show (as in ByT5), then a word. One decode of the whole
+    # context instead of one per probe; the bytes come first, so the word still shows a rule that
+    # looks back at the text (a word first would end the character the bytes could complete).
     continuation = _continuation(ids, texts, added, batch)
-    if continuation is not None:  # completes a character whose first bytes the text does not show
-        trim_probes += ((continuation,) * 3,)
+    trim_probe = ((continuation,) * 3 if continuation is not None else ()) + (
+        (word,) if word is not None else ()
+    )
+    trim_probes = (trim_probe,) if trim_probe else ()
     anchor_text = decode(list(anchor)) if anchor else ""
     return Window(
         decode=decode,
