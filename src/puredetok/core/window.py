@@ -144,8 +144,15 @@ class Window:
         probes = self.probes
         head, *probed = self.batch([list(tail)] + [[*tail, *probe] for probe in probes])
         start = len(self.anchor_text)
-        if head is None or not head.startswith(self.anchor_text) or not text.endswith(head[start:]):
+        if head is None or not head.startswith(self.anchor_text):
             return None
+        if not text.endswith(head[start:]):
+            # The tail may begin inside a character whose first bytes come before it: its last
+            # bytes show as U+FFFD; the rest of the tail's text must still end the window's.
+            rest = head[start:].lstrip("\ufffd")
+            if len(rest) == len(head) - start or not text.endswith(rest):
+                return None
+            start = len(head) - len(rest)
         stable = _common_prefix([head] + [head if p is None else p for p in probed])
         if stable <= start:  # the probes change all of the tail: a change may reach further back
             return None
