@@ -69,7 +69,7 @@ _Window = tuple[tuple[int, ...], int, tuple[int, ...], int]
 
 Decode = Callable[[list[int]], str]
 Decoded = dict[tuple[int, ...], str | None]
-"""Texts already decoded, by the ids decoded."""
+"""The texts of the probed tail (behind the anchor), alone (key ``()``) and after each probe."""
 
 _PUNCTUATION = (".", ",", "'", "?", "!")
 
@@ -113,16 +113,17 @@ class Window:
 
         One call each: ``decode_batch`` costs more than a few single calls.
         """
-        decode = self.decode
-        texts: list[str | None] = []
-        for window in windows:
-            try:
-                texts.append(decode(window))
-            except BaseException as error:  # the decode refuses it (the crate may panic)
-                if isinstance(error, (KeyboardInterrupt, SystemExit, GeneratorExit)):
-                    raise
-                texts.append(None)
-        return texts
+        one = self.one
+        return [one(window) for window in windows]
+
+    def one(self, window: list[int]) -> str | None:
+        """Decode one window; None if the decode refuses it."""
+        try:
+            return self.decode(window)
+        except BaseException as error:  # the decode refuses it (the crate may panic)
+            if isinstance(error, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                raise
+            return None
 
     def step(self, hold: Hold, token_id: int) -> tuple[Hold, str]:
         """Record the id; every ``every`` ids, decode and send what is certain."""
@@ -135,17 +136,18 @@ class Window:
 
     def _uncertain_tail(self, window: list[int], text: str) -> tuple[int, Decoded] | None:
         """How many trailing characters of ``text`` a probe may change, judged on the window's tail,
-        with the texts of the tail (behind the anchor) alone and after each probe; None where the
-        tail cannot tell.
+        with the texts of the tail (behind the anchor) alone (key ``()``) and after each probe; None
+        where the tail cannot tell.
         """
         if len(window) <= TAIL:
             return None
-        tail = (*self.anchor, *window[-TAIL:])
-        probes = self.probes
-        head, *probed = self.batch([list(tail)] + [[*tail, *probe] for probe in probes])
-        start = len(self.anchor_text)
-        if head is None or not head.startswith(self.anchor_text):
+        one = self.one
+        tail = [*self.anchor, *window[-TAIL:]]
+        head = one(tail)
+        anchor_text = self.anchor_text
+        if head is None or not head.startswith(anchor_text):
             return None
+        start = len(anchor_text)
         if not text.endswith(head[start:]):
             # The tail may begin inside a character whose first bytes come before it: its last
             # bytes show as U+FFFD; the rest of the tail's text must still end the window's.
@@ -153,10 +155,15 @@ class Window:
             if len(rest) == len(head) - start or not text.endswith(rest):
                 return None
             start = len(head) - len(rest)
-        stable = _common_prefix([head] + [head if p is None else p for p in probed])
+        decoded: Decoded = {(): head}
+        stable = len(head)
+        for probe in self.probes:
+            probed = decoded[probe] = one(tail + list(probe))
+            if probed is not None and not probed.startswith(head[:stable]):
+                stable = len(os.path.commonprefix([head[:stable], probed]))
         if stable <= start:  # the probes change all of the tail: a change may reach further back
             return None
-        return len(head) - stable, {tail: head, **{(*tail, *p): t for p, t in zip(probes, probed)}}
+        return len(head) - stable, decoded
 
     def _certain(self, window: list[int], base: int, text: str) -> tuple[int, Decoded]:
         """The end of the window's text that no probe changes, and the texts decoded to tell it."""
@@ -175,16 +182,17 @@ class Window:
         self, context: tuple[int, ...], base: int, pending: tuple[int, ...], sent: int
     ) -> tuple[_Window, str]:
         window = [*context, *pending]
-        (text,) = self.batch([window])
+        text = self.one(window)
         if text is None:  # nothing can be said about this window yet: hold
             return (context, base, pending, sent), ""
         certain, decoded = self._certain(window, base, text)
         delta = text[base + sent : certain] if certain > base + sent else ""
-        sent = max(sent, certain - base)
         if certain == len(text):
             context, base, pending, sent = tuple(window), len(text), (), 0
         else:
+            sent = max(sent, certain - base)
             context, base, pending, sent = self._close(context, base, pending, sent, text, certain)
+            decoded = {}  # the context no longer ends with the probed tail
         if len(pending) >= LIMIT:
             # Uncertain for too long: the pending text is sent as it stands and joins the context.
             delta += text[base + sent :]
@@ -194,8 +202,7 @@ class Window:
             if trimmed is None and len(context) >= LIMIT:
                 # The cut is not confirmed; the context is cut all the same to stay bounded.
                 kept = (*self.anchor, *context[-KEEP:])
-                (head,) = self.batch([list(kept)])
-                trimmed = kept, len(head or "")
+                trimmed = kept, len(self.one(list(kept)) or "")
             if trimmed is not None:
                 context, base = trimmed
         return (context, base, pending, sent), delta
@@ -213,7 +220,7 @@ class Window:
         for cut in (len(pending) - 1, len(pending) - 2):
             if cut <= 0:
                 break
-            (head,) = self.batch([[*context, *pending[:cut]]])
+            head = self.one([*context, *pending[:cut]])
             if head is not None and len(head) <= certain and text.startswith(head):
                 return (*context, *pending[:cut]), len(head), pending[cut:], base + sent - len(head)
         return context, base, pending, sent
@@ -224,24 +231,27 @@ class Window:
         """A shorter context that ends with the same text as the context (``text``, all certain)
         and continues it the same way after each trim probe: its last ids behind the anchor, those
         ids alone, or nothing at all (for a decoder that drops what came first). None if none does.
-        ``decoded`` holds texts already decoded (the probed tail's), which are not decoded again.
+        ``decoded`` holds the texts of the probed tail, if the context ends with it (they are not
+        decoded again).
         """
-        probes = self.trim_probes
-        longer = self.batch([[*context, *probe] for probe in probes])
+        one, probes = self.one, self.trim_probes
+        longer = [one([*context, *probe]) for probe in probes]
         if any(t is None or not t.startswith(text) for t in longer):
             return None
         tail = context[-KEEP:]
-        for kept, prefix in (((*self.anchor, *tail), self.anchor_text), (tail, ""), ((), "")):
-            wanted = [kept] + [(*kept, *probe) for probe in probes]
-            missing = [ids for ids in wanted if ids not in decoded]
-            decoded = {**decoded, **dict(zip(missing, self.batch([list(ids) for ids in missing])))}
-            head, *shorter = (decoded[ids] for ids in wanted)
+        for kept, prefix, known in (
+            ((*self.anchor, *tail), self.anchor_text, decoded),
+            (tail, "", {}),
+            ((), "", {}),
+        ):
+            head = known[()] if () in known else one(list(kept))
             if head is None or not head.startswith(prefix) or not text.endswith(head[len(prefix) :]):
                 continue
-            if all(
-                mine is not None and mine.startswith(head) and mine[len(head) :] == str(theirs)[len(text) :]
-                for mine, theirs in zip(shorter, longer)
-            ):
+            for probe, theirs in zip(probes, longer):
+                mine = known[probe] if probe in known else one([*kept, *probe])
+                if mine is None or not mine.startswith(head) or mine[len(head) :] != str(theirs)[len(text) :]:
+                    break
+            else:
                 return kept, len(head)
         return None
 
@@ -287,12 +297,11 @@ class Window:
 
 def _unwind(hold: Hold) -> tuple[Core, list[int]]:
     """The hold's last :data:`Core` and the ids recorded on top of it, oldest first."""
-    ids: list[int] = []
+    count = hold[0]
+    ids = [0] * count
     link: Any = hold
-    while link[0]:
-        ids.append(link[1])
-        link = link[2]
-    ids.reverse()
+    for index in range(count - 1, -1, -1):
+        _, ids[index], link = link
     return link, ids
 
 
