@@ -50,7 +50,7 @@ import attrs
 
 ATTEMPT = 32
 """Pending ids between two decodes of the window."""
-TAIL = 6
+TAIL = 4
 """Ids of the window's end decoded with the probes."""
 KEEP = TAIL
 """Ids of context kept (behind the anchor) when the context is cut: the probed tail."""
