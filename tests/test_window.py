@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import puredetok
 from helpers import TOKENIZERS, id_lists, reference, tokenizer
 from puredetok import DecodeState, feed, finish, start, step
+from puredetok.core.window import Window
 
 
 @functools.cache
@@ -91,3 +92,19 @@ def test_window_codec_keeps_g1_g2_g4_over_long_streams(name: str, skip: bool, da
         assert full.startswith(emitted) and later.startswith(emitted), (index, emitted[-40:])
     assert emitted + finish(state) == full
     assert feed(start(c), ids) == (state, emitted)  # G6: one feed gives the same state and text
+
+
+def test_a_byte_probe_is_kept_only_where_a_later_byte_changes_a_complete_character() -> None:
+    """The probe that stands for a byte run spoiled by a later byte (SentencePiece's byte fallback)
+    costs a decode per attempt; it is dropped where a byte spoils no complete character."""
+    for name, spoils in (("qwen3", False), ("llama3", False), ("gpt2", False), ("mistral_v03", True)):
+        tok = tokenizer(name)
+        window = window_codec(name, False).decoding
+        assert isinstance(window, Window)
+        probes = {probe for (probe,) in window.probes}
+        lone = {i for i in probes if tok.decode([i]) == "\ufffd"}
+        assert bool(lone) is spoils, (name, probes)
+    bytes_of = {tokenizer("mistral_v03").convert_tokens_to_ids(f"<0x{b:02X}>"): b for b in (0xC3, 0xA9, 0x80)}
+    c3, a9, b80 = bytes_of
+    assert tokenizer("mistral_v03").decode([c3, a9]) == "é"
+    assert not tokenizer("mistral_v03").decode([c3, a9, b80]).startswith("é")

@@ -309,23 +309,35 @@ def _pick(ids: Sequence[int], texts: Sequence[str], test: Callable[[str], bool])
     return next((i for i, text in zip(ids, texts) if test(text)), None)
 
 
-def _continuation(
+def _characters(
     ids: Sequence[int],
     texts: Sequence[str],
     added: Collection[int],
     batch: Callable[[Sequence[Sequence[int]]], list[str | None]],
-) -> int | None:
-    """An id that completes a character started by another id, where both alone decode to nothing
-    or to U+FFFD (a UTF-8 continuation byte), found among a few such ids; None if there is none.
+) -> list[tuple[int, int]]:
+    """Pairs of ids that together decode to a character where each alone decodes to nothing or
+    to U+FFFD (the bytes of a UTF-8 character), found among a few such ids (at most 8 pairs).
     """
     partial = [i for i, t in zip(ids, texts) if t in ("", "\ufffd") and i not in added]
     # Spread over all of them: the first 48 alone may all be continuation bytes (ByT5's 0x80 - 0xAF).
     partial = [partial[k * len(partial) // 48] for k in range(min(48, len(partial)))]
     pairs = [(a, b) for a in partial for b in partial if a != b]
-    for (_, b), text in zip(pairs, batch(pairs)):
-        if text and "\ufffd" not in text:
-            return b
-    return None
+    return [pair for pair, text in zip(pairs, batch(pairs)) if text and "\ufffd" not in text][:8]
+
+
+def _spoils(
+    spoiler: int,
+    characters: Sequence[tuple[int, int]],
+    batch: Callable[[Sequence[Sequence[int]]], list[str | None]],
+) -> bool:
+    """Whether the id changes the text of a complete character before it (as a byte after a run of
+    byte-fallback tokens makes the whole run U+FFFD); True where no character is known to try.
+    """
+    if not characters:
+        return True
+    texts = batch([list(pair) for pair in characters] + [[*pair, spoiler] for pair in characters])
+    alone, followed = texts[: len(characters)], texts[len(characters) :]
+    return any(a is None or b is None or not b.startswith(a) for a, b in zip(alone, followed))
 
 
 def build_window(
@@ -345,18 +357,20 @@ def build_window(
     # A word after a space shows what a strip or a cleanup rule would still do to held text.
     word = _pick(ids, texts, lambda t: t.startswith(" ") and t[1:].isascii() and t[1:].isalpha())
     word = word if word is not None else plain
-    chosen = [
-        word,
-        _pick(ids, texts, lambda t: t.strip() in _PUNCTUATION and t.strip() != ""),
-        _pick(ids, texts, lambda t: t == "\ufffd"),
-    ]
+    characters = _characters(ids, texts, added, batch)
+    # A byte that decodes to U+FFFD alone shows a byte run that a later byte spoils; where a byte
+    # spoils no complete character (byte-level BPE, ByT5) it shows nothing and costs a decode.
+    spoiler = _pick(ids, texts, lambda t: t == "\ufffd")
+    if spoiler is not None and not _spoils(spoiler, characters, batch):
+        spoiler = None
+    chosen = [word, _pick(ids, texts, lambda t: t.strip() in _PUNCTUATION and t.strip() != ""), spoiler]
     probes = tuple(dict.fromkeys((i,) for i in chosen if i is not None))
     anchor = () if plain is None else (plain,)
     # A cut is checked with one probe: three UTF-8 continuation bytes, which complete a character
     # whose first bytes the text does not show (as in ByT5), then a word. One decode of the whole
     # context instead of one per probe; the bytes come first, so the word still shows a rule that
     # looks back at the text (a word first would end the character the bytes could complete).
-    continuation = _continuation(ids, texts, added, batch)
+    continuation = characters[0][1] if characters else None
     trim_probe = ((continuation,) * 3 if continuation is not None else ()) + (
         (word,) if word is not None else ()
     )
