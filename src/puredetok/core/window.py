@@ -54,7 +54,7 @@ TAIL = 4
 """Ids of the window's end decoded with the probes."""
 KEEP = TAIL
 """Ids of context kept (behind the anchor) when the context is cut: the probed tail."""
-TRIM = 48
+TRIM = 32
 """Context length from which a cut is tried."""
 LIMIT = 96
 """The most ids the window holds; past it the context is cut, and pending text sent, unchecked."""
