@@ -149,3 +149,18 @@ def test_a_cleanup_rule_keeps_its_probe_and_the_stream_prefix_safe(data: st.Data
         assert full.startswith(emitted), (ids[: index + 1], emitted, full)
         assert tok.decode(ids[: index + 1], skip_special_tokens=skip).startswith(emitted)
     assert emitted + finish(state) == full
+
+
+def test_the_word_probe_is_kept_only_where_a_next_word_changes_text() -> None:
+    """Byte-level BPE and SentencePiece without cleanup only ever append (their U+FFFD ends are held
+    anyway): no probe of a next word. A cleanup that joins tokens with spaces and rewrites ``" ' "``
+    keeps it (tests/test_families.py holds that decoder to G2)."""
+    import synthetic
+
+    for name in ("qwen3", "gpt2", "llama2", "mistral_v03"):
+        window = window_codec(name, False).decoding
+        assert isinstance(window, Window)
+        assert all(tokenizer(name).decode(list(probe)).strip() in ("", "\ufffd") for probe in window.probes)
+    cleanup = synthetic.ADVERSARIAL["joined_with_cleanup"]()
+    window = puredetok.codec_for(cleanup, window=True).decoding
+    assert isinstance(window, Window) and any(cleanup.decode(list(p)).strip() == "the" for p in window.probes)

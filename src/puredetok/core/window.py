@@ -364,14 +364,22 @@ def build_window(
     # have low ids in the vocabularies seen (byte-level BPE: from 220 on): the first 1,024 are read.
     mark = _pick(ids, texts, lambda t: t.strip() in _PUNCTUATION and t.strip() != "")
     low = [i for i in range(min(size, 1024)) if i not in added]
+    low_texts = batch([[i] for i in low])
     spaced = [
         [plain, i] if plain is not None else [i]
-        for i, t in {**dict(zip(low, batch([[i] for i in low]))), **dict(zip(ids, texts))}.items()
+        for i, t in {**dict(zip(low, low_texts)), **dict(zip(ids, texts))}.items()
         if t is not None and t.endswith(" ")
     ][:64]
     if mark is not None and spaced and not _changes(mark, spaced, batch):
         mark = None
-    chosen = [word, mark, spoiler]
+    # The word stands for any next token: where it changes the text of no sampled id (after the
+    # anchor), as in byte-level BPE or SentencePiece without cleanup, it shows nothing there either.
+    shown = word
+    alone = {**dict(zip(low, low_texts)), **dict(zip(ids, texts))}
+    sampled = [[plain, i] if plain is not None else [i] for i, t in alone.items() if t is not None]
+    if word is not None and not _changes(word, sampled, batch):
+        shown = None
+    chosen = [shown, mark, spoiler]
     probes = tuple(dict.fromkeys((i,) for i in chosen if i is not None))
     anchor = () if plain is None else (plain,)
     # A cut is checked with one probe: three UTF-8 continuation bytes, which complete a character
