@@ -164,3 +164,35 @@ def test_the_word_probe_is_kept_only_where_a_next_word_changes_text() -> None:
     cleanup = synthetic.ADVERSARIAL["joined_with_cleanup"]()
     window = puredetok.codec_for(cleanup, window=True).decoding
     assert isinstance(window, Window) and any(cleanup.decode(list(p)).strip() == "the" for p in window.probes)
+
+
+def test_a_tampered_hold_is_refused() -> None:
+    """The ids recorded since the last decode are links ``(n, id, previous hold)`` counting down to a
+    core ``(0, context, base, pending, sent)``; a saved hold that breaks that shape is refused (G7)."""
+    c = window_codec("qwen3", False)
+    window = c.decoding
+    assert isinstance(window, Window)
+    state, _ = feed(start(c), list(range(1000, 1040)))  # one decode, then 8 ids recorded
+    hold = state.hold
+    assert window.is_hold(hold) and isinstance(hold, tuple) and hold[0] == 8
+    core = (0, (1, 2), 3, (4,), 0)
+    bad = [
+        (10, 5, hold),  # a link that does not count on from the one below it (8)
+        (2, 5, core),  # the first link must count 1
+        (1, -1, core),  # an id outside the vocabulary
+        (1, c.vocab_size, core),
+        (1, "5", core),
+        (1, 5, (1, 5, core)),  # counts that go up
+        (ATTEMPT, 5, core),
+        (True, 5, core),
+        (0, (1, 2), -3, (4,), 0),  # a negative base
+        (0, [1, 2], 3, (4,), 0),  # ids not in a tuple
+        (1, (1, 2), 3, (4,), 0),  # a core must start with 0
+        (0, tuple(range(400)), 3, (), 0),  # longer than the window ever grows
+        (0, (1, 2), 3, (4,)),
+        None,
+        (),
+    ]
+    for tampered in bad:
+        assert not window.is_hold(tampered), tampered
+    assert window.is_hold(core) and window.is_hold((1, 5, core)) and window.is_hold((2, 6, (1, 5, core)))
