@@ -366,23 +366,20 @@ def build_window(
     if spoiler is not None and characters and not _changes(spoiler, characters, batch):
         spoiler = None
     # A punctuation mark shows a space before it that cleanup removes; where it changes the text of
-    # no id that ends in a space (after the anchor) it shows nothing. Such ids are few, and most
-    # have low ids in the vocabularies seen (byte-level BPE: from 220 on): the first 1,024 are read.
-    mark = _pick(ids, texts, lambda t: t.strip() in _PUNCTUATION and t.strip() != "")
+    # no id that ends in a space (after the anchor) it shows nothing. Marks and such ids are few,
+    # and most have low ids (byte-level BPE: "!" is 0, " " 220; T5: "." is 5): the first 1,024 are
+    # read besides the sample.
     low = [i for i in range(min(size, 1024)) if i not in added]
-    low_texts = batch([[i] for i in low])
-    spaced = [
-        [plain, i] if plain is not None else [i]
-        for i, t in {**dict(zip(low, low_texts)), **dict(zip(ids, texts))}.items()
-        if t is not None and t.endswith(" ")
-    ][:64]
+    alone = {**dict(zip(low, batch([[i] for i in low]))), **dict(zip(ids, texts))}
+    known = {i: t for i, t in alone.items() if t is not None}
+    mark = _pick(list(known), list(known.values()), lambda t: t.strip() in _PUNCTUATION and t.strip() != "")
+    spaced = [[plain, i] if plain is not None else [i] for i, t in known.items() if t.endswith(" ")][:64]
     if mark is not None and spaced and not _changes(mark, spaced, batch):
         mark = None
     # The word stands for any next token: where it changes the text of no sampled id (after the
     # anchor), as in byte-level BPE or SentencePiece without cleanup, it shows nothing there either.
     shown = word
-    alone = {**dict(zip(low, low_texts)), **dict(zip(ids, texts))}
-    sampled = [[plain, i] if plain is not None else [i] for i, t in alone.items() if t is not None]
+    sampled = [[plain, i] if plain is not None else [i] for i in known]
     if word is not None and not _changes(word, sampled, batch):
         shown = None
     chosen = [shown, mark, spoiler]
