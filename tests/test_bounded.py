@@ -97,10 +97,11 @@ def test_byte_fallback_run_is_the_documented_exception_and_the_cap_bounds_it(nam
 
 def _window_sizes(state: puredetok.DecodeState) -> tuple[int, int]:
     """Ids in the fallback's context, and pending (since the last decode included)."""
-    context, _, pending, _, _, count = cast(
-        tuple[tuple[int, ...], int, tuple[int, ...], int, Any, int], state.hold
-    )
-    return len(context), len(pending) + count
+    hold, recorded = cast(tuple[Any, ...], state.hold), 0
+    while len(hold) == 3:  # an id recorded since the last decode, on top of the hold before it
+        hold, recorded = hold[2], recorded + 1
+    _, context, _, pending, _ = hold
+    return len(context), len(pending) + recorded
 
 
 @pytest.mark.parametrize("name", ["qwen3", "gpt2", "llama2", "distilbert_base_uncased"])

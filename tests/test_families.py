@@ -27,6 +27,7 @@ import synthetic
 from holding import Tally, can_change, ending_with, holding_tails
 from puredetok import DecodeState, InvalidTokenError, feed, finish, start, step
 from puredetok.core import continuation_text
+from puredetok.core.window import LIMIT
 
 SOURCES: dict[str, Callable[[], Any]] = {
     **{f"class:{name}": builder for name, builder in families.FAMILIES.items()},
@@ -149,6 +150,64 @@ def test_g1_g2_g4_and_g6(name: str, skip: bool, window: bool, data: st.DataObjec
     for clone in (moved, unpickled, copy.copy(saved), copy.deepcopy(saved)):
         assert clone == saved and hash(clone) == hash(saved)
         assert feed(clone, ids[middle:]) == feed(saved, ids[middle:])
+
+
+WINDOW_CASES = [(name, skip) for name, skip, window in CASES if window]
+
+
+@pytest.mark.parametrize(
+    ("name", "skip"), WINDOW_CASES, ids=[f"{n}-{'skip' if s else 'keep'}" for n, s in WINDOW_CASES]
+)
+@settings(max_examples=max(5, settings().max_examples // 8))
+@given(data=st.data())
+def test_the_fallback_keeps_g1_g2_g4_over_long_streams(name: str, skip: bool, data: st.DataObject) -> None:
+    """Streams of up to 300 ids: many decodes of the fallback's window and cuts of its context,
+    each checked against the decode of the whole stream (and of a longer one)."""
+    c = codec(name, skip, True)
+    ids = [i for chunk in data.draw(st.lists(id_lists(name), min_size=2, max_size=10)) for i in chunk]
+    more = data.draw(id_lists(name, max_size=6))
+    full, later = reference(name, ids, skip), reference(name, ids + more, skip)
+    state, emitted = start(c), ""
+    for index, token_id in enumerate(ids):
+        state, delta = step(state, token_id)
+        emitted += delta
+        assert full.startswith(emitted) and later.startswith(emitted), (ids[: index + 1], emitted, full)
+    assert emitted + finish(state) == full
+    assert feed(start(c), ids) == (state, emitted)
+
+
+LOOK_BACK = {
+    "adversarial:bytes_ignore": ([0xE4], 258, [0xB8, 0xAD]),
+    "adversarial:bytes_replace": ([0xE4], 258, [0xB8, 0xAD]),
+    "class:byt5": ([0xE4 + 3], 0, [0xB8 + 3, 0xAD + 3]),
+    "adversarial:grouped_blank": ([2], 0, [2]),
+}
+"""Per decoder, ``(first, invisible, then)``: ids whose text depends on ``first`` however many
+``invisible`` ids (with ``skip_special_tokens``, specials that vanish) come between: the first
+byte of a character and its last bytes, a CTC label and its repeat."""
+
+
+@pytest.mark.parametrize("name", sorted(LOOK_BACK))
+@settings(max_examples=max(10, settings().max_examples // 4))
+@given(data=st.data())
+def test_the_fallback_cuts_its_context_only_where_the_text_after_stays_the_same(
+    name: str, data: st.DataObject
+) -> None:
+    """A character's first byte, then 0 - 60 ids that decode to nothing, then its last bytes: a cut
+    of the window's context between them would lose the character; the cut is checked first. (The
+    stream stays shorter than the window's limit of 96 ids, past which a context is cut unchecked.)"""
+    first, invisible, then = LOOK_BACK[name]
+    c = codec(name, True, True)
+    ids = data.draw(id_lists(name, max_size=12)) + first
+    ids += [invisible] * data.draw(st.integers(0, 60)) + then + data.draw(id_lists(name, max_size=10))
+    assert len(ids) < LIMIT
+    full = reference(name, ids, True)
+    state, emitted = start(c), ""
+    for index, token_id in enumerate(ids):
+        state, delta = step(state, token_id)
+        emitted += delta
+        assert full.startswith(emitted), (ids[: index + 1], emitted, full)
+    assert emitted + finish(state) == full
 
 
 @pytest.mark.parametrize(("name", "skip", "window"), CASES, ids=IDS)

@@ -4,11 +4,14 @@ tokenizer's own ``decode`` on a bounded window of ids, and sending only text it 
 What "certain" means here. For an arbitrary ``decode`` nothing about the future is known, so the
 fallback asks it: text is sent only once it is a common prefix of ``decode(window)`` and of
 ``decode(window + probe)`` for a few probes chosen when the codec is built to stand for the ways a
-next token changes text already decoded: a word after a space (shows trailing whitespace a strip
-would remove, and cleanup rules that need a following word), a punctuation mark (space cleanup), a
-byte that decodes to U+FFFD alone (a byte run that a later byte spoils). A trailing U+FFFD is held
-too: it may be a character that more bytes complete. So text that one of those changes is held,
-never sent early and then contradicted.
+next token changes text already decoded: a word (shows trailing whitespace a strip would remove,
+and cleanup rules that need a following word), a punctuation mark (space cleanup), a byte that
+decodes to U+FFFD alone (a byte run that a later byte spoils). A probe is kept only where the
+build shows it changing text: the word where it changes the text of one of the ~5,000 sampled ids,
+the mark where it changes the text of an id that ends in a space, the byte where it changes a
+complete character before it (byte-level BPE and SentencePiece without cleanup only append, and
+keep none or only the byte). A trailing U+FFFD is held too: it may be a character that more bytes
+complete. So text that one of those changes is held, never sent early and then contradicted.
 
 How the window stays bounded without losing text.
 
@@ -16,19 +19,22 @@ How the window stays bounded without losing text.
   next to others (a lone UTF-8 lead byte in ByT5, a CTC pad between repeats).
 * The window is ``context + pending``; its text is compared beyond ``base``, the length of the
   context's own text, which is certain and already sent.
-* A step only records the id; every ``ATTEMPT`` ids the window is decoded and what is certain is
-  sent. The probes are decoded after the window's tail (its last ``TAIL`` ids behind an anchor
-  id), which costs a fraction of the whole window; the whole window is probed instead whenever the
-  tail cannot decide (the tail's text is not the end of the window's, or the probes change all of
-  it: a change may reach further back). When all of the pending text is certain, the pending ids
-  join the context; when only part is, the ids whose text is already certain do.
+* A step only records the id (one small tuple on top of the hold); every ``ATTEMPT`` ids the window
+  is decoded and what is certain is sent. The probes are decoded after the window's tail (its last
+  ``TAIL`` ids behind an anchor id), which costs a fraction of the whole window; a tail that begins
+  inside a character (its last bytes shown as U+FFFD) decides on the rest of its text; the whole
+  window is probed instead whenever the tail cannot decide (the tail's text is not the end of the
+  window's, or the probes change all of it: a change may reach further back). When all of the
+  pending text is certain, the pending ids join the context; when only part is, the ids whose text
+  is already certain do.
 * When the context reaches ``TRIM`` ids it is cut to its last ``KEEP`` ids behind the anchor (an
   id with plain text, so that start-of-text rules such as dropping a leading space apply to the
   anchor, not to the kept ids), or to those ids alone, or to nothing (a decoder that drops what
   came first). A cut is made only if the shorter context ends with the same text as the longer
-  one and continues it the same way after a word and after three UTF-8 continuation bytes (which
-  show a character whose first bytes the text does not show yet, as in ByT5); otherwise the
-  context keeps growing, up to ``LIMIT`` ids.
+  one and continues it the same way after one trim probe: three UTF-8 continuation bytes, which
+  show a character whose first bytes the text does not show yet (as in ByT5), then a word. That
+  is one decode of the whole context; the short side's texts come from the probed tail where they
+  were already decoded. Otherwise the context keeps growing, up to ``LIMIT`` ids.
 * ``finish`` sends the window's text that is still held, so the stream's text equals ``decode``.
 
 The bounds this leaves (documented in the guarantees): text is held for up to ``ATTEMPT`` ids
@@ -44,28 +50,32 @@ __all__ = ["Window", "build_window", "ATTEMPT", "KEEP", "TAIL", "TRIM", "LIMIT"]
 
 import os
 from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 import attrs
 
 ATTEMPT = 32
 """Pending ids between two decodes of the window."""
-TAIL = 6
-"""Ids of the window's end decoded with the probes."""
+TAIL = 4
+"""Ids of the window's end decoded with the probes (a UTF-8 character's bytes, at most)."""
 KEEP = TAIL
 """Ids of context kept (behind the anchor) when the context is cut: the probed tail."""
-TRIM = 48
+TRIM = 32
 """Context length from which a cut is tried."""
 LIMIT = 96
 """The most ids the window holds; past it the context is cut, and pending text sent, unchecked."""
 
-Recent = tuple[int, "Recent"] | None
-"""The ids since the last decode, newest first, as a linked list (appending one costs O(1))."""
-Hold = tuple[tuple[int, ...], int, tuple[int, ...], int, Recent, int]
-"""``(context ids, len(decode(context)), pending ids, characters of the pending text sent,
-ids since the last decode, how many)``."""
+Core = tuple[int, tuple[int, ...], int, tuple[int, ...], int]
+"""``(0, context ids, len(decode(context)), pending ids, characters of the pending text sent)``:
+the hold right after a decode of the window."""
+Hold = Core | tuple[int, int, "Hold"]
+"""A :data:`Core`, or ``(n, id, previous hold)``: the ``n``-th id since the last decode on top of
+the hold before it. A step that only records an id makes one small tuple and copies nothing."""
 _Window = tuple[tuple[int, ...], int, tuple[int, ...], int]
 
 Decode = Callable[[list[int]], str]
+Decoded = dict[tuple[int, ...], str | None]
+"""The texts of the probed tail (behind the anchor), alone (key ``()``) and after each probe."""
 
 _PUNCTUATION = (".", ",", "'", "?", "!")
 
@@ -99,7 +109,7 @@ class Window:
     every: int = ATTEMPT
     size: int = 2**32
     """Ids in a hold are below this (the vocabulary size)."""
-    initial: Hold = ((), 0, (), 0, None, 0)
+    initial: Hold = (0, (), 0, (), 0)
     idle: None = None
     """Never a hold of this model: every step goes through :meth:`step`."""
     fast: tuple[str | None, ...] = ()
@@ -109,77 +119,96 @@ class Window:
 
         One call each: ``decode_batch`` costs more than a few single calls.
         """
-        decode = self.decode
-        texts: list[str | None] = []
-        for window in windows:
-            try:
-                texts.append(decode(window))
-            except BaseException as error:  # the decode refuses it (the crate may panic)
-                if isinstance(error, (KeyboardInterrupt, SystemExit, GeneratorExit)):
-                    raise
-                texts.append(None)
-        return texts
+        one = self.one
+        return [one(window) for window in windows]
+
+    def one(self, window: list[int]) -> str | None:
+        """Decode one window; None if the decode refuses it."""
+        try:
+            return self.decode(window)
+        except BaseException as error:  # the decode refuses it (the crate may panic)
+            if isinstance(error, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                raise
+            return None
 
     def step(self, hold: Hold, token_id: int) -> tuple[Hold, str]:
-        """Append the id; every ``every`` ids, decode and send what is certain."""
-        context, base, pending, sent, recent, count = hold
-        if count + 1 < self.every:
-            return (context, base, pending, sent, (token_id, recent), count + 1), ""
-        window, delta = self._attempt(context, base, (*pending, *_ids(recent), token_id), sent)
-        return (*window, None, 0), delta
+        """Record the id; every ``every`` ids, decode and send what is certain."""
+        count = hold[0] + 1
+        if count < self.every:
+            return (count, token_id, hold), ""
+        (_, context, base, pending, sent), recent = _unwind(hold)
+        window, delta = self._attempt(context, base, (*pending, *recent, token_id), sent)
+        return (0, *window), delta
 
-    def _uncertain_tail(self, window: list[int], text: str) -> int | None:
-        """How many trailing characters of ``text`` a probe may change, judged on the window's tail;
-        None where the tail cannot tell.
+    def _uncertain_tail(self, window: list[int], text: str) -> tuple[int, Decoded] | None:
+        """How many trailing characters of ``text`` a probe may change, judged on the window's tail,
+        with the texts of the tail (behind the anchor) alone (key ``()``) and after each probe; None
+        where the tail cannot tell.
         """
         if len(window) <= TAIL:
             return None
+        one = self.one
         tail = [*self.anchor, *window[-TAIL:]]
-        head, *probed = self.batch([tail] + [tail + list(probe) for probe in self.probes])
-        start = len(self.anchor_text)
-        if head is None or not head.startswith(self.anchor_text) or not text.endswith(head[start:]):
+        head = one(tail)
+        anchor_text = self.anchor_text
+        if head is None or not head.startswith(anchor_text):
             return None
-        stable = _common_prefix([head] + [head if p is None else p for p in probed])
+        start = len(anchor_text)
+        if not text.endswith(head[start:]):
+            # The tail may begin inside a character whose first bytes come before it: its last
+            # bytes show as U+FFFD; the rest of the tail's text must still end the window's.
+            rest = head[start:].lstrip("\ufffd")
+            if len(rest) == len(head) - start or not text.endswith(rest):
+                return None
+            start = len(head) - len(rest)
+        decoded: Decoded = {(): head}
+        stable = len(head)
+        for probe in self.probes:
+            probed = decoded[probe] = one(tail + list(probe))
+            if probed is not None and not probed.startswith(head[:stable]):
+                stable = len(os.path.commonprefix([head[:stable], probed]))
         if stable <= start:  # the probes change all of the tail: a change may reach further back
             return None
-        return len(head) - stable
+        return len(head) - stable, decoded
 
-    def _certain(self, window: list[int], base: int, text: str) -> int:
-        """The end of the window's text that no probe changes."""
-        uncertain = self._uncertain_tail(window, text)
-        if uncertain is not None:
+    def _certain(self, window: list[int], base: int, text: str) -> tuple[int, Decoded]:
+        """The end of the window's text that no probe changes, and the texts decoded to tell it."""
+        judged = self._uncertain_tail(window, text)
+        if judged is not None:
+            uncertain, decoded = judged
             certain = len(text) - uncertain
         else:
             probed = self.batch([window + list(probe) for probe in self.probes])
             certain = base + _common_prefix([text[base:]] + [t[base:] for t in probed if t is not None])
+            decoded = {}
         # A trailing U+FFFD may be an incomplete character that a later byte (or several) completes.
-        return max(base, min(certain, base + len(text[base:].rstrip("\ufffd"))))
+        return max(base, min(certain, base + len(text[base:].rstrip("\ufffd")))), decoded
 
     def _attempt(
         self, context: tuple[int, ...], base: int, pending: tuple[int, ...], sent: int
     ) -> tuple[_Window, str]:
         window = [*context, *pending]
-        (text,) = self.batch([window])
+        text = self.one(window)
         if text is None:  # nothing can be said about this window yet: hold
             return (context, base, pending, sent), ""
-        certain = self._certain(window, base, text)
+        certain, decoded = self._certain(window, base, text)
         delta = text[base + sent : certain] if certain > base + sent else ""
-        sent = max(sent, certain - base)
         if certain == len(text):
             context, base, pending, sent = tuple(window), len(text), (), 0
         else:
+            sent = max(sent, certain - base)
             context, base, pending, sent = self._close(context, base, pending, sent, text, certain)
+            decoded = {}  # the context no longer ends with the probed tail
         if len(pending) >= LIMIT:
             # Uncertain for too long: the pending text is sent as it stands and joins the context.
             delta += text[base + sent :]
             context, base, pending, sent = tuple(window), len(text), (), 0
         if len(context) >= TRIM:
-            trimmed = self._trim(context, text[:base])
+            trimmed = self._trim(context, text[:base], decoded)
             if trimmed is None and len(context) >= LIMIT:
                 # The cut is not confirmed; the context is cut all the same to stay bounded.
                 kept = (*self.anchor, *context[-KEEP:])
-                (head,) = self.batch([list(kept)])
-                trimmed = kept, len(head or "")
+                trimmed = kept, len(self.one(list(kept)) or "")
             if trimmed is not None:
                 context, base = trimmed
         return (context, base, pending, sent), delta
@@ -197,29 +226,38 @@ class Window:
         for cut in (len(pending) - 1, len(pending) - 2):
             if cut <= 0:
                 break
-            (head,) = self.batch([[*context, *pending[:cut]]])
+            head = self.one([*context, *pending[:cut]])
             if head is not None and len(head) <= certain and text.startswith(head):
                 return (*context, *pending[:cut]), len(head), pending[cut:], base + sent - len(head)
         return context, base, pending, sent
 
-    def _trim(self, context: tuple[int, ...], text: str) -> tuple[tuple[int, ...], int] | None:
+    def _trim(
+        self, context: tuple[int, ...], text: str, decoded: Decoded
+    ) -> tuple[tuple[int, ...], int] | None:
         """A shorter context that ends with the same text as the context (``text``, all certain)
         and continues it the same way after each trim probe: its last ids behind the anchor, those
         ids alone, or nothing at all (for a decoder that drops what came first). None if none does.
+        ``decoded`` holds the texts of the probed tail, if the context ends with it (they are not
+        decoded again).
         """
-        probes = self.trim_probes
-        longer = self.batch([[*context, *probe] for probe in probes])
+        one, probes = self.one, self.trim_probes
+        longer = [one([*context, *probe]) for probe in probes]
         if any(t is None or not t.startswith(text) for t in longer):
             return None
         tail = context[-KEEP:]
-        for kept, prefix in (((*self.anchor, *tail), self.anchor_text), (tail, ""), ((), "")):
-            head, *shorter = self.batch([list(kept)] + [[*kept, *probe] for probe in probes])
+        for kept, prefix, known in (
+            ((*self.anchor, *tail), self.anchor_text, decoded),
+            (tail, "", {}),
+            ((), "", {}),
+        ):
+            head = known[()] if () in known else one(list(kept))
             if head is None or not head.startswith(prefix) or not text.endswith(head[len(prefix) :]):
                 continue
-            if all(
-                mine is not None and mine.startswith(head) and mine[len(head) :] == str(theirs)[len(text) :]
-                for mine, theirs in zip(shorter, longer)
-            ):
+            for probe, theirs in zip(probes, longer):
+                mine = known[probe] if probe in known else one([*kept, *probe])
+                if mine is None or not mine.startswith(head) or mine[len(head) :] != str(theirs)[len(text) :]:
+                    break
+            else:
                 return kept, len(head)
         return None
 
@@ -233,17 +271,25 @@ class Window:
 
     def finish(self, hold: Hold) -> str:
         """Everything not yet sent."""
-        context, base, pending, sent, recent, _ = hold
-        if not pending and recent is None:
+        (_, context, base, pending, sent), recent = _unwind(hold)
+        if not pending and not recent:
             return ""
-        return self.decode([*context, *pending, *_ids(recent)])[base + sent :]
+        return self.decode([*context, *pending, *recent])[base + sent :]
 
     def is_hold(self, hold: object) -> bool:
         """A :data:`Hold` of ids in the vocabulary, no longer than the window ever grows."""
-        if type(hold) is not tuple or len(hold) != 6:
+        ids: list[object] = []
+        below = 0
+        while type(hold) is tuple and len(hold) == 3:  # the links count down to the core, by one
+            count, token_id, hold = hold
+            if type(count) is not int or not 0 < count < self.every or (ids and count != below):
+                return False
+            ids.append(token_id)
+            below = count - 1
+        if ids and below != 0 or type(hold) is not tuple or len(hold) != 5:
             return False
-        context, base, pending, sent, recent, count = hold
-        if not all(type(n) is int and n >= 0 for n in (base, sent, count)) or count >= self.every:
+        zero, context, base, pending, sent = hold
+        if type(zero) is not int or zero != 0 or not all(type(n) is int and n >= 0 for n in (base, sent)):
             return False
         if (
             type(context) is not tuple
@@ -251,45 +297,49 @@ class Window:
             or len(context) + len(pending) > 3 * LIMIT
         ):
             return False
-        ids = [*context, *pending]
-        for _ in range(count):
-            if type(recent) is not tuple or len(recent) != 2:
-                return False
-            ids.append(recent[0])
-            recent = recent[1]
         size = self.size
-        return recent is None and all(type(i) is int and 0 <= i < size for i in ids)
+        return all(type(i) is int and 0 <= i < size for i in (*context, *pending, *ids))
 
 
-def _ids(recent: Recent) -> list[int]:
-    """The ids of a linked list, oldest first."""
-    ids = []
-    while recent is not None:
-        ids.append(recent[0])
-        recent = recent[1]
-    ids.reverse()
-    return ids
+def _unwind(hold: Hold) -> tuple[Core, list[int]]:
+    """The hold's last :data:`Core` and the ids recorded on top of it, oldest first."""
+    count = hold[0]
+    ids = [0] * count
+    link: Any = hold
+    for index in range(count - 1, -1, -1):
+        _, ids[index], link = link
+    return link, ids
 
 
 def _pick(ids: Sequence[int], texts: Sequence[str], test: Callable[[str], bool]) -> int | None:
     return next((i for i, text in zip(ids, texts) if test(text)), None)
 
 
-def _continuation(
+def _characters(
     ids: Sequence[int],
     texts: Sequence[str],
     added: Collection[int],
     batch: Callable[[Sequence[Sequence[int]]], list[str | None]],
-) -> int | None:
-    """An id that completes a character started by another id, where both alone decode to nothing
-    or to U+FFFD (a UTF-8 continuation byte), found among a few such ids; None if there is none.
+) -> list[tuple[int, int]]:
+    """Pairs of ids that together decode to a character where each alone decodes to nothing or
+    to U+FFFD (the bytes of a UTF-8 character), found among a few such ids (at most 8 pairs).
     """
-    partial = [i for i, t in zip(ids, texts) if t in ("", "\ufffd") and i not in added][:48]
+    partial = [i for i, t in zip(ids, texts) if t in ("", "\ufffd") and i not in added]
+    # Spread over all of them: the first 48 alone may all be continuation bytes (ByT5's 0x80 - 0xAF).
+    partial = [partial[k * len(partial) // 48] for k in range(min(48, len(partial)))]
     pairs = [(a, b) for a in partial for b in partial if a != b]
-    for (_, b), text in zip(pairs, batch(pairs)):
-        if text and "\ufffd" not in text:
-            return b
-    return None
+    return [pair for pair, text in zip(pairs, batch(pairs)) if text and "\ufffd" not in text][:8]
+
+
+def _changes(
+    probe: int,
+    contexts: Sequence[Sequence[int]],
+    batch: Callable[[Sequence[Sequence[int]]], list[str | None]],
+) -> bool:
+    """Whether the id changes the text of one of the contexts before it."""
+    texts = batch([list(context) for context in contexts] + [[*context, probe] for context in contexts])
+    alone, followed = texts[: len(contexts)], texts[len(contexts) :]
+    return any(a is None or b is None or not b.startswith(a) for a, b in zip(alone, followed))
 
 
 def build_window(
@@ -309,17 +359,41 @@ def build_window(
     # A word after a space shows what a strip or a cleanup rule would still do to held text.
     word = _pick(ids, texts, lambda t: t.startswith(" ") and t[1:].isascii() and t[1:].isalpha())
     word = word if word is not None else plain
-    chosen = [
-        word,
-        _pick(ids, texts, lambda t: t.strip() in _PUNCTUATION and t.strip() != ""),
-        _pick(ids, texts, lambda t: t == "\ufffd"),
-    ]
+    characters = _characters(ids, texts, added, batch)
+    # A byte that decodes to U+FFFD alone shows a byte run that a later byte spoils; where a byte
+    # spoils no complete character (byte-level BPE, ByT5) it shows nothing and costs a decode.
+    spoiler = _pick(ids, texts, lambda t: t == "\ufffd")
+    if spoiler is not None and characters and not _changes(spoiler, characters, batch):
+        spoiler = None
+    # A punctuation mark shows a space before it that cleanup removes; where it changes the text of
+    # no id that ends in a space (after the anchor) it shows nothing. Marks and such ids are few,
+    # and most have low ids (byte-level BPE: "!" is 0, " " 220; T5: "." is 5): the first 1,024 are
+    # read besides the sample.
+    low = [i for i in range(min(size, 1024)) if i not in added]
+    alone = {**dict(zip(low, batch([[i] for i in low]))), **dict(zip(ids, texts))}
+    known = {i: t for i, t in alone.items() if t is not None}
+    mark = _pick(list(known), list(known.values()), lambda t: t.strip() in _PUNCTUATION and t.strip() != "")
+    spaced = [[plain, i] if plain is not None else [i] for i, t in known.items() if t.endswith(" ")][:64]
+    if mark is not None and spaced and not _changes(mark, spaced, batch):
+        mark = None
+    # The word stands for any next token: where it changes the text of no sampled id (after the
+    # anchor), as in byte-level BPE or SentencePiece without cleanup, it shows nothing there either.
+    shown = word
+    sampled = [[plain, i] if plain is not None else [i] for i in known]
+    if word is not None and not _changes(word, sampled, batch):
+        shown = None
+    chosen = [shown, mark, spoiler]
     probes = tuple(dict.fromkeys((i,) for i in chosen if i is not None))
     anchor = () if plain is None else (plain,)
-    trim_probes: tuple[tuple[int, ...], ...] = () if word is None else ((word,),)
-    continuation = _continuation(ids, texts, added, batch)
-    if continuation is not None:  # completes a character whose first bytes the text does not show
-        trim_probes += ((continuation,) * 3,)
+    # A cut is checked with one probe: three UTF-8 continuation bytes, which complete a character
+    # whose first bytes the text does not show (as in ByT5), then a word. One decode of the whole
+    # context instead of one per probe; the bytes come first, so the word still shows a rule that
+    # looks back at the text (a word first would end the character the bytes could complete).
+    continuation = characters[0][1] if characters else None
+    trim_probe = ((continuation,) * 3 if continuation is not None else ()) + (
+        (word,) if word is not None else ()
+    )
+    trim_probes = (trim_probe,) if trim_probe else ()
     anchor_text = decode(list(anchor)) if anchor else ""
     return Window(
         decode=decode,
