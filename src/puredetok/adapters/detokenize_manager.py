@@ -188,14 +188,7 @@ class DetokenizeManager:
 
         Equal rules are one shared object (a request's record then costs a few hundred bytes).
         """
-        key = (
-            params.stop,
-            params.stop_token_ids,
-            params.ignore_eos,
-            params.max_new_tokens,
-            params.min_tokens,
-            params.include_stop_str_in_output,
-        )
+        key = _rules_key(params)
         rules = self._rules.get(key)
         if rules is None:
             rules = StopRules(
@@ -222,12 +215,7 @@ class DetokenizeManager:
             params.spaces_between_special_tokens,
             params.max_byte_run,
             params.out_of_vocab,
-            params.stop,
-            params.stop_token_ids,
-            params.ignore_eos,
-            params.max_new_tokens,
-            params.min_tokens,
-            params.include_stop_str_in_output,
+            _rules_key(params),
         )
         fresh = self._fresh.get(key)
         if fresh is None:
@@ -580,6 +568,18 @@ def _split(ids: Sequence[int], counts: Sequence[int]) -> list[Sequence[int]]:
         messages.append(ids[cursor : cursor + count])
         cursor += count
     return messages
+
+
+def _rules_key(params: SamplingParams) -> tuple[object, ...]:
+    """The fields of ``params`` its stop rules are made of."""
+    return (
+        params.stop,
+        params.stop_token_ids,
+        params.ignore_eos,
+        params.max_new_tokens,
+        params.min_tokens,
+        params.include_stop_str_in_output,
+    )
 
 
 def _first_repeat(uids: Sequence[Uid]) -> int:
