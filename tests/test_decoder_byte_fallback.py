@@ -138,3 +138,15 @@ def test_a_capped_run_holds_fewer_byte_tokens_than_the_cap(cap: int, pieces: lis
         hold, _ = stage.push(hold, value, glued)
         if isinstance(hold, tuple):
             assert hold[3] < max(cap, 4), hold
+
+
+@pytest.mark.parametrize("cuts", [(), (1, 333, 600), (257, 513, 1200)])
+def test_long_runs_pushed_at_once(cuts: tuple[int, ...]) -> None:
+    """Runs of more characters than a held leaf (256), valid, ended by text, poisoned, and still open
+    at the end, pushed at once (also cut mid-run) hold and release what byte by byte does.
+    """
+    values: list[Any] = [*"é".encode() * 300, "x", *"字".encode() * 100, 0xFF, *b"ab" * 5]
+    values += ["", *"😀".encode() * 70, *b"\xed\xa0", "y", *"é".encode() * 200, 0xC3]
+    released = check_stage(ByteFallbackStage(), [(value, False) for value in values], cuts)
+    tokens = [_token(value) for value in values]
+    assert text_of(released) == library_decode(decoders.ByteFallback(), tokens)

@@ -165,7 +165,7 @@ def step_hold(codec: Codec, hold: Hashable, token_id: int) -> tuple[Hashable, st
 _INTS = {int}
 _INTEGER_ARRAY_CODES = frozenset("bBhHiIlLqQ")
 
-BATCH = 64
+BATCH = 20
 """From this many ids on, :func:`feed` hands them to the decoding model as one run (each decoder
 takes the run at once: one UTF-8 decode for all of its bytes, one join); below it, it takes them
 one by one on the fast path of :func:`step`, which costs less until then (the crossover measured on

@@ -12,6 +12,7 @@ __all__ = ["ByteFallback", "ByteFallbackStage", "INVALID_RUN", "byte_token_value
 
 from codecs import utf_8_decode
 from collections.abc import Iterable
+from itertools import groupby
 from typing import Any
 
 import attrs
@@ -58,6 +59,49 @@ def _release(hold: Any) -> list[Piece]:
     return [(text, False)] if text else []
 
 
+def _push_runs(hold: Any, batch: list[Any]) -> tuple[Any, list[Any]]:
+    """:meth:`ByteFallbackStage.push_run` with no cap: each run of byte values in the batch is
+    decoded at once, with the same hold and output as pushing the values one by one.
+    """
+    out: list[Any] = []
+    for kind, group in groupby(batch, type):
+        if kind is not int:
+            if hold is not None:  # the run ends
+                if type(hold) is tuple:
+                    older, newest, tail, count = hold
+                    if tail:
+                        out += ["\ufffd"] * count
+                    elif older.size or newest:
+                        out.append(str(older) + newest if older.size else newest)
+                hold = None
+            out += group
+            continue
+        values = list(group)
+        if type(hold) is str:  # INVALID_RUN: each byte is a U+FFFD at once
+            out += ["\ufffd"] * len(values)
+            continue
+        older, newest, tail, count = _FRESH if hold is None else hold
+        data = tail + bytes(values)
+        count += len(values)
+        try:
+            text, used = utf_8_decode(data, "strict", False)
+        except UnicodeDecodeError:
+            text, used = "", -1
+        if used < 0 or (used < len(data) - 1 and data[used] == 0xED and data[used + 1] >= 0xA0):
+            out += ["\ufffd"] * count  # invalid, or a surrogate's start (see ByteFallbackStage.push)
+            hold = INVALID_RUN
+            continue
+        if text:
+            newest += text
+            if len(newest) >= _LEAF:
+                full = len(newest) - len(newest) % _LEAF
+                for start in range(0, full, _LEAF):
+                    older = older.append(newest[start : start + _LEAF])
+                newest = newest[full:]
+        hold = (older, newest, data[used:], count)
+    return hold, out
+
+
 @attrs.frozen
 class ByteFallbackStage:
     """Collects runs of byte tokens (ints, see :meth:`ByteFallback.map_token`); text passes."""
@@ -98,11 +142,16 @@ class ByteFallbackStage:
         return (older, newest, data[used:], count), []
 
     def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
-        """Outside a run, a batch without byte tokens passes as it is."""
+        """Outside a run, a batch without byte tokens passes as it is; each run of byte tokens in
+        the batch is decoded at once.
+        """
         batch = values if type(values) is list else list(values)
-        if hold is None and int not in set(map(type, batch)):
-            return None, [(batch, False)]
-        return push_each(self, hold, batch, glued)
+        if self.max_run is not None:  # where a capped run releases depends on each byte's count
+            if hold is None and int not in set(map(type, batch)):
+                return None, [(batch, False)]
+            return push_each(self, hold, batch, glued)
+        hold, out = _push_runs(hold, batch)
+        return hold, [(out, False)] if out else []
 
     def push_lanes(self, hold: Any, values: list[Any], glued: bool) -> Lanes | None:
         """Outside a run, text passes as it is (not glued); a byte token starts a run."""

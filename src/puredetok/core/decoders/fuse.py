@@ -11,8 +11,6 @@ import attrs
 
 from puredetok.core.decoders.base import Group, Lanes, Piece, Stage
 
-_TEXT = {str}
-
 
 @attrs.frozen
 class GlueStage:
@@ -28,9 +26,10 @@ class GlueStage:
     def push_run(self, hold: None, values: Iterable[Any], glued: bool) -> tuple[None, list[Group]]:
         """The values, glued into one."""
         batch = values if type(values) is list else list(values)
-        if set(map(type, batch)) <= _TEXT:
+        try:
             return None, [(["".join(batch)], True)]
-        return None, [(batch, True)]
+        except TypeError:  # bytes, before a later stage decodes them: passed as they are
+            return None, [(batch, True)]
 
     def push_lanes(self, hold: None, values: list[Any], glued: bool) -> Lanes:
         """Every value passes, glued."""
