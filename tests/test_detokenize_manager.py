@@ -7,6 +7,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -475,6 +476,74 @@ def test_a_batch_column_by_column_is_its_messages_one_by_one(
         assert list(replies) == [alone.handle([message])[0] for message in messages]
     assert sorted(together._live) == sorted(alone._live)
     assert together._consumed == alone._consumed
+
+
+OPENINGS = {
+    "open": lambda params: Opening((), params),
+    # a prompt ending inside "é" (its first byte), then a space
+    "prompt": lambda params: Opening((9707, _BYTES[0xC3]), params),
+    "bad prompt": lambda params: Opening((9707, -1), params),
+    "bad state": lambda params: Opening(state=b"not a state", params=params),
+}
+
+
+@settings(max_examples=max(10, settings().max_examples // 4))
+@given(
+    steps=st.lists(
+        st.lists(
+            st.tuples(
+                st.integers(0, 6),  # uid: 0 and 1 are open before the first batch
+                st.one_of(ONE_ID, st.lists(ONE_ID, max_size=3).map(tuple)),
+                st.sampled_from([False, False, True, "length", "abort", "stop", "eos", "string"]),
+                st.sampled_from([None, None, *OPENINGS]),
+            ),
+            min_size=1,
+            max_size=8,
+        ),
+        max_size=5,
+    ),
+    params=st.sampled_from([SamplingParams(), SERVING]),
+    max_live=st.sampled_from([3, 64]),
+)
+@example(  # uid 2's message comes before its opening: an unknown uid, then an opening
+    steps=[[(2, 13, False, None), (2, 13, False, "open"), (3, 13, True, "open")]],
+    params=SERVING,
+    max_live=64,
+)
+@example(  # room for one more: the second opening is refused, even though uid 0 ends first
+    steps=[[(0, 13, True, None), (2, 13, False, "open"), (3, 13, False, "open")]],
+    params=SamplingParams(),
+    max_live=3,
+)
+def test_openings_in_a_batch_are_its_messages_one_by_one(
+    steps: list[list[tuple[int, int | tuple[int, ...], bool | str, str | None]]],
+    params: SamplingParams,
+    max_live: int,
+) -> None:
+    """Openings in a batch (the manager opens them before its runs) give what handling each message
+    alone gives: valid ones, with a prompt, refused ones (a bad prompt id, a state that is not one,
+    a uid live or ended, past max_live), and uids whose messages come before their opening."""
+    together, alone = qwen3_manager(max_live), qwen3_manager(max_live)
+    for uid in range(2):
+        together.open(uid, Opening((), params))
+        alone.open(uid, Opening((), params))
+    for step in steps:
+        messages = []
+        for uid, ids, end, opening in step:
+            message = _message(uid, ids if isinstance(ids, tuple) else (ids,), end)
+            if opening is not None:
+                message = attrs.evolve(message, open=OPENINGS[opening](params))
+            messages.append(message)
+        replies = together.handle_batch(DetokenizeBatch.of(messages)).items
+        assert list(replies) == [alone.handle([message])[0] for message in messages]
+        assert together._live == alone._live
+        assert together._consumed == alone._consumed
+        assert together._ended == alone._ended
+
+
+def qwen3_manager(max_live: int) -> DetokenizeManager:
+    """A fresh Qwen3 manager that holds at most ``max_live`` requests."""
+    return source("qwen3").manager(max_live=max_live)
 
 
 def _message(uid: int, ids: tuple[int, ...], end: bool | str) -> DetokenizeMsg:

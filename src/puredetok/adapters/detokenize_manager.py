@@ -266,9 +266,12 @@ class DetokenizeManager:
         ends = {position: why.get(position, _SCHEDULER_LENGTH) for position in batch.finished}
         # An end on a stop token id takes the per-message path (the token is split off first).
         stop_tokens = {position for position, end in why.items() if type(end.matched) is int}
+        apart = stop_tokens & ends.keys()  # the positions that take the per-message path
+        if opens:
+            apart |= opens.keys() - self._open_ahead(uids, opens, apart)
         closing = sorted(ends)
         position = 0
-        for special in [*sorted(opens.keys() | (stop_tokens & ends.keys())), len(uids)]:
+        for special in [*sorted(apart), len(uids)]:
             while position < special:
                 position = self._run(uids, messages, counts, position, special, ends, closing, replies)
                 if position < special:
@@ -280,6 +283,30 @@ class DetokenizeManager:
                 )
                 position += 1
         return ReplyBatch(uids, tuple(replies.outputs), tuple(replies.ended), tuple(replies.errors))
+
+    def _open_ahead(self, uids: Sequence[Uid], opens: dict[int, Opening], apart: set[int]) -> set[int]:
+        """Open the requests of a batch's openings before its runs, so that their messages go in the
+        runs; returns the positions opened. An opening is left to :meth:`_one`, at its place, when
+        its uid came earlier in the batch, when it is refused (its error is given there), or when
+        its message is set ``apart``; and every one is, when the batch could fill the manager (whether
+        a message finds it full would then depend on what came before it).
+        """
+        live = self._live
+        if len(live) + len(opens) >= self.max_live:
+            return set()
+        first = dict(zip(reversed(uids), range(len(uids) - 1, -1, -1)))  # each uid's first position
+        opened = set()
+        for position, opening in opens.items():
+            uid = uids[position]
+            if first[uid] != position or position in apart:
+                continue
+            try:
+                live[uid] = self._opened(uid, opening)
+            except ValueError:
+                continue
+            self._consumed[uid] = opening.consumed
+            opened.add(position)
+        return opened
 
     def _run(
         self,
