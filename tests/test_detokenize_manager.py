@@ -483,8 +483,17 @@ OPENINGS = {
     # a prompt ending inside "é" (its first byte), then a space
     "prompt": lambda params: Opening((9707, _BYTES[0xC3]), params),
     "bad prompt": lambda params: Opening((9707, -1), params),
+    "state": lambda params: Opening(state=_handed_back(params), params=params, consumed=2),
     "bad state": lambda params: Opening(state=b"not a state", params=params),
 }
+
+
+def _handed_back(params: SamplingParams) -> bytes:
+    """A request's state after two ids, the first byte of "é" last (as a stopping worker hands it)."""
+    m = source("qwen3").manager()
+    m.open("x", Opening((), params))
+    m.handle([DetokenizeMsg("x", (9707, _BYTES[0xC3]))])
+    return m.detach("x").to_bytes()
 
 
 @settings(max_examples=max(10, settings().max_examples // 4))
@@ -521,8 +530,9 @@ def test_openings_in_a_batch_are_its_messages_one_by_one(
     max_live: int,
 ) -> None:
     """Openings in a batch (the manager opens them before its runs) give what handling each message
-    alone gives: valid ones, with a prompt, refused ones (a bad prompt id, a state that is not one,
-    a uid live or ended, past max_live), and uids whose messages come before their opening."""
+    alone gives: valid ones, with a prompt or a handed-back state, refused ones (a bad prompt id, a
+    state that is not one, a uid live or ended, past max_live), and uids whose messages come before
+    their opening."""
     together, alone = qwen3_manager(max_live), qwen3_manager(max_live)
     for uid in range(2):
         together.open(uid, Opening((), params))
