@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 import random
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import pytest
@@ -485,6 +485,9 @@ OPENINGS = {
     "bad prompt": lambda params: Opening((9707, -1), params),
     "state": lambda params: Opening(state=_handed_back(params), params=params, consumed=2),
     "bad state": lambda params: Opening(state=b"not a state", params=params),
+    # lists where the parameters say tuples: taken as tuples, or refused if they cannot be
+    "listed stops": lambda params: Opening((), SamplingParams(stop=cast(Any, ["e"]), max_new_tokens=5)),
+    "unhashable stop": lambda params: Opening((), SamplingParams(stop=cast(Any, [["e"]]))),
 }
 
 
@@ -494,6 +497,11 @@ def _handed_back(params: SamplingParams) -> bytes:
     m.open("x", Opening((), params))
     m.handle([DetokenizeMsg("x", (9707, _BYTES[0xC3]))])
     return m.detach("x").to_bytes()
+
+
+def qwen3_manager(max_live: int, remember_ended: int) -> DetokenizeManager:
+    """A fresh Qwen3 manager that holds at most ``max_live`` requests."""
+    return source("qwen3").manager(max_live=max_live, remember_ended=remember_ended)
 
 
 @settings(max_examples=max(10, settings().max_examples // 4))
@@ -513,27 +521,45 @@ def _handed_back(params: SamplingParams) -> bytes:
     ),
     params=st.sampled_from([SamplingParams(), SERVING]),
     max_live=st.sampled_from([3, 64]),
+    remember_ended=st.sampled_from([1, 100]),
+    reversed_opens=st.booleans(),
 )
 @example(  # uid 2's message comes before its opening: an unknown uid, then an opening
     steps=[[(2, 13, False, None), (2, 13, False, "open"), (3, 13, True, "open")]],
     params=SERVING,
     max_live=64,
+    remember_ended=100,
+    reversed_opens=False,
 )
 @example(  # room for one more: the second opening is refused, even though uid 0 ends first
     steps=[[(0, 13, True, None), (2, 13, False, "open"), (3, 13, False, "open")]],
     params=SamplingParams(),
     max_live=3,
+    remember_ended=100,
+    reversed_opens=False,
+)
+@example(  # 2 opens at its second message, 3 at its first: 2 is still the older request
+    steps=[[(2, 13, False, None), (2, 13, False, "open"), (3, 13, False, "open")]],
+    params=SamplingParams(),
+    max_live=64,
+    remember_ended=1,
+    reversed_opens=True,
 )
 def test_openings_in_a_batch_are_its_messages_one_by_one(
     steps: list[list[tuple[int, int | tuple[int, ...], bool | str, str | None]]],
     params: SamplingParams,
     max_live: int,
+    remember_ended: int,
+    reversed_opens: bool,
 ) -> None:
     """Openings in a batch (the manager opens them before its runs) give what handling each message
     alone gives: valid ones, with a prompt or a handed-back state, refused ones (a bad prompt id, a
-    state that is not one, a uid live or ended, past max_live), and uids whose messages come before
-    their opening."""
-    together, alone = qwen3_manager(max_live), qwen3_manager(max_live)
+    state that is not one, parameters of the wrong type, a uid live or ended, past max_live), and
+    uids whose messages come before their opening; also when the batch lists its openings out of
+    order. The requests are then handed back in the same order with the same counts, and the same
+    uids are remembered as ended."""
+    together = qwen3_manager(max_live, remember_ended)
+    alone = qwen3_manager(max_live, remember_ended)
     for uid in range(2):
         together.open(uid, Opening((), params))
         alone.open(uid, Opening((), params))
@@ -544,16 +570,14 @@ def test_openings_in_a_batch_are_its_messages_one_by_one(
             if opening is not None:
                 message = attrs.evolve(message, open=OPENINGS[opening](params))
             messages.append(message)
-        replies = together.handle_batch(DetokenizeBatch.of(messages)).items
+        batch = DetokenizeBatch.of(messages)
+        if reversed_opens:
+            batch = attrs.evolve(batch, opens=batch.opens[::-1])
+        replies = together.handle_batch(batch).items
         assert list(replies) == [alone.handle([message])[0] for message in messages]
-        assert together._live == alone._live
-        assert together._consumed == alone._consumed
-        assert together._ended == alone._ended
-
-
-def qwen3_manager(max_live: int) -> DetokenizeManager:
-    """A fresh Qwen3 manager that holds at most ``max_live`` requests."""
-    return source("qwen3").manager(max_live=max_live)
+    assert together.drain() == alone.drain()
+    late = [DetokenizeMsg(uid, (13,)) for uid in range(7)]
+    assert together.handle(late) == alone.handle(late)
 
 
 def _message(uid: int, ids: tuple[int, ...], end: bool | str) -> DetokenizeMsg:

@@ -285,25 +285,29 @@ class DetokenizeManager:
         return ReplyBatch(uids, tuple(replies.outputs), tuple(replies.ended), tuple(replies.errors))
 
     def _open_ahead(self, uids: Sequence[Uid], opens: dict[int, Opening], apart: set[int]) -> set[int]:
-        """Open the requests of a batch's openings before its runs, so that their messages go in the
-        runs; returns the positions opened. An opening is left to :meth:`_one`, at its place, when
-        its uid came earlier in the batch, when it is refused (its error is given there), or when
-        its message is set ``apart``; and every one is, when the batch could fill the manager (whether
-        a message finds it full would then depend on what came before it).
+        """Open the requests of a batch's first openings before its runs, so that their messages go
+        in the runs; returns the positions opened.
+
+        In position order, up to the first opening that needs its place in the batch: its uid came
+        earlier in the batch, its message is set ``apart``, or it is refused (:meth:`_one` gives the
+        error there). Those after it keep their places too, so requests open in the order of their
+        messages (the order :meth:`drain` hands them back in). None is opened ahead when the batch
+        could fill the manager: whether a message finds it full would then depend on what came
+        before it.
         """
         live = self._live
         if len(live) + len(opens) >= self.max_live:
             return set()
         first = dict(zip(reversed(uids), range(len(uids) - 1, -1, -1)))  # each uid's first position
         opened = set()
-        for position, opening in opens.items():
-            uid = uids[position]
+        for position in sorted(opens):
+            uid, opening = uids[position], opens[position]
             if first[uid] != position or position in apart:
-                continue
+                break
             try:
                 live[uid] = self._opened(uid, opening)
-            except ValueError:
-                continue
+            except (ValueError, TypeError):
+                break
             self._consumed[uid] = opening.consumed
             opened.add(position)
         return opened
@@ -505,6 +509,8 @@ class DetokenizeManager:
             return self._opened(uid, opening)
         except ValueError as error:
             return ended, str(error)
+        except TypeError as error:  # a parameter of the wrong type, found building its rules or codec
+            return ended, f"request {uid!r} refused: invalid parameters ({error})"
 
     def _opened(self, uid: Uid, opening: Opening) -> Stream:
         """A new record for ``uid`` (checked, not stored)."""
@@ -598,10 +604,14 @@ def _split(ids: Sequence[int], counts: Sequence[int]) -> list[Sequence[int]]:
 
 
 def _rules_key(params: SamplingParams) -> tuple[object, ...]:
-    """The fields of ``params`` its stop rules are made of."""
+    """The fields of ``params`` its stop rules are made of (lists, which StopRules takes as tuples,
+    as tuples).
+    """
+    stop: object = params.stop  # typed as tuples; an in-process caller may pass lists
+    stop_ids: object = params.stop_token_ids
     return (
-        params.stop,
-        params.stop_token_ids,
+        tuple(stop) if isinstance(stop, list) else stop,
+        tuple(stop_ids) if isinstance(stop_ids, list) else stop_ids,
         params.ignore_eos,
         params.max_new_tokens,
         params.min_tokens,

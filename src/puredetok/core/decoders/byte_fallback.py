@@ -59,9 +59,13 @@ def _release(hold: Any) -> list[Piece]:
     return [(text, False)] if text else []
 
 
-def _push_runs(hold: Any, batch: list[Any]) -> tuple[Any, list[Any]]:
+def _push_uncapped(hold: Any, batch: list[Any]) -> tuple[Any, list[Any]]:
     """:meth:`ByteFallbackStage.push_run` with no cap: each run of byte values in the batch is
     decoded at once, with the same hold and output as pushing the values one by one.
+
+    It does what :meth:`ByteFallbackStage.push` and :func:`_release` do, a run at a time instead
+    of a byte at a time (a call per run would cost more than the run's own work here); the Stage
+    contract property (tests/test_decoder_byte_fallback.py) holds the three to one answer.
     """
     out: list[Any] = []
     for kind, group in groupby(batch, type):
@@ -150,7 +154,7 @@ class ByteFallbackStage:
             if hold is None and int not in set(map(type, batch)):
                 return None, [(batch, False)]
             return push_each(self, hold, batch, glued)
-        hold, out = _push_runs(hold, batch)
+        hold, out = _push_uncapped(hold, batch)
         return hold, [(out, False)] if out else []
 
     def push_lanes(self, hold: Any, values: list[Any], glued: bool) -> Lanes | None:
