@@ -309,6 +309,31 @@ def test_an_invalid_opening_is_an_error_for_that_request() -> None:
     assert len(m) == 1
 
 
+def test_parameters_of_the_wrong_type_are_an_error_for_that_request() -> None:
+    """Lists where the parameters say tuples (an in-process caller's; the wire decodes tuples) are
+    taken as tuples; values no rule can be made of are an error for that request only, in its
+    reply from handle and as ValueError from open."""
+    m = manager()
+    unhashable = SamplingParams(stop=cast(Any, [["e"]]))
+    replies = m.handle(
+        [
+            DetokenizeMsg(1, (9707,), False, Opening((), SamplingParams(stop=cast(Any, ["l"])))),
+            DetokenizeMsg(2, (9707,), False, Opening((), unhashable)),
+            DetokenizeMsg(3, (9707,), False, Opening((), SamplingParams(stop_token_ids=cast(Any, [13])))),
+        ]
+    )
+    assert [(r.incremental_output, r.finish_reason) for r in replies] == [
+        ("He", "stop"),
+        ("", None),
+        ("Hello", None),
+    ]
+    assert replies[1].error == "request 2 refused: invalid parameters (unhashable type: 'list')"
+    assert 2 not in m and 3 in m
+    with pytest.raises(ValueError, match="invalid parameters"):
+        m.open(4, Opening((), unhashable))
+    assert m.handle([DetokenizeMsg(3, (13,))])[0].finish_reason == "stop"
+
+
 @pytest.mark.parametrize("text", ["Hello world 🌶 is spicy", "สวัสดีครับ", "URGENCY🌶️ 推理"])
 def test_a_prompt_ending_inside_a_character_leaks_no_prompt_text(text: str) -> None:
     """vLLM 48853: a prompt ending in a partial UTF-8 character made the first delta the whole prompt."""

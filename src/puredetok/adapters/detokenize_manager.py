@@ -231,7 +231,10 @@ class DetokenizeManager:
         option, a state that is not a stream of this tokenizer with these decode options).
         """
         opening = opening or Opening()
-        stream = self._opened(uid, opening)
+        try:
+            stream = self._opened(uid, opening)
+        except TypeError as error:
+            raise ValueError(_invalid_parameters(uid, error)) from error
         self._live[uid] = stream
         self._consumed[uid] = opening.consumed
         return stream
@@ -510,7 +513,7 @@ class DetokenizeManager:
         except ValueError as error:
             return ended, str(error)
         except TypeError as error:  # a parameter of the wrong type, found building its rules or codec
-            return ended, f"request {uid!r} refused: invalid parameters ({error})"
+            return ended, _invalid_parameters(uid, error)
 
     def _opened(self, uid: Uid, opening: Opening) -> Stream:
         """A new record for ``uid`` (checked, not stored)."""
@@ -588,6 +591,11 @@ def _ignores_spaces_option(tokenizer: object) -> bool:
         and getattr(cls, "decode", None) is PreTrainedTokenizerBase.decode
         and getattr(cls, "_decode", None) is TokenizersBackend._decode
     )
+
+
+def _invalid_parameters(uid: Uid, error: TypeError) -> str:
+    """The error of an opening whose parameters are of the wrong type."""
+    return f"request {uid!r} refused: invalid parameters ({error})"
 
 
 _SCHEDULER_LENGTH = FinishReason("length")
