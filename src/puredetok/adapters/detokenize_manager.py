@@ -255,11 +255,12 @@ class DetokenizeManager:
         """:meth:`handle` column by column: what the worker runs on a frame, building no record
         per message (the replies are in the same order as the messages).
 
-        The messages of live requests go to the stop layer in runs, all at once
+        The batch's first openings are opened before anything else (:meth:`_open_ahead`). The
+        messages of live requests go to the stop layer in runs, all at once
         (:func:`~puredetok.stops.advance_each`), and those the scheduler ends are closed after it;
-        a message that needs more (an opening, an end on a stop token, an unknown uid, a second
-        message of a uid in the run, an invalid id) ends the run and takes :meth:`_one`, and the
-        next run starts after it.
+        a message that needs more (an opening not opened ahead, an end on a stop token, an unknown
+        uid, a second message of a uid in the run, an invalid id) ends the run and takes
+        :meth:`_one`, and the next run starts after it.
         """
         uids, counts = batch.uids, batch.counts
         messages: Sequence[Any] = batch.token_ids if counts is None else _split(batch.token_ids, counts)
