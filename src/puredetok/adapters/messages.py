@@ -49,6 +49,8 @@ __all__ = [
 ]
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import chain, compress
+from operator import attrgetter
 from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
@@ -493,6 +495,10 @@ def _positions(name: str, positions: Iterable[int], size: int) -> None:
             raise ValueError(f"{name} names position {position} of a batch of {size} messages")
 
 
+_UID, _TOKEN_IDS, _FINISHED, _OPEN = map(attrgetter, ("uid", "token_ids", "finished", "open"))
+"""The fields of a message that :meth:`DetokenizeBatch.of` reads, one C-level pass each."""
+
+
 @attrs.frozen
 class DetokenizeBatch:
     """Backend -> worker: :class:`DetokenizeMsg` messages of many requests, column by column.
@@ -561,17 +567,21 @@ class DetokenizeBatch:
     @classmethod
     def of(cls, messages: Sequence[DetokenizeMsg]) -> DetokenizeBatch:
         """The batch of these messages."""
-        counts = tuple(len(message.token_ids) for message in messages)
+        ids = tuple(map(_TOKEN_IDS, messages))
+        counts = tuple(map(len, ids))
+        positions = range(len(messages))
+        finished = tuple(compress(positions, map(_FINISHED, messages)))
+        opens = tuple(map(_OPEN, messages))
         return cls(
-            tuple(message.uid for message in messages),
-            tuple(token_id for message in messages for token_id in message.token_ids),
-            None if all(count == 1 for count in counts) else counts,
-            tuple(position for position, message in enumerate(messages) if message.finished),
-            tuple((position, m.open) for position, m in enumerate(messages) if m.open is not None),
+            tuple(map(_UID, messages)),
+            tuple(chain.from_iterable(ids)),
+            None if counts.count(1) == len(counts) else counts,
+            finished,
+            tuple((position, opens[position]) for position in compress(positions, opens)),
             tuple(
-                (position, m.finish_reason, m.matched_stop)
-                for position, m in enumerate(messages)
-                if m.finish_reason is not None
+                (position, reason, messages[position].matched_stop)
+                for position in finished
+                if (reason := messages[position].finish_reason) is not None
             ),
         )
 
@@ -623,7 +633,7 @@ class ReplyBatch:
                 reason, matched = end if end is not None else (None, None)
                 replies.append(UserReply(uid, output, True, reason, matched, error, state, consumed))
             elif end is None:
-                replies.append(UserReply(uid, output, error=error))
+                replies.append(UserReply(uid, output, False, None, None, error))  # positional: cheaper
             else:
                 replies.append(UserReply(uid, output, True, end[0], end[1], error))
         return tuple(replies)
