@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Project tasks with nothing but Python 3.11 and pip: ``python3 tasks.py demo|test|bench|docs``.
+"""Project tasks with nothing but Python 3.11 and pip: ``python3 tasks.py demo|test|bench|docs|test-engines``.
 
 Each task first makes sure ``.venv`` exists with the project installed: ``demo`` and ``bench``
 install the package alone (what a user gets), ``test`` and ``docs`` add the dev extras (type
@@ -99,6 +99,49 @@ def test() -> None:
     run(PYTHON, "-m", "pytest", "-n", os.environ.get("PYTEST_WORKERS", "auto"), env=env)
 
 
+ENGINE_TESTS = ROOT / "engine_tests"
+"""One folder per engine: its pinned ``requirements.txt`` and the tests that run inside that engine."""
+
+
+def engine_env(name: str) -> Path:
+    """The environment of one engine, outside the clone and keyed by its pinned requirements, so
+    that later runs (and other clones) reuse it: made once with the engine's own dependencies
+    (torch, its transformers), then given this checkout of puredetok with the engine's extra.
+    """
+    requirements = ENGINE_TESTS / name / "requirements.txt"
+    key = hashlib.sha256(requirements.read_bytes()).hexdigest()[:12]
+    home = Path(os.environ.get("PUREDETOK_ENGINE_ENVS", Path.home() / ".cache" / "puredetok" / "engine-envs"))
+    env = home / f"{name}-{key}"
+    python = env / BIN.name / PYTHON.name
+    pip = (python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check")
+    if not (env / ".ready").exists():
+        venv.create(env, with_pip=True, clear=True)
+        run(*pip, "-r", requirements)
+        (env / ".ready").write_text(requirements.read_text())
+    run(*pip, "-e", f"{ROOT}[{name}]", "-r", requirements)
+    return env
+
+
+def test_engines() -> None:
+    """The engines' own code with puredetok plugged in: each engine's tests in its own pinned
+    environment (``python3 tasks.py test-engines [NAME ...]``, all of ``engine_tests/`` by default).
+    """
+    names = sys.argv[2:] or sorted(path.parent.name for path in ENGINE_TESTS.glob("*/requirements.txt"))
+    for name in names:
+        env = engine_env(name)
+        environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        environment.setdefault("HYPOTHESIS_PROFILE", "dev")
+        run(
+            env / BIN.name / "python",
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            ENGINE_TESTS / name,
+            env=environment,
+        )
+
+
 def bench() -> None:
     """The benchmark (ratios measured side by side)."""
     run(BIN / "puredetok", "bench")
@@ -109,13 +152,14 @@ def docs() -> None:
     run(BIN / "mkdocs", "build", "--strict")
 
 
-TASKS = {"demo": demo, "test": test, "bench": bench, "docs": docs}
+TASKS = {"demo": demo, "test": test, "bench": bench, "docs": docs, "test-engines": test_engines}
 DEV = {"test", "docs"}
 """The tasks that need the dev extras."""
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in TASKS:
+    if len(sys.argv) < 2 or sys.argv[1] not in TASKS or len(sys.argv) > 2 and sys.argv[1] != "test-engines":
         print(f"usage: python3 tasks.py {{{'|'.join(TASKS)}}}", file=sys.stderr)
         sys.exit(2)
-    ensure_venv(dev=sys.argv[1] in DEV)
+    if sys.argv[1] != "test-engines":
+        ensure_venv(dev=sys.argv[1] in DEV)
     TASKS[sys.argv[1]]()

@@ -70,4 +70,6 @@ def test_ci_runs_the_readmes_test_command() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "python3 tasks.py test" in readme
-    assert ci.rstrip().splitlines()[-1] == "exec python3 tasks.py test"
+    lines = ci.rstrip().splitlines()
+    assert lines[-2:] == ["python3 tasks.py test", "exec python3 tasks.py test-engines"]
+    assert "set -eu" in lines
