@@ -66,7 +66,7 @@ def step_costs(tokens: int = 3000) -> None:
 
 _WORKER = """
 import sys, time
-from puredetok.adapters.loading import load_tokenizer
+from puredetok.serving.loading import load_tokenizer
 import puredetok.core.build as build
 if sys.argv[1] == "unchecked":
     build.check_model = lambda *args, **kwargs: None

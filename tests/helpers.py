@@ -21,8 +21,8 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 from hypothesis import strategies as st  # noqa: E402
 
 import puredetok  # noqa: E402
-from puredetok.adapters.loading import default_tokenizer_path, load_tokenizer  # noqa: E402
 from puredetok.core import continuation_text  # noqa: E402
+from puredetok.serving.loading import default_tokenizer_path, load_tokenizer  # noqa: E402
 from puredetok.testing.strategies import (  # noqa: E402
     Vocabulary,
     prompt_ids,

@@ -6,7 +6,7 @@ model).
 
 A :class:`Source` gives a layer property what it needs: the codec for each ``skip_special_tokens``,
 the tokenizer's own decode (the oracle), ids to draw, an EOS id, and what a
-:class:`~puredetok.adapters.detokenize_manager.DetokenizeManager` is built from (with the codecs it
+:class:`~puredetok.serving.detokenize_manager.DetokenizeManager` is built from (with the codecs it
 must use).
 """
 
@@ -23,8 +23,8 @@ from transformers import PreTrainedTokenizerFast
 import helpers
 import puredetok
 import synthetic
-from puredetok.adapters.detokenize_manager import CodecKey, DetokenizeManager
 from puredetok.core import continuation_text
+from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
 
 
 @attrs.frozen(eq=False)

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from puredetok.adapters.addresses import AddressError, claim, default_address, loopback, private_folder
-from puredetok.adapters.messages import HealthCheckMsg, HealthReply
-from puredetok.adapters.worker import Worker
+from puredetok.serving.messages import HealthCheckMsg, HealthReply
+from puredetok.worker.addresses import AddressError, claim, default_address, loopback, private_folder
+from puredetok.worker.worker import Worker
 from zmq_harness import Harness, free_port
 
 

@@ -13,7 +13,9 @@ import griffe
 import pytest
 
 import puredetok
-import puredetok.adapters
+import puredetok.replay
+import puredetok.serving
+import puredetok.worker
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "api.md"
@@ -27,11 +29,13 @@ def public_names(module: str) -> list[str]:
 
 
 def test_the_page_documents_every_public_module() -> None:
-    """The package, its errors, the stop layer, every adapter, the streamers, the conformance kit
-    and the command line (the core's own modules are implementation: the package re-exports them)."""
+    """The package, its errors, the stop layer, every module of the serving, worker and replay
+    rooms, the streamers, the conformance kit and the command line (the core's own modules are
+    implementation: the package re-exports them)."""
     adapters = [
-        f"puredetok.adapters.{info.name}"
-        for info in pkgutil.iter_modules(puredetok.adapters.__path__)
+        f"{room.__name__}.{info.name}"
+        for room in (puredetok.serving, puredetok.worker, puredetok.replay)
+        for info in pkgutil.iter_modules(room.__path__)
         if not info.name.startswith("_")
     ]
     wanted = [

@@ -18,7 +18,15 @@ import zmq
 import zmq.asyncio
 
 from helpers import tokenizer
-from puredetok.adapters.client import (
+from puredetok.serving.messages import (
+    UNKNOWN_REQUEST,
+    AbortBackendMsg,
+    DetokenizeMsg,
+    Opening,
+    SamplingParams,
+    UserMsg,
+)
+from puredetok.worker.client import (
     AsyncBackendClient,
     AsyncFrontendClient,
     BackendClient,
@@ -28,14 +36,6 @@ from puredetok.adapters.client import (
     RequestHandedBack,
     RequestLost,
     RequestTimeout,
-)
-from puredetok.adapters.messages import (
-    UNKNOWN_REQUEST,
-    AbortBackendMsg,
-    DetokenizeMsg,
-    Opening,
-    SamplingParams,
-    UserMsg,
 )
 from zmq_harness import stop_processes
 

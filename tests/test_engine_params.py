@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 import puredetok
 from helpers import TOKENIZERS, codec, id_lists, tokenizer
 from puredetok import codec_for, finish, start, step
-from puredetok.adapters.detokenize_manager import DetokenizeManager
-from puredetok.adapters.messages import DetokenizeMsg, Opening, SamplingParams
-from puredetok.adapters.replay import Replayer
-from puredetok.adapters.trace import TraceHeader, read_trace
+from puredetok.replay.replay import Replayer
+from puredetok.replay.trace import TraceHeader, read_trace
+from puredetok.serving.detokenize_manager import DetokenizeManager
+from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams
 
 OPENAI_KEYS = (
     "max_tokens",

@@ -19,7 +19,7 @@ import zmq
 
 from fuzz_frames import hostile_frames
 from helpers import tokenizer
-from puredetok.adapters.messages import (
+from puredetok.serving.messages import (
     DetokenizeMsg,
     HealthCheckMsg,
     HealthReply,
@@ -30,7 +30,7 @@ from puredetok.adapters.messages import (
     UserMsg,
     UserReply,
 )
-from puredetok.adapters.wire import encode_batch
+from puredetok.worker.wire import encode_batch
 from test_worker import NO_EOS, core_text, encode, texts
 from zmq_harness import Harness
 

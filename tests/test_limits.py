@@ -22,8 +22,8 @@ import pytest
 import zmq
 
 from helpers import tokenizer
-from puredetok.adapters.detokenize_manager import DetokenizeManager
-from puredetok.adapters.messages import (
+from puredetok.serving.detokenize_manager import DetokenizeManager
+from puredetok.serving.messages import (
     AbortBackendMsg,
     AbortMsg,
     DetokenizeMsg,
@@ -35,8 +35,8 @@ from puredetok.adapters.messages import (
     UserMsg,
     UserReply,
 )
-from puredetok.adapters.routing import WorkerPool
-from puredetok.adapters.worker import DEFAULT_MAX_TEXT_CHARS, Limits
+from puredetok.worker.routing import WorkerPool
+from puredetok.worker.worker import DEFAULT_MAX_TEXT_CHARS, Limits
 from test_worker import NO_EOS, core_text, encode, texts
 from zmq_harness import Harness
 

@@ -32,10 +32,10 @@ from puredetok import (
     start,
     step,
 )
-from puredetok.adapters.detokenize_manager import DetokenizeManager
-from puredetok.adapters.messages import DetokenizeMsg, Opening, SamplingParams
 from puredetok.core.codec import ID_LIMIT
 from puredetok.core.out_of_vocab import ignoring_out_of_vocab
+from puredetok.serving.detokenize_manager import DetokenizeManager
+from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams
 
 CASES = [(name, skip) for name in TOKENIZERS for skip in (False, True)]
 IDS = [f"{name}-{'skip' if skip else 'keep'}" for name, skip in CASES]
@@ -250,8 +250,8 @@ def test_the_manager_takes_the_option_per_request_and_as_its_setting() -> None:
 
 
 def test_trace_options_and_wire_params_carry_the_codec_options() -> None:
-    from puredetok.adapters.trace import TraceError, TraceHeader, read_trace
-    from puredetok.adapters.wire import FrameDecoder, encode_batch
+    from puredetok.replay.trace import TraceError, TraceHeader, read_trace
+    from puredetok.worker.wire import FrameDecoder, encode_batch
 
     header = '{"tokenizer": "qwen3", "options": {"out_of_vocab": "ignore", "max_byte_run": 8}}'
     [read] = list(read_trace([header]))

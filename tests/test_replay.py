@@ -18,14 +18,14 @@ from hypothesis import strategies as st
 
 import helpers
 from helpers import id_lists, reference, tokenizer
-from puredetok.adapters import replay as replay_module
-from puredetok.adapters.detokenize_manager import DetokenizeManager
-from puredetok.adapters.loading import load_tokenizer
-from puredetok.adapters.messages import SamplingParams, UserReply
-from puredetok.adapters.replay import Replayer
-from puredetok.adapters.trace import TraceEvent, TraceHeader, read_trace
 from puredetok.cli import main
 from puredetok.cli import replay as replay_cli
+from puredetok.replay import replay as replay_module
+from puredetok.replay.replay import Replayer
+from puredetok.replay.trace import TraceEvent, TraceHeader, read_trace
+from puredetok.serving.detokenize_manager import DetokenizeManager
+from puredetok.serving.loading import load_tokenizer
+from puredetok.serving.messages import SamplingParams, UserReply
 from puredetok.testing.strategies import MULTILINGUAL
 
 CODECS: dict[str, Any] = {}

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers import codec, tokenizer
-from puredetok.adapters.messages import (
+from puredetok.serving.messages import (
     HANDED_BACK,
     UNKNOWN_REQUEST,
     DetokenizeMsg,

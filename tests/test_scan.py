@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from puredetok.adapters.scan import DEFAULT_MAX_DEPTH, ScanError, Scanner
+from puredetok.worker.scan import DEFAULT_MAX_DEPTH, ScanError, Scanner
 
 scalars = (
     st.none()

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from puredetok.adapters.messages import (
+from puredetok.serving.messages import (
     AbortBackendMsg,
     AbortMsg,
     DetokenizeMsg,
@@ -20,7 +20,7 @@ from puredetok.adapters.messages import (
     ReadyMsg,
     UserReply,
 )
-from puredetok.adapters.routing import Incarnations, WorkerProcesses
+from puredetok.worker.routing import Incarnations, WorkerProcesses
 from test_worker import NO_EOS, core_text, encode
 from zmq_harness import TIMEOUT, Harness
 

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import tokenizer
-from puredetok.adapters.messages import TokenizeMsg
-from puredetok.adapters.tokenize_manager import TokenizeError, TokenizeManager
+from puredetok.serving.messages import TokenizeMsg
+from puredetok.serving.tokenize_manager import TokenizeError, TokenizeManager
 from puredetok.testing.strategies import MULTILINGUAL
 from test_vectors import SEED_IDS
 

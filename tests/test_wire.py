@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from puredetok.adapters.messages import (
+from puredetok.serving.messages import (
     INBOUND,
     KINDS,
     TO_BACKEND,
@@ -31,7 +31,7 @@ from puredetok.adapters.messages import (
     UserMsg,
     UserReply,
 )
-from puredetok.adapters.wire import DropCounter, FrameDecoder, FrameError, encode_batch
+from puredetok.worker.wire import DropCounter, FrameDecoder, FrameError, encode_batch
 
 uids = st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=20))
 ids = st.lists(st.integers(-(2**63), 2**64 - 1), max_size=8).map(tuple)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from helpers import _folder, codec, continuation, id_lists, tokenizer
 from puredetok import feed, finish, start
-from puredetok.adapters.messages import (
+from puredetok.serving.messages import (
     UNKNOWN_REQUEST,
     AbortBackendMsg,
     AbortMsg,
@@ -35,9 +35,9 @@ from puredetok.adapters.messages import (
     UserMsg,
     UserReply,
 )
-from puredetok.adapters.routing import WorkerPool, route
-from puredetok.adapters.wire import FrameDecoder, encode_batch, encode_frame
-from puredetok.adapters.worker import Worker
+from puredetok.worker.routing import WorkerPool, route
+from puredetok.worker.wire import FrameDecoder, encode_batch, encode_frame
+from puredetok.worker.worker import Worker
 from test_vectors import SEED_IDS
 from zmq_harness import Harness
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import zmq
 
-from puredetok.adapters.messages import TO_BACKEND, TO_FRONTEND, Message, ReadyMsg, UserReply
-from puredetok.adapters.routing import WorkerPool
-from puredetok.adapters.wire import FrameDecoder
+from puredetok.serving.messages import TO_BACKEND, TO_FRONTEND, Message, ReadyMsg, UserReply
+from puredetok.worker.routing import WorkerPool
+from puredetok.worker.wire import FrameDecoder
 
 TIMEOUT = 60.0
 """Seconds to wait for anything a worker should send (workers start in a few seconds)."""

@@ -67,6 +67,7 @@ from puredetok.errors import (
 )
 from puredetok.stops import (
     FinishReason,
+    SavedStream,
     StopRules,
     Stream,
     abort,
@@ -75,4 +76,3 @@ from puredetok.stops import (
     close,
     open_stream,
 )
-from puredetok.stops.saving import SavedStream

@@ -13,11 +13,11 @@ from typing import Any
 
 import attrs
 
-from puredetok.adapters.detokenize_manager import CodecKey, DetokenizeManager
-from puredetok.adapters.messages import DetokenizeBatch, DetokenizeMsg, Opening, SamplingParams
 from puredetok.bench.core import trace_ids
 from puredetok.bench.stops import MIN_TOKENS, STOPS
 from puredetok.bench.timing import Result, ratio_result, repeated
+from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
+from puredetok.serving.messages import DetokenizeBatch, DetokenizeMsg, Opening, SamplingParams
 
 
 class BatchedTwoWindow:

@@ -12,10 +12,10 @@ __all__ = ["stops_section", "STOPS"]
 from collections.abc import Callable
 from typing import Any
 
-from puredetok.adapters.eos import eos_token_ids
 from puredetok.bench.core import feeder, stepper, trace_ids
 from puredetok.bench.timing import Result, ratio_result, repeated
 from puredetok.core import Codec, codec_for, feed, finish, start
+from puredetok.serving.eos import eos_token_ids
 from puredetok.stops import StopRules, Stream, advance, advance_many, close, open_stream
 
 STOPS = ("\n\nObservation:", "### Instruction:", "<|user|>", "[END OF ANSWER]")

@@ -19,18 +19,18 @@ from typing import Any
 import msgspec
 import zmq
 
-from puredetok.adapters.detokenize_manager import DetokenizeManager
-from puredetok.adapters.messages import (
+from puredetok.bench.core import trace_ids
+from puredetok.bench.manager import serving_params
+from puredetok.bench.timing import Result
+from puredetok.serving.detokenize_manager import DetokenizeManager
+from puredetok.serving.messages import (
     TO_FRONTEND,
     DetokenizeBatch,
     DetokenizeMsg,
     Opening,
     ReadyMsg,
 )
-from puredetok.adapters.wire import FrameDecoder, encode_batch
-from puredetok.bench.core import trace_ids
-from puredetok.bench.manager import serving_params
-from puredetok.bench.timing import Result
+from puredetok.worker.wire import FrameDecoder, encode_batch
 
 
 class _Replies(msgspec.Struct):
@@ -142,7 +142,7 @@ def worker_section(
     with tempfile.TemporaryDirectory(prefix="puredetok-bench-") as folder:
         served = _Served(tokenizer_name, Path(folder))
         # The measuring client keeps its own collector out of the timings (the worker manages its
-        # own: see puredetok.adapters.worker); what is measured is the worker.
+        # own: see puredetok.worker.worker); what is measured is the worker.
         collecting = gc.isenabled()
         gc.disable()
         try:

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from importlib import metadata
 from typing import NoReturn
 
-from puredetok.adapters.loading import TokenizerLoadError
 from puredetok.cli import bench, explain, replay, serve
+from puredetok.serving.loading import TokenizerLoadError
 
 
 class UsageError(Exception):

@@ -7,13 +7,13 @@ import gc
 import os
 import platform
 
-from puredetok.adapters.loading import load_tokenizer
 from puredetok.bench.core import byte_run_section, core_section
 from puredetok.bench.manager import manager_section, memory_section
 from puredetok.bench.stops import MIN_TOKENS, stops_section
 from puredetok.bench.timing import format_table
 from puredetok.bench.worker import worker_section
 from puredetok.cli.options import add_tokenizer_option
+from puredetok.serving.loading import load_tokenizer
 
 NAME = "bench"
 HELP = "measure per-token cost side by side with DecodeStream and the two-window algorithm"

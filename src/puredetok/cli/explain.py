@@ -6,9 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from puredetok.adapters.loading import load_tokenizer
 from puredetok.cli.options import add_tokenizer_option
 from puredetok.core import codec_for, finish, start, step
+from puredetok.serving.loading import load_tokenizer
 
 NAME = "explain"
 HELP = "show, token by token, what each id decodes to alone and what the stream emits"

@@ -6,7 +6,7 @@ __all__ = ["add_tokenizer_option"]
 
 import argparse
 
-from puredetok.adapters.loading import DEFAULT_TOKENIZER
+from puredetok.serving.loading import DEFAULT_TOKENIZER
 
 _HELP = "tokenizer folder or tokenizer.json (default: the embedded Qwen3)"
 

@@ -13,11 +13,11 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-from puredetok.adapters.loading import DEFAULT_TOKENIZER, load_tokenizer
-from puredetok.adapters.messages import SamplingParams, UserReply
-from puredetok.adapters.replay import CHECKS, MAX_LISTED, Replayer, ReplaySummary, RequestReport
-from puredetok.adapters.trace import TraceEvent, TraceHeader, read_trace
 from puredetok.cli.options import add_tokenizer_option
+from puredetok.replay.replay import CHECKS, MAX_LISTED, Replayer, ReplaySummary, RequestReport
+from puredetok.replay.trace import TraceEvent, TraceHeader, read_trace
+from puredetok.serving.loading import DEFAULT_TOKENIZER, load_tokenizer
+from puredetok.serving.messages import SamplingParams, UserReply
 
 NAME = "replay"
 HELP = "replay a token trace (JSON lines), print each request's text, and check G1/G2/G4 per request"

@@ -8,19 +8,19 @@ import signal
 import sys
 from types import FrameType
 
-from puredetok.adapters.addresses import check_bind_address, default_address
-from puredetok.adapters.detokenize_manager import DEFAULT_MAX_LIVE
-from puredetok.adapters.messages import ReadyMsg
-from puredetok.adapters.routing import WorkerProcesses
-from puredetok.adapters.wire import DEFAULT_MAX_FRAME_BYTES
-from puredetok.adapters.worker import (
+from puredetok.cli.options import add_tokenizer_option
+from puredetok.serving.detokenize_manager import DEFAULT_MAX_LIVE
+from puredetok.serving.messages import ReadyMsg
+from puredetok.worker.addresses import check_bind_address, default_address
+from puredetok.worker.routing import WorkerProcesses
+from puredetok.worker.wire import DEFAULT_MAX_FRAME_BYTES
+from puredetok.worker.worker import (
     DEFAULT_LOCAL_BS,
     DEFAULT_MAX_IDS,
     DEFAULT_MAX_TEXT_CHARS,
     Limits,
     tokenize_worker,
 )
-from puredetok.cli.options import add_tokenizer_option
 
 NAME = "serve"
 HELP = "run the ZeroMQ tokenizer/detokenizer worker process (a supervised pool of N with --workers N)"

@@ -39,12 +39,12 @@ __all__ = [
 
 from puredetok.core.build import codec_for
 from puredetok.core.classes import ADDED, ALL_CLASSES, class_of
-from puredetok.core.codec import ID_LIMIT, OUT_OF_VOCAB, Codec, DecodeState, OutOfVocab
+from puredetok.core.codec import ID_LIMIT, OUT_OF_VOCAB, Codec, DecodeState, OutOfVocab, SavedState
 from puredetok.core.decoders.byte_level import byte_alphabet
 from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules
 from puredetok.core.echo import continuation_text
 from puredetok.core.protocols import TokenizerLike
-from puredetok.core.saving import SavedState, check_hold, pack, unpack
+from puredetok.core.saving import check_hold, pack, unpack
 from puredetok.core.stream import (
     admit_token,
     check_token,

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-__all__ = ["Codec", "DecodeState", "Decoding", "OutOfVocab", "OUT_OF_VOCAB", "ID_LIMIT"]
+__all__ = ["Codec", "DecodeState", "SavedState", "Decoding", "OutOfVocab", "OUT_OF_VOCAB", "ID_LIMIT"]
 
-from collections.abc import Hashable, Sequence
-from typing import Any, Literal, Protocol, TypeAlias
+from collections.abc import Hashable
+from typing import Any, Literal, TypeAlias
 
 import attrs
 
 from puredetok.core.classes import classes_of
+from puredetok.core.decoding import Decoding
+from puredetok.core.saving import STATE_FORMAT, check_hold, pack, unpack
 
 OutOfVocab: TypeAlias = Literal["raise", "ignore"]
 """What a codec does with an id at or above its vocabulary size: raise :class:`InvalidTokenError`
@@ -21,39 +23,6 @@ OUT_OF_VOCAB: tuple[OutOfVocab, ...] = ("raise", "ignore")
 ID_LIMIT = 2**32
 """Ids from here on are refused even with ``out_of_vocab="ignore"``: ``tokenizers`` stores ids as
 32-bit unsigned integers, and ``tokenizer.decode`` raises ``OverflowError`` for larger ones."""
-
-
-class Decoding(Protocol):
-    """The streaming model inside a codec: pure functions over an immutable ``hold``.
-
-    Token ids reaching it are already checked to be ints inside the vocabulary.
-    """
-
-    @property
-    def initial(self) -> Hashable:
-        """The hold of a fresh stream."""
-
-    @property
-    def idle(self) -> Hashable:
-        """The steady-state hold: while the hold *is* this object, ``fast`` applies."""
-
-    @property
-    def fast(self) -> Sequence[str | None]:
-        """Per id, the delta of a step from ``idle`` that leaves the hold unchanged (or None)."""
-
-    def step(self, hold: Any, token_id: int) -> tuple[Any, str]:
-        """One token: the new hold (the same object if nothing changed) and the certain text."""
-
-    def feed(self, hold: Any, token_ids: Sequence[int]) -> tuple[Any, str]:
-        """Several tokens; equal to stepping them one by one."""
-
-    def finish(self, hold: Any) -> str:
-        """The text still held, as the full decode would end it."""
-
-    def is_hold(self, hold: object) -> bool:
-        """Whether ``hold`` is a value this model's functions take safely (a restored state is
-        checked with it, see :mod:`puredetok.core.saving`).
-        """
 
 
 @attrs.frozen
@@ -114,7 +83,7 @@ class DecodeState:
     future. Its size does not grow with the stream (see the guarantees for the one documented
     exception, a still-valid byte-fallback run). It travels without its codec: :meth:`to_bytes`
     is a few dozen bytes, and a pickled state unpickles as a
-    :class:`~puredetok.core.saving.SavedState` to :meth:`~puredetok.core.saving.SavedState.resume`
+    :class:`SavedState` to :meth:`SavedState.resume`
     with the codec (the codec's tables are never copied into it).
     """
 
@@ -136,9 +105,7 @@ class DecodeState:
         :meth:`from_bytes` with a codec of the same fingerprint gives an equal state, which
         continues exactly as this one would.
         """
-        from puredetok.core.saving import state_to_bytes
-
-        return state_to_bytes(self)
+        return pack(STATE_FORMAT, self.codec, self.hold)
 
     @classmethod
     def from_bytes(cls, codec: Codec, data: bytes | bytearray | memoryview) -> DecodeState:
@@ -148,13 +115,27 @@ class DecodeState:
         the one the state was saved with, and :class:`~puredetok.errors.InvalidStateError` for
         truncated, corrupt or hostile bytes (both are ``ValueError``).
         """
-        from puredetok.core.saving import state_from_bytes
-
-        return state_from_bytes(codec, data)
+        return cls(codec, check_hold(codec, unpack(STATE_FORMAT, codec, data, "state")))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A pickled state is its bytes: unpickled, a SavedState that resume(codec) turns back into
         # a state. The codec's tables never travel with a state.
-        from puredetok.core.saving import SavedState
-
         return (SavedState, (self.to_bytes(),))
+
+
+@attrs.frozen
+class SavedState:
+    """A :class:`DecodeState` without its codec: what a pickled state unpickles as.
+
+    ``pickle.loads(pickle.dumps(state)).resume(codec) == state`` for the state's codec (or an equal
+    one: the fingerprint is checked). A few dozen bytes, where the codec is megabytes.
+    """
+
+    data: bytes = attrs.field(validator=attrs.validators.instance_of(bytes))
+    """:meth:`DecodeState.to_bytes` of the state."""
+
+    def resume(self, codec: Codec) -> DecodeState:
+        """The state, with ``codec``; raises :class:`~puredetok.errors.CodecMismatchError` for a codec
+        with another fingerprint and :class:`~puredetok.errors.InvalidStateError` for bad bytes.
+        """
+        return DecodeState.from_bytes(codec, self.data)

@@ -5,7 +5,7 @@ The codec is what is large (its per-id tables) and what every request of a token
 state is the little it holds back. So a state travels alone, and is resumed where its codec
 already is: ``DecodeState.from_bytes(codec, state.to_bytes())`` continues exactly as the state
 would have. Pickling does the same (a state never drags its codec's tables into a pickle): a
-pickled state unpickles as a :class:`SavedState`, which :meth:`SavedState.resume` turns back into
+pickled state unpickles as a :class:`~puredetok.core.codec.SavedState`, which ``resume`` turns back into
 a state given the codec. The core keeps no registry of codecs, so nothing finds one by itself:
 whoever resumes says which codec (and its fingerprint is checked).
 
@@ -28,13 +28,10 @@ from __future__ import annotations
 
 __all__ = [
     "STATE_FORMAT",
-    "SavedState",
     "codec_key",
     "pack",
     "unpack",
     "check_hold",
-    "state_to_bytes",
-    "state_from_bytes",
     "MAX_DEPTH",
     "MAX_HELD_SPACE",
 ]
@@ -42,17 +39,36 @@ __all__ = [
 import hashlib
 import zlib
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any
-
-import attrs
+from typing import Any, Protocol
 
 from puredetok.core.decoders.whitespace import EMPTY_SPACE, HeldSpace
+from puredetok.core.decoding import Decoding
 from puredetok.core.echo import Echo
 from puredetok.core.rope import Rope
 from puredetok.errors import CodecMismatchError, InvalidStateError
 
-if TYPE_CHECKING:
-    from puredetok.core.codec import Codec, DecodeState
+
+class Codec(Protocol):
+    """What saving reads of a codec (:class:`puredetok.core.codec.Codec` is one): its fingerprint
+    and names for messages, and its decoding, which says which holds it takes.
+    """
+
+    @property
+    def family(self) -> str:
+        """The decoder family, named in messages."""
+
+    @property
+    def name(self) -> str:
+        """The tokenizer's name, named in messages."""
+
+    @property
+    def fingerprint(self) -> str:
+        """What the saved bytes are keyed by."""
+
+    @property
+    def decoding(self) -> Decoding:
+        """The streaming model: its ``is_hold``, ``initial`` and ``idle``."""
+
 
 STATE_FORMAT = 0x01
 """The first byte of a saved core state."""
@@ -287,34 +303,3 @@ def check_hold(codec: Codec, hold: Hashable) -> Hashable:
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def state_to_bytes(state: DecodeState) -> bytes:
-    """``state`` without its codec (see :meth:`DecodeState.to_bytes`)."""
-    return pack(STATE_FORMAT, state.codec, state.hold)
-
-
-def state_from_bytes(codec: Codec, data: bytes | bytearray | memoryview) -> DecodeState:
-    """The state saved in ``data`` (see :meth:`DecodeState.from_bytes`)."""
-    from puredetok.core.codec import DecodeState
-
-    hold = check_hold(codec, unpack(STATE_FORMAT, codec, data, "state"))
-    return DecodeState(codec, hold)
-
-
-@attrs.frozen
-class SavedState:
-    """A :class:`DecodeState` without its codec: what a pickled state unpickles as.
-
-    ``pickle.loads(pickle.dumps(state)).resume(codec) == state`` for the state's codec (or an equal
-    one: the fingerprint is checked). A few dozen bytes, where the codec is megabytes.
-    """
-
-    data: bytes = attrs.field(validator=attrs.validators.instance_of(bytes))
-    """:meth:`DecodeState.to_bytes` of the state."""
-
-    def resume(self, codec: Codec) -> DecodeState:
-        """The state, with ``codec``; raises :class:`~puredetok.errors.CodecMismatchError` for a codec
-        with another fingerprint and :class:`~puredetok.errors.InvalidStateError` for bad bytes.
-        """
-        return state_from_bytes(codec, self.data)

@@ -31,8 +31,8 @@ __all__ = [
 
 from puredetok.errors import StreamFinishedError
 from puredetok.stops.rules import FinishReason, StopRules
-from puredetok.stops.saving import SavedStream
 from puredetok.stops.stream import (
+    SavedStream,
     Stream,
     abort,
     advance,

@@ -7,27 +7,27 @@ the finish reason, and the stop rules themselves (stop strings, stop and EOS ids
 ``max_new_tokens``, ``min_tokens``, ``include_stop_str_in_output``). So a stream resumed elsewhere
 stops where the saved one would have, mid-stop-prefix or mid-``min_tokens`` included.
 
-A pickled stream unpickles as a :class:`SavedStream`, which :meth:`SavedStream.resume` turns back
+A pickled stream unpickles as a :class:`~puredetok.stops.SavedStream`, which ``resume`` turns back
 into a stream given the codec (the codec's tables are never in the pickle).
 """
 
 from __future__ import annotations
 
-__all__ = ["STREAM_FORMAT", "SavedStream", "stream_to_bytes", "stream_from_bytes"]
+__all__ = ["STREAM_FORMAT", "StreamFields", "stream_to_bytes", "stream_from_bytes"]
 
-from typing import TYPE_CHECKING, Any
-
-import attrs
+from collections.abc import Hashable
+from typing import Any, TypeAlias
 
 from puredetok.core import Codec, check_hold, pack, unpack
 from puredetok.errors import InvalidStateError
 from puredetok.stops.rules import FinishReason, StopRules
 
-if TYPE_CHECKING:
-    from puredetok.stops.stream import Stream
-
 STREAM_FORMAT = 0x02
 """The first byte of a saved stream."""
+
+StreamFields: TypeAlias = tuple[StopRules, Hashable, str, int, "int | None", "FinishReason | None"]
+"""What decides a stream's future besides its codec: ``(rules, hold, held, min_left, max_left,
+finish_reason)``, the arguments of :class:`~puredetok.stops.Stream` after its codec."""
 
 
 def _rules(rules: StopRules) -> tuple[Any, ...]:
@@ -42,18 +42,18 @@ def _rules(rules: StopRules) -> tuple[Any, ...]:
     )
 
 
-def stream_to_bytes(stream: Stream) -> bytes:
-    """``stream`` without its codec (see :meth:`Stream.to_bytes`)."""
-    reason = stream.finish_reason
+def stream_to_bytes(codec: Codec, fields: StreamFields) -> bytes:
+    """A stream's ``fields`` saved for ``codec`` (see :meth:`~puredetok.stops.Stream.to_bytes`)."""
+    rules, hold, held, min_left, max_left, reason = fields
     body = (
-        stream.hold,
-        stream.held,
-        stream.min_left,
-        stream.max_left,
+        hold,
+        held,
+        min_left,
+        max_left,
         None if reason is None else (reason.kind, reason.matched),
-        _rules(stream.rules),
+        _rules(rules),
     )
-    return pack(STREAM_FORMAT, stream.codec, body)
+    return pack(STREAM_FORMAT, codec, body)
 
 
 def _fail(why: str) -> InvalidStateError:
@@ -101,10 +101,10 @@ def _count(value: object, low: int, high: int | None) -> int:
     return value
 
 
-def stream_from_bytes(codec: Codec, data: bytes | bytearray | memoryview) -> Stream:
-    """The stream saved in ``data`` (see :meth:`Stream.from_bytes`)."""
-    from puredetok.stops.stream import Stream
-
+def stream_from_bytes(codec: Codec, data: bytes | bytearray | memoryview) -> StreamFields:
+    """The fields of the stream saved in ``data``, checked for ``codec`` (see
+    :meth:`~puredetok.stops.Stream.from_bytes`).
+    """
     body = unpack(STREAM_FORMAT, codec, data, "stream")
     if type(body) is not tuple or len(body) != 6:
         raise _fail("its body is not the 6 fields of a stream")
@@ -124,22 +124,4 @@ def stream_from_bytes(codec: Codec, data: bytes | bytearray | memoryview) -> Str
             raise _fail("more tokens before stops apply than tokens left")
     if reason is not None and held:
         raise _fail("a finished stream holds no text")
-    return Stream(codec, rules, hold, held, min_left, max_left, reason)
-
-
-@attrs.frozen
-class SavedStream:
-    """A :class:`~puredetok.stops.Stream` without its codec: what a pickled stream unpickles as.
-
-    ``pickle.loads(pickle.dumps(stream)).resume(codec) == stream`` for the stream's codec (or an
-    equal one: the fingerprint is checked).
-    """
-
-    data: bytes = attrs.field(validator=attrs.validators.instance_of(bytes))
-    """:meth:`Stream.to_bytes` of the stream."""
-
-    def resume(self, codec: Codec) -> Stream:
-        """The stream, with ``codec``; raises :class:`~puredetok.errors.CodecMismatchError` for a
-        codec with another fingerprint and :class:`~puredetok.errors.InvalidStateError` for bad bytes.
-        """
-        return stream_from_bytes(codec, self.data)
+    return rules, hold, held, min_left, max_left, reason

@@ -24,15 +24,19 @@ __all__ = [
     "close",
     "abort",
     "SHORT_RUN",
+    "SavedStream",
 ]
 
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, TypeAlias
 
+import attrs
+
 from puredetok.core import Codec, DecodeState, feed_hold, finish_hold, start, steady, step_hold
 from puredetok.errors import InvalidTokenError, StreamFinishedError
 from puredetok.stops.matcher import Match, Matcher, scan
 from puredetok.stops.rules import FinishReason, StopRules
+from puredetok.stops.saving import stream_from_bytes, stream_to_bytes
 
 NO_RULES = StopRules()
 """The default rules: no stop strings, no stop or EOS tokens, no limits."""
@@ -80,7 +84,7 @@ class Stream:
     Immutable (its fields are read-only), hashable; its size is bounded (the held text is shorter
     than the longest stop string, and the core's hold is bounded by the core). It travels without
     its codec: :meth:`to_bytes` is a few dozen bytes, and a pickled stream unpickles as a
-    :class:`~puredetok.stops.saving.SavedStream` to resume with the codec. Like the core's state, it
+    :class:`SavedStream` to resume with the codec. Like the core's state, it
     holds only what decides its future: two streams that compare equal continue identically.
 
     A stream that counts its tokens is a new record on every token, so the record is six private
@@ -228,9 +232,8 @@ class Stream:
         """This stream without its codec, stop rules and counters included: a few dozen bytes
         (see :mod:`puredetok.stops.saving`). :meth:`from_bytes` gives an equal stream.
         """
-        from puredetok.stops.saving import stream_to_bytes
-
-        return stream_to_bytes(self)
+        fields = (self.rules, self.hold, self.held, self.min_left, self.max_left, self.finish_reason)
+        return stream_to_bytes(self.codec, fields)
 
     @classmethod
     def from_bytes(cls, codec: Codec, data: bytes | bytearray | memoryview) -> Stream:
@@ -238,14 +241,10 @@ class Stream:
         :class:`~puredetok.errors.CodecMismatchError` for a codec with another fingerprint and
         :class:`~puredetok.errors.InvalidStateError` for truncated, corrupt or hostile bytes.
         """
-        from puredetok.stops.saving import stream_from_bytes
-
-        return stream_from_bytes(codec, data)
+        return cls(codec, *stream_from_bytes(codec, data))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled as its bytes: unpickled, a SavedStream to resume(codec). No codec tables copied.
-        from puredetok.stops.saving import SavedStream
-
         return (SavedStream, (self.to_bytes(),))
 
 
@@ -605,3 +604,21 @@ def advance_each(
     except (InvalidTokenError, StreamFinishedError):
         pass
     return news, texts, ended
+
+
+@attrs.frozen
+class SavedStream:
+    """A :class:`~puredetok.stops.Stream` without its codec: what a pickled stream unpickles as.
+
+    ``pickle.loads(pickle.dumps(stream)).resume(codec) == stream`` for the stream's codec (or an
+    equal one: the fingerprint is checked).
+    """
+
+    data: bytes = attrs.field(validator=attrs.validators.instance_of(bytes))
+    """:meth:`Stream.to_bytes` of the stream."""
+
+    def resume(self, codec: Codec) -> Stream:
+        """The stream, with ``codec``; raises :class:`~puredetok.errors.CodecMismatchError` for a
+        codec with another fingerprint and :class:`~puredetok.errors.InvalidStateError` for bad bytes.
+        """
+        return Stream.from_bytes(codec, self.data)

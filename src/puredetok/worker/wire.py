@@ -2,7 +2,7 @@
 
 A frame is the msgpack array ``[kind, batch]``: one batch of messages of one kind. For the kinds
 that flow per token (``"detokenize"``, ``"reply"``) the batch is a map of columns
-(:class:`~puredetok.adapters.messages.DetokenizeBatch`, :class:`~puredetok.adapters.messages.ReplyBatch`);
+(:class:`~puredetok.serving.messages.DetokenizeBatch`, :class:`~puredetok.serving.messages.ReplyBatch`);
 for the others it is an array of messages, each a map of its fields. Decoding checks every
 field's type. A frame that cannot be read at all (too large, not msgpack, not ``[str, batch]``,
 an unknown kind) raises :class:`FrameError`; a frame in which only some messages are malformed
@@ -32,7 +32,7 @@ from typing import Any, cast
 import attrs
 import msgspec
 
-from puredetok.adapters.messages import (
+from puredetok.serving.messages import (
     COLUMNS,
     INBOUND,
     AnyBatch,
@@ -45,7 +45,7 @@ from puredetok.adapters.messages import (
     Uid,
     UserReply,
 )
-from puredetok.adapters.scan import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, ScanError, Scanner
+from puredetok.worker.scan import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, ScanError, Scanner
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 """Frames larger than this are dropped unread (64 MiB; configurable per decoder)."""
@@ -126,11 +126,11 @@ class FrameDecoder:
     """Reads frames of the given message kinds (by default, what a worker accepts).
 
     Nothing in a frame can make it raise anything but :class:`FrameError`, whatever its bytes
-    (``msgspec`` recurses into nested arrays and maps; see :mod:`puredetok.adapters.scan` for how
+    (``msgspec`` recurses into nested arrays and maps; see :mod:`puredetok.worker.scan` for how
     that is kept in bounds): no message may nest more than ``max_depth`` arrays and maps, counting
     its own map, and a frame whose messages carry values of any shape (``tokenize``: chat
     messages, template options, the sampling parameters' extras) is first read by a
-    :class:`~puredetok.adapters.scan.Scanner`, at most ``max_elements`` values in all, so that
+    :class:`~puredetok.worker.scan.Scanner`, at most ``max_elements`` values in all, so that
     decoding it builds a bounded number of objects.
     """
 

@@ -43,10 +43,10 @@ from typing import Any
 
 import attrs
 
-from puredetok.adapters.detokenize_manager import DEFAULT_REMEMBER_ENDED, CodecKey, DetokenizeManager
-from puredetok.adapters.messages import DEFAULT_PARAMS, DetokenizeMsg, Opening, SamplingParams, Uid, UserReply
-from puredetok.adapters.trace import TraceEvent
 from puredetok.core import ID_LIMIT, Codec, clean_up_tokenization
+from puredetok.replay.trace import TraceEvent
+from puredetok.serving.detokenize_manager import DEFAULT_REMEMBER_ENDED, CodecKey, DetokenizeManager
+from puredetok.serving.messages import DEFAULT_PARAMS, DetokenizeMsg, Opening, SamplingParams, Uid, UserReply
 from puredetok.stops import advance, open_stream
 
 CHECKS = ("G1", "G2", "G4")

@@ -5,7 +5,7 @@ scheduler (``backend``) and text to the API server (``frontend``); it connects t
 number of workers can share them. Each loop drains up to ``local_bs`` waiting messages (and about
 one frame's worth of bytes), handles them kind by kind (keeping the order of each request's
 messages), and sends one frame per kind. Tokenizing runs in a thread beside the loop
-(:mod:`puredetok.adapters.tokenizing`), so a long prompt never holds up the streams.
+(:mod:`puredetok.serving.tokenizing`), so a long prompt never holds up the streams.
 
 Limits (:class:`Limits`) bound what one frame, one request and the whole worker may hold: a frame
 over ``max_frame_bytes`` is refused by ZeroMQ before it is read; a text over ``max_text_chars``
@@ -52,10 +52,10 @@ import attrs
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from puredetok.adapters.addresses import AddressError, check_bind_address, claim, default_address, loopback
-from puredetok.adapters.detokenize_manager import DEFAULT_MAX_LIVE, ENDED_ALREADY, DetokenizeManager
-from puredetok.adapters.loading import load_tokenizer
-from puredetok.adapters.messages import (
+from puredetok.core import OutOfVocab
+from puredetok.serving.detokenize_manager import DEFAULT_MAX_LIVE, ENDED_ALREADY, DetokenizeManager
+from puredetok.serving.loading import load_tokenizer
+from puredetok.serving.messages import (
     HANDED_BACK,
     UNKNOWN_REQUEST,
     AbortBackendMsg,
@@ -73,9 +73,10 @@ from puredetok.adapters.messages import (
     UserMsg,
     UserReply,
 )
-from puredetok.adapters.tokenize_manager import TokenizeManager, TokenizeResult
-from puredetok.adapters.tokenizing import TokenizeThread, text_chars, trim_memory
-from puredetok.adapters.wire import (
+from puredetok.serving.tokenize_manager import TokenizeManager, TokenizeResult
+from puredetok.serving.tokenizing import TokenizeThread, text_chars, trim_memory
+from puredetok.worker.addresses import AddressError, check_bind_address, claim, default_address, loopback
+from puredetok.worker.wire import (
     DEFAULT_MAX_FRAME_BYTES,
     Decoded,
     DropCounter,
@@ -84,7 +85,6 @@ from puredetok.adapters.wire import (
     encode_batch,
     encode_frame,
 )
-from puredetok.core import OutOfVocab
 
 DEFAULT_LOCAL_BS = 4096
 """Messages drained per loop at most."""
@@ -128,13 +128,13 @@ class Limits:
     """
 
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    """Larger frames are refused unread (see :data:`~puredetok.adapters.wire.DEFAULT_MAX_FRAME_BYTES`)."""
+    """Larger frames are refused unread (see :data:`~puredetok.worker.wire.DEFAULT_MAX_FRAME_BYTES`)."""
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
     """The longest text of a tokenize request (:data:`DEFAULT_MAX_TEXT_CHARS`)."""
     max_ids: int = DEFAULT_MAX_IDS
     """The most ids of one message, prompt included, or of a tokenized prompt (:data:`DEFAULT_MAX_IDS`)."""
     max_live: int = DEFAULT_MAX_LIVE
-    """The most live requests (see :data:`~puredetok.adapters.detokenize_manager.DEFAULT_MAX_LIVE`)."""
+    """The most live requests (see :data:`~puredetok.serving.detokenize_manager.DEFAULT_MAX_LIVE`)."""
 
     def __attrs_post_init__(self) -> None:
         for name, value in attrs.asdict(self).items():
@@ -161,7 +161,7 @@ class Worker:
     for requests that do not set them (see :class:`DetokenizeManager`). ``listen`` must be a
     loopback address (``ipc://`` or a ``tcp://`` host that resolves to loopback addresses only)
     unless ``allow_remote``; it must not be held by a live worker (see
-    :func:`~puredetok.adapters.addresses.claim`). ``incarnation`` is how many times a pool has
+    :func:`~puredetok.worker.addresses.claim`). ``incarnation`` is how many times a pool has
     restarted this worker (it goes out in the :class:`ReadyMsg`).
     """
 
@@ -667,7 +667,7 @@ def tokenize_worker(
     """Run a worker until SIGINT/SIGTERM (in the main thread) or ``stop_event``; its stats at the end.
 
     See :class:`Worker` for the arguments; addresses default to ``ipc://`` files in a folder
-    private to this user (:func:`~puredetok.adapters.addresses.default_address`).
+    private to this user (:func:`~puredetok.worker.addresses.default_address`).
     """
     worker = Worker(
         tokenizer,

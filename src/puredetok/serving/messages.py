@@ -2,7 +2,7 @@
 
 Every message is a frozen ``attrs`` record whose type annotations are its wire schema (``msgspec``
 encodes and checks ``attrs`` classes). Each class has a ``KIND`` tag; a frame on the wire holds a
-batch of messages of one kind (see :mod:`puredetok.adapters.wire`). The two kinds that flow per
+batch of messages of one kind (see :mod:`puredetok.worker.wire`). The two kinds that flow per
 token travel column by column, so that a frame of a thousand messages is a handful of arrays and
 the worker never builds a record per message: :class:`DetokenizeBatch` (many requests' next ids)
 and :class:`ReplyBatch` (their new text); ``.items`` turns either into its message records, and
@@ -432,7 +432,7 @@ class ReadyMsg:
     """Worker -> frontend: sent once, when the worker is listening and its tokenizer is loaded.
 
     A ``ReadyMsg`` from a worker name already seen, with another ``instance``, means that worker
-    was restarted: the requests it held are lost (see :class:`~puredetok.adapters.routing.Incarnations`).
+    was restarted: the requests it held are lost (see :class:`~puredetok.worker.routing.Incarnations`).
     """
 
     KIND: ClassVar[str] = "ready"

@@ -25,8 +25,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from puredetok.adapters.messages import TokenizeMsg
-from puredetok.adapters.tokenize_manager import TokenizeManager, TokenizeResult
+from puredetok.serving.messages import TokenizeMsg
+from puredetok.serving.tokenize_manager import TokenizeManager, TokenizeResult
 
 TRIM_CHARS = 1 << 18
 """After tokenizing a batch of this many characters or more, freed memory goes back to the system."""

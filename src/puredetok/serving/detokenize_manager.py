@@ -28,8 +28,10 @@ from typing import Any, TypeAlias
 
 import attrs
 
-from puredetok.adapters.eos import eos_token_ids
-from puredetok.adapters.messages import (
+from puredetok.core import OUT_OF_VOCAB, Codec, OutOfVocab, codec_for
+from puredetok.errors import InvalidTokenError
+from puredetok.serving.eos import eos_token_ids
+from puredetok.serving.messages import (
     DEFAULT_PARAMS,
     UNKNOWN_REQUEST,
     DetokenizeBatch,
@@ -42,8 +44,6 @@ from puredetok.adapters.messages import (
     Uid,
     UserReply,
 )
-from puredetok.core import OUT_OF_VOCAB, Codec, OutOfVocab, codec_for
-from puredetok.errors import InvalidTokenError
 from puredetok.stops import (
     FinishReason,
     StopRules,
@@ -245,7 +245,7 @@ class DetokenizeManager:
         A message with an invalid token id still applies its valid ids; the invalid ones add no
         text and are named in the reply's ``error`` (the request goes on). A message for a uid that
         is not live and carries no opening (never opened, ended, handed back) gets a finished error
-        reply (:data:`~puredetok.adapters.messages.UNKNOWN_REQUEST` when the uid is not remembered
+        reply (:data:`~puredetok.serving.messages.UNKNOWN_REQUEST` when the uid is not remembered
         as ended); an opening for a request that is live or remembered as ended gets an error reply;
         neither changes anything.
         """

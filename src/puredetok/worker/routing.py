@@ -7,7 +7,7 @@
 - :class:`WorkerProcesses` runs the workers of this host (``puredetok serve --workers N``) and
   restarts one that dies, at once, as a new incarnation.
 - :class:`Incarnations` is the frontend's side of a restart: the new worker announces itself
-  (:class:`~puredetok.adapters.messages.ReadyMsg`, with a new ``instance``), and every request the
+  (:class:`~puredetok.serving.messages.ReadyMsg`, with a new ``instance``), and every request the
   frontend had routed to that worker and not seen end is lost: it fails them with an error and
   aborts them (see docs/worker.md, "Failure model").
 """
@@ -28,7 +28,7 @@ from typing import Any
 
 import zmq
 
-from puredetok.adapters.messages import (
+from puredetok.serving.messages import (
     AbortMsg,
     DetokenizeMsg,
     HealthCheckMsg,
@@ -37,7 +37,7 @@ from puredetok.adapters.messages import (
     TokenizeMsg,
     Uid,
 )
-from puredetok.adapters.wire import DEFAULT_MAX_FRAME_BYTES, encode_batch
+from puredetok.worker.wire import DEFAULT_MAX_FRAME_BYTES, encode_batch
 
 logger = logging.getLogger("puredetok.pool")
 
@@ -159,7 +159,7 @@ class Incarnations:
     request routed to it that the frontend has not seen end was lost with the old process: those
     it owns (:meth:`WorkerPool.owner` is its ``address``), and those whose tokenize message went
     to it (what :meth:`WorkerPool.send` returned) and have had no reply yet. Fail each with an
-    error, and send an :class:`~puredetok.adapters.messages.AbortMsg` for it so that the scheduler
+    error, and send an :class:`~puredetok.serving.messages.AbortMsg` for it so that the scheduler
     stops generating it. A worker's replies all come after its ``ReadyMsg`` (one connection, in
     order), so nothing the new process sent is mistaken for the old one's.
     """

@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 import tokenizers
 
-from puredetok.adapters.messages import TokenizeMsg, Uid
+from puredetok.serving.messages import TokenizeMsg, Uid
 
 RESERVED_TEMPLATE_OPTIONS = frozenset(
     {

@@ -8,7 +8,7 @@
   (:class:`AbortBackendMsg`), and sends generated ids (:class:`DetokenizeMsg`, the first one of a
   request with its :class:`Opening`, the last one with its finish reason).
 
-Both route through a :class:`~puredetok.adapters.routing.WorkerPool` (a request's messages always
+Both route through a :class:`~puredetok.worker.routing.WorkerPool` (a request's messages always
 reach the worker that holds it). The failure model, request by request (docs/worker.md):
 
 - an error reply that ends a request raises :class:`RequestError` from its iterator (an error that
@@ -50,7 +50,7 @@ import attrs
 import zmq
 import zmq.asyncio
 
-from puredetok.adapters.messages import (
+from puredetok.serving.messages import (
     DEFAULT_PARAMS,
     TO_BACKEND,
     TO_FRONTEND,
@@ -69,8 +69,8 @@ from puredetok.adapters.messages import (
     UserMsg,
     UserReply,
 )
-from puredetok.adapters.routing import WorkerPool, route
-from puredetok.adapters.wire import FrameDecoder, FrameError
+from puredetok.worker.routing import WorkerPool, route
+from puredetok.worker.wire import FrameDecoder, FrameError
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds a request may go without a reply before it fails with :class:`RequestTimeout`."""

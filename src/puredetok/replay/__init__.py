@@ -1,0 +1,1 @@
+"""Replaying token traces: the trace format and the replayer that checks each request."""

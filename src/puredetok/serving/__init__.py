@@ -1,0 +1,1 @@
+"""Serving: the batched managers, their request options and messages, EOS ids, tokenizer loading."""
