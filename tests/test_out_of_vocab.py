@@ -44,7 +44,8 @@ IDS = [f"{name}-{'skip' if skip else 'keep'}" for name, skip in CASES]
 @functools.cache
 def ignoring(name: str, skip: bool = False) -> puredetok.Codec:
     """The codec ignoring ids past the vocabulary (what codec_for builds, from the cached codec)."""
-    return ignoring_out_of_vocab(codec(name, skip), tokenizer(name))
+    decode = functools.partial(tokenizer(name).decode, skip_special_tokens=skip)
+    return ignoring_out_of_vocab(codec(name, skip), decode, name)
 
 
 def outside(size: int) -> st.SearchStrategy[int]:

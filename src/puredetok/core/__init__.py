@@ -29,6 +29,7 @@ __all__ = [
     "feed_hold",
     "finish",
     "finish_hold",
+    "mistral_tokenizer_of",
     "pack",
     "start",
     "steady",
@@ -44,6 +45,7 @@ from puredetok.core.decoders.byte_level import byte_alphabet
 from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules
 from puredetok.core.echo import continuation_text
 from puredetok.core.protocols import TokenizerLike
+from puredetok.core.pyclasses.mistral import mistral_tokenizer_of
 from puredetok.core.saving import check_hold, pack, unpack
 from puredetok.core.stream import (
     admit_token,

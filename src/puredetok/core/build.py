@@ -38,6 +38,7 @@ from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules, cle
 from puredetok.core.out_of_vocab import ignoring_out_of_vocab
 from puredetok.core.protocols import TokenizerLike
 from puredetok.core.pyclasses import ClassModel, harmless_reference, model_for_class
+from puredetok.core.pyclasses.mistral import Native, read_native, unreadable
 from puredetok.core.reading import backend_of, override, vocabulary
 from puredetok.core.verify import Oracle, check_model
 from puredetok.core.window import build_window
@@ -81,9 +82,13 @@ class _Source:
     """The backend's vocabulary with added tokens (read once)."""
     spaces: bool | None
     """``spaces_between_special_tokens`` for ``tokenizer.decode`` (None: not passed)."""
+    native: Native | None = None
+    """A tokenizer read by :mod:`puredetok.core.pyclasses.mistral` (mistral-common, tiktoken)."""
 
     def decode(self) -> Callable[[list[int]], str]:
         """The tokenizer's own decode, with the codec's options bound."""
+        if self.native is not None:
+            return self.native.decode
         tok, skip = self.tokenizer, self.skip
         if isinstance(tok, tokenizers.Tokenizer):
             if self.cleanup:
@@ -181,9 +186,12 @@ def _fingerprint(*parts: object) -> str:
     return digest.hexdigest()[:32]
 
 
-def _text_ids(tokenizer: Any) -> list[int]:
+def _text_ids(source: _Source) -> list[int]:
     """The ids of the check's text, or none if this tokenizer cannot encode it."""
+    tokenizer = source.tokenizer
     try:
+        if source.native is not None:
+            return source.native.encode(_CHECK_TEXT)
         if isinstance(tokenizer, tokenizers.Tokenizer):
             return list(tokenizer.encode(_CHECK_TEXT, add_special_tokens=False).ids)
         return [int(i) for i in tokenizer.encode(_CHECK_TEXT, add_special_tokens=False)]
@@ -208,6 +216,8 @@ def _backend_model(source: _Source, max_byte_run: int | None) -> ClassModel:
 
 
 def _exact_model(source: _Source, max_byte_run: int | None) -> ClassModel:
+    if source.native is not None:
+        return source.native.build()
     known = model_for_class(
         source.tokenizer,
         size=source.size,
@@ -235,6 +245,22 @@ def _long_byte_runs(model: ClassModel, max_byte_run: int | None) -> Callable[[Se
 
 
 def _read(tokenizer: TokenizerLike, skip: bool, cleanup_request: bool | None, spaces: bool | None) -> _Source:
+    native = read_native(tokenizer, skip=skip, cleanup_request=cleanup_request)
+    if native is not None:
+        # Their decode has no spaces_between_special_tokens option (as a tokenizers.Tokenizer's).
+        return _Source(
+            tokenizer,
+            None,
+            native.name,
+            skip,
+            cleanup_request,
+            native.cleanup,
+            native.size,
+            native.added,
+            None,
+            None,
+            native,
+        )
     backend = backend_of(tokenizer)
     name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
     by_token = None
@@ -260,7 +286,9 @@ def _read(tokenizer: TokenizerLike, skip: bool, cleanup_request: bool | None, sp
 
 def _fallback(source: _Source, reason: str) -> Codec:
     tokens: list[Any]
-    if source.backend is not None:
+    if source.native is not None:
+        tokens = source.native.tokens()
+    elif source.backend is not None:
         tokens = vocabulary(source.backend, source.skip, source.by_token)
     else:
         tokens = sorted(source.tokenizer.get_vocab().items(), key=lambda item: item[1])
@@ -323,9 +351,14 @@ def codec_for(
         raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
     if out_of_vocab not in OUT_OF_VOCAB:
         raise ValueError(f"out_of_vocab must be 'raise' or 'ignore', not {out_of_vocab!r}")
-    source = _read(
-        tokenizer, bool(skip_special_tokens), clean_up_tokenization_spaces, spaces_between_special_tokens
-    )
+    try:
+        source = _read(
+            tokenizer, bool(skip_special_tokens), clean_up_tokenization_spaces, spaces_between_special_tokens
+        )
+    except (AttributeError, TypeError, LookupError) as error:
+        if isinstance(error, UnsupportedTokenizerError):
+            raise
+        raise unreadable(tokenizer, error) from error
     if source.size == 0:
         raise UnsupportedTokenizerError(f"{source.name} has an empty vocabulary: there is no id to decode")
     if source.size > MAX_VOCAB:
@@ -333,12 +366,20 @@ def codec_for(
             f"{source.name} has an id of {source.size - 1:,}: a codec holds tables as long as the largest "
             f"id, and ids above {MAX_VOCAB - 1:,} are not supported"
         )
-    codec = _codec(source, max_byte_run, window)
-    return ignoring_out_of_vocab(codec, tokenizer) if out_of_vocab == "ignore" else codec
+    try:
+        codec = _codec(source, max_byte_run, window)
+    except (AttributeError, TypeError, LookupError) as error:
+        if isinstance(error, UnsupportedTokenizerError):
+            raise
+        raise unreadable(tokenizer, error) from error
+    return (
+        ignoring_out_of_vocab(codec, source.decode(), type(tokenizer).__name__)
+        if out_of_vocab == "ignore"
+        else codec
+    )
 
 
 def _codec(source: _Source, max_byte_run: int | None, window: bool) -> Codec:
-    tokenizer = source.tokenizer
     if window:
         return _fallback(source, "the generic fallback (window) codec was asked for")
     try:
@@ -358,7 +399,7 @@ def _codec(source: _Source, max_byte_run: int | None, window: bool) -> Codec:
         sequences=fast,
         real=real,
         added=source.added,
-        text_ids=[i for i in _text_ids(tokenizer) if 0 <= i < source.size],
+        text_ids=[i for i in _text_ids(source) if 0 <= i < source.size],
         exempt=_long_byte_runs(model, max_byte_run),
     )
     if problem is not None:

@@ -19,15 +19,11 @@ from __future__ import annotations
 __all__ = ["ignoring_out_of_vocab"]
 
 import hashlib
-from typing import Any
+from collections.abc import Callable
 
 import attrs
 
 from puredetok.core.codec import ID_LIMIT, Codec
-
-
-def _decode(tokenizer: Any, ids: list[int], skip: bool) -> str:
-    return str(tokenizer.decode(ids, skip_special_tokens=skip))
 
 
 def _probes(size: int) -> list[tuple[list[int], list[int]]]:
@@ -40,16 +36,16 @@ def _probes(size: int) -> list[tuple[list[int], list[int]]]:
     return pairs
 
 
-def ignoring_out_of_vocab(codec: Codec, tokenizer: Any) -> Codec:
+def ignoring_out_of_vocab(codec: Codec, decode: Callable[[list[int]], str], name: str) -> Codec:
     """``codec``, ignoring ids in ``[vocab_size, 2**32)`` (with its own fingerprint).
 
-    Raises ``ValueError`` if ``tokenizer.decode`` does not ignore them (it raises, or its text
+    ``decode`` is the tokenizer's own decode with the codec's options bound; ``name`` names the
+    tokenizer's type. Raises ``ValueError`` if ``decode`` does not ignore them (it raises, or its text
     changes), naming the sequence it was probed with.
     """
-    skip = codec.skip_special_tokens
     for probe, expected in _probes(codec.vocab_size):
         try:
-            text, wanted = _decode(tokenizer, probe, skip), _decode(tokenizer, expected, skip)
+            text, wanted = decode(probe), decode(expected)
         except Exception as error:  # any failure of a foreign decode means "does not ignore"
             problem = f"raised {type(error).__name__}: {error}"
         else:
@@ -58,7 +54,7 @@ def ignoring_out_of_vocab(codec: Codec, tokenizer: Any) -> Codec:
             problem = f"gave {text!r} instead of {wanted!r}"
         raise ValueError(
             f"out_of_vocab='ignore' needs a tokenizer whose decode skips ids past its vocabulary "
-            f"(size {codec.vocab_size}), but {type(tokenizer).__name__}.decode({probe}) {problem}; "
+            f"(size {codec.vocab_size}), but {name}.decode({probe}) {problem}; "
             "use out_of_vocab='raise'"
         )
     digest = hashlib.sha256(f"{codec.fingerprint}\x1dout_of_vocab=ignore".encode()).hexdigest()[:32]

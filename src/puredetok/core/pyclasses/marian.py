@@ -9,7 +9,7 @@ Held back: an incomplete UTF-8 sequence of byte pieces (at most 3 bytes) and tra
 
 from __future__ import annotations
 
-__all__ = ["MarianStage", "marian_model"]
+__all__ = ["MarianStage", "marian_model", "piece_value"]
 
 from collections.abc import Iterable
 from typing import Any
@@ -105,7 +105,8 @@ class MarianStage:
         )
 
 
-def _piece_value(sp: Any, token: str, settings: Any) -> tuple[Any, ...]:
+def piece_value(sp: Any, token: str, settings: Any) -> tuple[Any, ...]:
+    """What :class:`MarianStage` takes for one piece of the ``SentencePieceProcessor`` ``sp``."""
     piece_id = sp.piece_to_id(token)
     if sp.is_control(piece_id):
         return (_CONTROL,)
@@ -152,7 +153,7 @@ def marian_model(tokenizer: Any, *, size: int, skip: bool, cleanup: bool) -> Cla
         if token in special:
             values.append((_SPECIAL, (token + " ").replace(_SPACE, " ")))
         else:
-            values.append(_piece_value(sp, token, settings))
+            values.append(piece_value(sp, token, settings))
     tail: list[Stage] = [StripStage()]
     if cleanup:
         tail.extend(cleanup_stages())

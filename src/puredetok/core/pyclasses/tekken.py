@@ -1,0 +1,139 @@
+"""Tekken (mistral-common's ``Tekkenizer``) and ``tiktoken.Encoding``: byte-level BPE over ranks.
+
+A ``tiktoken.Encoding`` decodes a list of ids by joining every id's bytes (special tokens are their
+own bytes) and decoding the whole as UTF-8 with ``errors="replace"`` (one U+FFFD per maximal broken
+sequence). Tekken puts its control tokens first (ids ``0 .. num_special_tokens - 1``, 1,000 of them,
+most unused ``<SPECIAL_n>`` placeholders) and its tiktoken ranks after them. Its ``decode`` splits
+the ids into runs of ordinary and of control ids: each ordinary run is decoded by tiktoken on its
+own, and each control id is its ``token_str`` (``SpecialTokenPolicy.KEEP``) or nothing
+(``IGNORE``). So a control id ends the run before it, even when it adds nothing: the incomplete
+UTF-8 sequence held before it becomes U+FFFD at once.
+
+Held back: an incomplete UTF-8 sequence (at most 3 bytes).
+"""
+
+from __future__ import annotations
+
+__all__ = ["TekkenStage", "tekken_model", "tiktoken_model"]
+
+from codecs import utf_8_decode
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from puredetok.core.chain import compile_chain
+from puredetok.core.decoders.base import MISS, Group, Lanes, Piece, Unmodelled
+from puredetok.core.decoders.byte_level import Utf8Stage
+from puredetok.core.pyclasses.base import ClassModel, Given
+
+_UTF8 = Utf8Stage()
+
+
+@attrs.frozen
+class TekkenStage:
+    """UTF-8 assembly of ordinary ids' bytes (``bytes`` values), where a control id (a ``str``
+    value, its text or ``""``) first ends the run: what was held is decoded as a whole.
+    """
+
+    initial: bytes = b""
+    idle: bytes = b""
+
+    def push(self, hold: bytes, value: bytes | str, glued: bool) -> tuple[bytes, list[Piece]]:
+        """Bytes are assembled; a control id flushes the held bytes, then adds its text."""
+        if type(value) is bytes:
+            return _UTF8.push(hold, value, glued)
+        text: str = hold.decode("utf-8", "replace") + str(value) if hold else str(value)
+        return b"", ([(text, True)] if text else [])
+
+    def push_run(self, hold: bytes, values: Iterable[bytes | str], glued: bool) -> tuple[bytes, list[Group]]:
+        """Each run of ordinary ids' bytes decoded at once, split at control ids."""
+        texts: list[str] = []
+        run: list[bytes] = [hold] if hold else []
+        for value in values:
+            if type(value) is bytes:
+                run.append(value)
+                continue
+            if run:
+                texts.append(b"".join(run).decode("utf-8", "replace"))
+                run = []
+            texts.append(value)  # type: ignore[arg-type]
+        rest = b""
+        if run:
+            rest, pieces = _UTF8.push(b"", b"".join(run), glued)
+            texts.extend(text for text, _ in pieces)
+        text = "".join(texts)
+        return rest, ([([text], True)] if text else [])
+
+    def push_lanes(self, hold: bytes, values: list[Any], glued: bool) -> Lanes | None:
+        """With nothing held: each value's text where it is whole characters or a control id's
+        non-empty text; every other value takes another path.
+        """
+        if hold:
+            return None
+        outs: list[Any] = []
+        for value in values:
+            if type(value) is bytes:
+                text, used = utf_8_decode(value, "replace", False)
+                outs.append(text if used == len(value) and text else MISS)
+            else:
+                outs.append(value if value else MISS)
+        return outs, b"", True
+
+    def flush(self, hold: bytes) -> list[Piece]:
+        """An incomplete sequence at the very end becomes one U+FFFD."""
+        return _UTF8.flush(hold)
+
+    def is_hold(self, hold: object) -> bool:
+        """Bytes that a later byte could still complete into a character (0 to 3 of them)."""
+        return _UTF8.is_hold(hold)
+
+
+def tekken_model(tokenizer: Any, *, skip: bool, tail: Iterable[Any] = (), suffix: str = "") -> ClassModel:
+    """The model of a ``Tekkenizer``'s ``decode`` with ``SpecialTokenPolicy.IGNORE`` (``skip``) or
+    ``KEEP``, read through its public per-id methods; ``tail`` stages run after it (a wrapper's
+    own steps, named by ``suffix``).
+    """
+    controls = int(tokenizer.num_special_tokens)
+    size = int(tokenizer.n_words)
+    if not 0 <= controls <= size:
+        raise Unmodelled(f"a Tekkenizer with {controls} control ids and {size} ids in all")
+    values: list[bytes | str] = []
+    for token_id in range(controls):
+        # "".join gives the str itself: a token_str may be a str enum, whose str() is its name.
+        values.append("" if skip else "".join([tokenizer.id_to_piece(token_id)]))
+    piece = tokenizer.id_to_byte_piece
+    values.extend(bytes(piece(token_id)) for token_id in range(controls, size))
+    chain = compile_chain([Given(TekkenStage())], values, tuple(tail))
+    policy = "IGNORE" if skip else "KEEP"
+    description = (
+        f"Tekken: byte-level BPE over tiktoken ranks after {controls} control ids ({policy}){suffix}"
+    )
+    return ClassModel("tekken", description, chain, values, fast_oracle=False)
+
+
+def tiktoken_model(encoding: Any, *, skip: bool) -> ClassModel:
+    """The model of ``tiktoken.Encoding.decode`` (``errors="replace"``); with ``skip``, of its decode
+    of the ids without its special tokens' ids. An encoding with ids it cannot decode (gaps between
+    its ranks and special tokens) is not modelled: such an id would have to raise mid-stream.
+    """
+    size = int(encoding.n_vocab)
+    special = special_token_ids(encoding)
+    single = encoding.decode_single_token_bytes
+    values: list[bytes | None] = []
+    for token_id in range(size):
+        if skip and token_id in special:
+            values.append(None)
+            continue
+        try:
+            values.append(bytes(single(token_id)))
+        except KeyError:
+            raise Unmodelled(f"tiktoken encoding {encoding.name!r} has no token with id {token_id}") from None
+    chain = compile_chain([Given(Utf8Stage())], values)
+    description = "tiktoken: byte-level BPE over ranks" + (" without special tokens" if skip else "")
+    return ClassModel("tiktoken", description, chain, values, fast_oracle=False)
+
+
+def special_token_ids(encoding: Any) -> frozenset[int]:
+    """The ids of a ``tiktoken.Encoding``'s special tokens."""
+    return frozenset(int(encoding.encode_single_token(text)) for text in encoding.special_tokens_set)
