@@ -274,9 +274,11 @@ def _read(tokenizer: TokenizerLike, skip: bool, cleanup_request: bool | None, sp
             getattr(tokenizer, "all_special_ids", ())
         )
     else:
+        missing = [name for name in ("decode", "get_vocab") if not callable(getattr(tokenizer, name, None))]
         raise UnsupportedTokenizerError(
             f"cannot build a codec for a {type(tokenizer).__name__}: expected a transformers tokenizer "
-            "or a tokenizers.Tokenizer"
+            "or a tokenizers.Tokenizer (or a mistral-common tokenizer, a wrapper of one, or a "
+            f"tiktoken.Encoding); it has no {' and no '.join(missing)} method"
         )
     cleanup = _resolve_cleanup(tokenizer, backend, cleanup_request)
     if isinstance(tokenizer, tokenizers.Tokenizer):

@@ -103,6 +103,8 @@ def mistral_tokenizer_of(obj: object) -> tuple[Any, tuple[str, ...]] | None:
     through, and the attribute path to it (one of :data:`WRAPPER_PATHS`); None if no path leads
     to one. Only attributes are read (``getattr``; a property that raises counts as absent).
     """
+    if _loaded(_TEKKEN) is None and _loaded(_SPM) is None:
+        return None  # mistral-common is not loaded: no object of its classes exists
     for path in WRAPPER_PATHS:
         current: Any = obj
         for name in path:
