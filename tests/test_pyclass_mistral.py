@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import pickle
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -27,8 +29,11 @@ from holding import Tally, can_change, ending_with, holding_tails
 from mistral_objects import codec, ids_of
 from mistral_objects import vocabulary_of as vocabulary
 from puredetok import DecodeState, InvalidTokenError, feed, finish, start, step
+from puredetok.bench.mistral import installed_tekken, tekken_section
+from puredetok.cli import main
 from puredetok.core import continuation_text
 from puredetok.core.pyclasses.mistral import LangTagStage, mistral_tokenizer_of
+from puredetok.serving.loading import TokenizerLoadError, is_mistral_file, load_tokenizer
 
 NAMES = tuple(mo.FILES)
 OBJECTS = [(kind, name) for name in NAMES for kind in ("inner", "backend")]
@@ -241,3 +246,43 @@ def test_lang_tag_stage_contract(texts: list[str], cuts: list[int]) -> None:
 
     released = check_stage(LangTagStage(), [(t, True) for t in texts], cuts)
     assert text_of(released) == re.sub(r"^lang:[a-z]{2}", "", "".join(texts))
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("skip", [False, True])
+def test_explain_takes_a_mistral_common_file(
+    capsys: pytest.CaptureFixture[str], name: str, skip: bool
+) -> None:
+    """`puredetok explain --tokenizer` with a Tekken .json or a mistral-common .model file: loaded as
+    MistralCommonBackend, streamed exactly, control ids and split characters included."""
+    text = "lang:fr héllo 😀🦩 [INST] 鱻"
+    argv = ["explain", text, "--tokenizer", str(mo.path(name)), "--add-special-tokens", "--json"]
+    code = main(argv + (["--skip-special-tokens"] if skip else []))
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["equal"] is True and report["codec"]["exact"] is True
+    ids = [row["id"] for row in report["tokens"]]
+    assert report["streamed"] == mo.decoder("backend", name, skip)(ids)
+
+
+def test_loading_a_mistral_common_file_that_is_not_one_is_a_clear_error(tmp_path: Path) -> None:
+    broken = tmp_path / "tekken_broken.json"
+    broken.write_text("{}", encoding="utf-8")
+    assert is_mistral_file(broken) and is_mistral_file(tmp_path / "tokenizer.model.v7m1")
+    assert not is_mistral_file(tmp_path / "tokenizer.json")
+    with pytest.raises(TokenizerLoadError, match="as a mistral-common file"):
+        load_tokenizer(broken)
+
+
+def test_the_bench_section_measures_tekken_beside_qwen3_side_by_side() -> None:
+    """The section runs (a short trace, two repeats) and reports ratios with their ranges, and the
+    share of steps off the fast path on each trace."""
+    tekken = installed_tekken()
+    assert tekken is not None
+    results = tekken_section(load_tokenizer(), tekken, tokens=300, repeats=2)
+    ratios = [r for r in results if r.target]
+    assert len(ratios) == 4
+    for r in ratios:
+        assert r.repeats == 2 and r.low is not None and r.ratio is not None and r.low <= r.ratio
+    shares = {r.name: r.ratio or 0.0 for r in results if "share" in r.name}
+    assert shares["Tekken, Latin-script: share of steps off the fast path"] == 0.0
+    assert shares["Tekken, mixed-script: share of steps off the fast path"] > 0.0

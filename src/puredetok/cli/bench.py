@@ -9,6 +9,7 @@ import platform
 
 from puredetok.bench.core import byte_run_section, core_section
 from puredetok.bench.manager import manager_section, memory_section
+from puredetok.bench.mistral import TEKKEN_FILE, installed_tekken, tekken_section
 from puredetok.bench.stops import MIN_TOKENS, stops_section
 from puredetok.bench.timing import format_table
 from puredetok.bench.worker import worker_section
@@ -62,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
             stops_section(tokenizer, args.tokens, args.repeats),
         )
     )
+    tekken = installed_tekken()
+    if tekken is not None:  # mistral-common installed (puredetok[mistral])
+        title = f"Tekken ({TEKKEN_FILE}) beside Qwen3 (both byte-level): step on the same texts"
+        print(format_table(title, tekken_section(load_tokenizer(), tekken, args.tokens, args.repeats)))
     vocab = getattr(tokenizer, "backend_tokenizer", tokenizer).get_vocab(with_added_tokens=True)
     if "<0xE4>" in vocab:
         print(format_table("byte fallback (an endless valid run)", byte_run_section(tokenizer, args.long)))

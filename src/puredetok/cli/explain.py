@@ -45,9 +45,8 @@ def _ids(args: argparse.Namespace, tokenizer: Any) -> list[int]:
             return [int(part) for part in args.ids.replace(",", " ").split()]
         except ValueError:
             raise ValueError(f"--ids must be integers, got {args.ids!r}") from None
-    if hasattr(tokenizer, "backend_tokenizer"):
-        return list(tokenizer.encode(args.text, add_special_tokens=args.add_special_tokens))
-    return list(tokenizer.encode(args.text, add_special_tokens=args.add_special_tokens).ids)
+    encoded = tokenizer.encode(args.text, add_special_tokens=args.add_special_tokens)
+    return list(getattr(encoded, "ids", encoded))  # a tokenizers.Tokenizer gives an Encoding
 
 
 def _show(text: str) -> str:

@@ -8,11 +8,13 @@ __all__ = [
     "default_tokenizer_path",
     "load_tokenizer",
     "TokenizerLoadError",
+    "is_mistral_file",
 ]
 
 import contextlib
 import io
 import os
+import re
 import warnings
 from importlib import resources
 from pathlib import Path
@@ -35,6 +37,37 @@ def default_tokenizer_path() -> Path:
     return Path(str(resources.files("puredetok") / "data" / "qwen3"))
 
 
+_MISTRAL_MODEL = re.compile(r".*\.model(\.v\d+(m\d+)?)?")
+
+
+def is_mistral_file(path: Path) -> bool:
+    """Whether a file is one mistral-common loads: a Tekken ``tekken*.json`` or a SentencePiece
+    ``*.model`` / ``*.model.v3`` / ``*.model.v7m1`` file (as mistral-common names them).
+    """
+    name = path.name
+    tekken = name.startswith("tekken") and name.endswith(".json")
+    return tekken or _MISTRAL_MODEL.fullmatch(name) is not None
+
+
+def _mistral(path: Path) -> Any:
+    """A mistral-common file as ``transformers``' ``MistralCommonBackend`` (its encode and decode are
+    ``transformers``' own; :func:`puredetok.codec_for` models it).
+    """
+    try:
+        import mistral_common  # noqa: F401
+    except ImportError:
+        raise TokenizerLoadError(
+            f"{str(path)!r} is a mistral-common tokenizer file: install mistral-common "
+            "(pip install 'puredetok[mistral]') to load it"
+        ) from None
+    transformers = _quietly(__import__, "transformers")
+    try:
+        return _quietly(transformers.MistralCommonBackend, tokenizer_path=str(path))
+    except Exception as error:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise TokenizerLoadError(f"cannot read {str(path)!r} as a mistral-common file: {reason}") from None
+
+
 def _quietly(function: Any, *args: Any, **kwargs: Any) -> Any:
     """Call transformers without its import-time banner and one-off warnings on stdout/stderr."""
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -47,7 +80,10 @@ def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> Any:
     """A ``transformers`` tokenizer from a local folder, never from the network.
 
     ``None`` or ``"qwen3"`` gives the embedded default. A ``tokenizer.json`` file is loaded as a
-    raw ``tokenizers.Tokenizer``. Raises :class:`TokenizerLoadError` with a one-line reason.
+    raw ``tokenizers.Tokenizer``; a mistral-common file (a Tekken ``tekken*.json`` or a SentencePiece
+    ``*.model.v3``, see :func:`is_mistral_file`) as ``transformers``' ``MistralCommonBackend``
+    (which needs mistral-common: ``pip install 'puredetok[mistral]'``). Raises
+    :class:`TokenizerLoadError` with a one-line reason.
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -57,6 +93,8 @@ def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> Any:
         path = Path(name_or_path)
     if not path.exists():
         raise TokenizerLoadError(f"no tokenizer at {str(path)!r}: give a folder with tokenizer files")
+    if path.is_file() and is_mistral_file(path):
+        return _mistral(path)
     if path.is_file():
         import tokenizers
 

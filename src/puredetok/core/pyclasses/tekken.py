@@ -41,8 +41,12 @@ class TekkenStage:
 
     def push(self, hold: bytes, value: bytes | str, glued: bool) -> tuple[bytes, list[Piece]]:
         """Bytes are assembled; a control id flushes the held bytes, then adds its text."""
-        if type(value) is bytes:
-            return _UTF8.push(hold, value, glued)
+        if type(value) is bytes:  # Utf8Stage.push, written out: this is a step's slow path
+            data = hold + value if hold else value
+            out, used = utf_8_decode(data, "replace", False)
+            if len(data) - used >= 2 and data[used] == 0xED:
+                return _UTF8.push(b"", data, glued)
+            return data[used:], ([(out, True)] if out else [])
         text: str = hold.decode("utf-8", "replace") + str(value) if hold else str(value)
         return b"", ([(text, True)] if text else [])
 
