@@ -1,6 +1,6 @@
 """Benchmark for docs/families.md and docs/benchmarks.md (a script, not a test):
 
-    .venv/bin/python tests/bench_families.py step                 # per token, exact codec vs fallback
+    .venv/bin/python tests/bench_families.py step [NAME...]       # per token, exact codec vs fallback
     .venv/bin/python tests/bench_families.py build [OTHER_SRC]    # codec_for per tokenizer [vs another src]
 
 ``step`` runs, side by side (interleaved rounds, best of each), ``step`` through the codec of each
@@ -43,13 +43,25 @@ def _stepper(codec: puredetok.Codec, ids: list[int]) -> Callable[[], None]:
 
 def _sources() -> dict[str, Callable[[], Any]]:
     real = {name: (lambda name=name: helpers.tokenizer(name)) for name in helpers.TOKENIZERS}
-    return {**real, **families.FAMILIES}
+    # Mistral's files as MistralCommonBackend (its encode is transformers'), when mistral-common is there.
+    try:
+        import mistral_objects
+    except ImportError:
+        mistral = {}
+    else:
+        mistral = {
+            f"mistral:{name}": (lambda name=name: mistral_objects.backend(name))
+            for name in ("tekken_240911", "spm_v7")
+        }
+    return {**real, **families.FAMILIES, **mistral}
 
 
-def step_costs(tokens: int = 3000) -> None:
-    """Exact codec and fallback per token, side by side, for every tokenizer."""
+def step_costs(tokens: int = 3000, names: list[str] | None = None) -> None:
+    """Exact codec and fallback per token, side by side, for every tokenizer (or those named)."""
     print(f"{'tokenizer':<22} {'family':<28} {'exact ns':>9} {'fallback ns':>12} {'ratio':>6}")
     for name, build in _sources().items():
+        if names and name not in names:
+            continue
         tokenizer = build()
         ids = _trace(tokenizer, tokens)
         exact = puredetok.codec_for(tokenizer)
@@ -130,6 +142,6 @@ if __name__ == "__main__":
     if what == "build":
         build_costs(Path(sys.argv[2]) if len(sys.argv) > 2 else None)
     elif what == "step":
-        step_costs()
+        step_costs(names=sys.argv[2:])
     else:
         sys.exit("usage: bench_families.py step|build [OTHER_SRC]")

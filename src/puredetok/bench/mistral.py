@@ -84,7 +84,7 @@ def tekken_section(qwen3: Any, tekken: Any, tokens: int = 20_000, repeats: int =
             (f"Tekken step, {label}", stepper(keep, tekken_ids)),
             (f"Tekken step, skip_special_tokens, {label}", stepper(ignore, tekken_ids)),
         ]
-        samples = repeated(runs, tokens, 5, repeats)
+        samples = repeated(runs, tokens, 9, repeats)
         results += [
             ratio_result(name, samples, reference, "<= 1.2 x Qwen3", 1.2, label=f"{name} / Qwen3")
             for name, _ in runs[1:]
