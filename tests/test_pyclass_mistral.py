@@ -33,6 +33,7 @@ from puredetok.bench.mistral import installed_tekken, tekken_section
 from puredetok.cli import main
 from puredetok.core import continuation_text
 from puredetok.core.pyclasses.mistral import LangTagStage, mistral_tokenizer_of
+from puredetok.serving.eos import eos_token_ids
 from puredetok.serving.loading import TokenizerLoadError, is_mistral_file, load_tokenizer
 
 NAMES = tuple(mo.FILES)
@@ -286,3 +287,10 @@ def test_the_bench_section_measures_tekken_beside_qwen3_side_by_side() -> None:
     shares = {r.name: r.ratio or 0.0 for r in results if "share" in r.name}
     assert shares["Tekken, Latin-script: share of steps off the fast path"] == 0.0
     assert shares["Tekken, mixed-script: share of steps off the fast path"] > 0.0
+
+
+@pytest.mark.parametrize("kind", ["inner", "mistral", "backend", "vllm"])
+@pytest.mark.parametrize("name", ["tekken_240911", "spm_v7"])
+def test_eos_ids_of_every_mistral_object(kind: str, name: str) -> None:
+    """The stop layer's EOS ids reach the inner tokenizer's eos_id through any wrapper."""
+    assert eos_token_ids(mo.obj(kind, name)) == {mo.inner(name).eos_id}

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from puredetok.core import mistral_tokenizer_of
+
 GENERATION_CONFIG = "generation_config.json"
 """The file, next to the tokenizer files, whose ``eos_token_id`` (an id or a list) also ends generation."""
 
@@ -26,11 +28,16 @@ def _ids(value: object, where: str) -> set[int]:
 def eos_token_ids(tokenizer: Any) -> frozenset[int]:
     """The tokenizer's ``eos_token_id`` plus the ``eos_token_id`` (one id or a list) of the
     ``generation_config.json`` in the tokenizer's folder (its ``name_or_path``), if there is one.
+    For a mistral-common tokenizer or a wrapper of one (see :func:`puredetok.core.mistral_tokenizer_of`),
+    also its inner tokenizer's ``eos_id``.
 
     Reads a local file at most; never the network. A tokenizer without either gives an empty set.
     Raises :class:`ValueError` naming the file if that file is not a JSON object with valid ids.
     """
     found = _ids(getattr(tokenizer, "eos_token_id", None), "the tokenizer")
+    mistral = mistral_tokenizer_of(tokenizer)
+    if mistral is not None:
+        found |= _ids(getattr(mistral[0], "eos_id", None), "the mistral-common tokenizer")
     folder = getattr(tokenizer, "name_or_path", None)
     if isinstance(folder, str) and folder:
         config = Path(folder) / GENERATION_CONFIG
