@@ -193,3 +193,19 @@ def ids_of(kind: str, name: str, max_size: int = 30) -> st.SearchStrategy[list[i
         whole_vocabulary(v, max_size=max_size), real, text_ids(v, max_size=12), byte_runs(v, max_size=6)
     )
     return st.lists(parts, max_size=4).map(lambda chunks: [i for chunk in chunks for i in chunk][:60])
+
+
+def chat_prompt(name: str) -> list[int]:
+    """A real instruct prompt: mistral-common's own encoding of a chat (system, user, assistant,
+    user), control tokens included."""
+    from mistral_common.protocol.instruct.messages import AssistantMessage, SystemMessage, UserMessage
+    from mistral_common.protocol.instruct.request import ChatCompletionRequest
+
+    messages: list[Any] = [
+        SystemMessage(content="Be brief."),
+        UserMessage(content="Quel temps fait-il? 😀"),
+        AssistantMessage(content="Il fait beau ☀️."),
+        UserMessage(content="Et demain? 🦩"),
+    ]
+    request: Any = ChatCompletionRequest(messages=messages)
+    return [int(i) for i in obj("mistral", name).encode_chat_completion(request).tokens]

@@ -294,3 +294,25 @@ def test_the_bench_section_measures_tekken_beside_qwen3_side_by_side() -> None:
 def test_eos_ids_of_every_mistral_object(kind: str, name: str) -> None:
     """The stop layer's EOS ids reach the inner tokenizer's eos_id through any wrapper."""
     assert eos_token_ids(mo.obj(kind, name)) == {mo.inner(name).eos_id}
+
+
+@pytest.mark.parametrize(("kind", "name", "skip"), CASES, ids=IDS)
+def test_real_text_after_a_real_chat_prompt(kind: str, name: str, skip: bool) -> None:
+    """Each real text as a model's output after mistral-common's own encoding of a chat (control
+    tokens, emoji, split characters): streamed one id at a time and fed in one call, it is the
+    decode of prompt + output after what the prompt showed (contract C); without a prompt, the decode."""
+    c, decode = codec(kind, name, skip), mo.decoder(kind, name, skip)
+    v = vocabulary(kind, name)
+    prompt = mo.chat_prompt(name) if kind != "tiktoken" else v.encode(mo.TEXTS[2])
+    for text in mo.TEXTS:
+        output = v.encode(text)
+        state, emitted = start(c, prompt), ""
+        for token_id in output:
+            state, delta = step(state, token_id)
+            emitted += delta
+        expected = continuation_text(decode(prompt), decode(prompt + output))
+        assert emitted + finish(state) == expected
+        fed, text_fed = feed(start(c, prompt), output)
+        assert fed == state and text_fed == emitted
+        alone, streamed = feed(start(c), output)
+        assert streamed + finish(alone) == decode(output)
