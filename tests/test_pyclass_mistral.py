@@ -33,8 +33,10 @@ from puredetok.bench.mistral import installed_tekken, tekken_section
 from puredetok.cli import main
 from puredetok.core import continuation_text
 from puredetok.core.pyclasses.mistral import LangTagStage, mistral_tokenizer_of
+from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.eos import eos_token_ids
 from puredetok.serving.loading import TokenizerLoadError, is_mistral_file, load_tokenizer
+from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams
 
 NAMES = tuple(mo.FILES)
 OBJECTS = [(kind, name) for name in NAMES for kind in ("inner", "backend")]
@@ -316,3 +318,20 @@ def test_real_text_after_a_real_chat_prompt(kind: str, name: str, skip: bool) ->
         assert fed == state and text_fed == emitted
         alone, streamed = feed(start(c), output)
         assert streamed + finish(alone) == decode(output)
+
+
+@pytest.mark.parametrize("kind", ["inner", "mistral", "backend", "vllm"])
+@pytest.mark.parametrize("name", ["tekken_240911", "spm_v7"])
+@pytest.mark.parametrize("skip", [False, True])
+def test_the_detokenize_manager_serves_every_mistral_object(kind: str, name: str, skip: bool) -> None:
+    """A request through the batched manager: a chat prompt, a real text in two messages, then the
+    EOS id, which stops it (its text dropped, as a stop token's)."""
+    manager = DetokenizeManager(mo.obj(kind, name))
+    prompt, output = tuple(mo.chat_prompt(name)), tuple(vocabulary(kind, name).encode(mo.TEXTS[0]))
+    opening = Opening(prompt_ids=prompt, params=SamplingParams(skip_special_tokens=skip))
+    replies = manager.handle([DetokenizeMsg("r", output[:5], open=opening)])
+    replies += manager.handle([DetokenizeMsg("r", (*output[5:], mo.inner(name).eos_id))])
+    decode = mo.decoder(kind, name, skip)
+    expected = continuation_text(decode(list(prompt)), decode(list(prompt + output)))
+    assert "".join(reply.incremental_output for reply in replies) == expected
+    assert replies[-1].finished and replies[-1].finish_reason == "stop"
