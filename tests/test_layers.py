@@ -81,6 +81,7 @@ LAYERS: dict[str, int] = {
     "__init__": 3,
     "serving": 3,
     "replay": 4,
+    "audit": 4,
     "worker": 4,
     "engines": 4,
     "bench": 5,

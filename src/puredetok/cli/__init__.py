@@ -1,4 +1,4 @@
-"""The ``puredetok`` command line: ``explain``, ``bench``, ``replay`` and ``serve``.
+"""The ``puredetok`` command line: ``explain``, ``bench``, ``replay``, ``serve`` and ``audit``.
 
 Exit codes: 0 success, 1 the command ran and found a failure (a mismatch), 2 bad usage or input
 (unknown option, missing tokenizer, unreadable file). Errors are one line on stderr, the whole
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from importlib import metadata
 from typing import NoReturn
 
-from puredetok.cli import bench, explain, replay, serve
+from puredetok.cli import audit, bench, explain, replay, serve
 from puredetok.serving.loading import TokenizerLoadError
 
 
@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"puredetok {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
-    for module in (explain, bench, replay, serve):
+    for module in (explain, bench, replay, serve, audit):
         sub = commands.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         module.configure(sub)
         sub.set_defaults(run=module.run)

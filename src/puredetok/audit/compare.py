@@ -1,0 +1,230 @@
+"""The exact text of a logged request, compared with the engine's, and what kind a difference is.
+
+The exact text is contract C: the output's text after the prompt's, ``decode(p + s)`` after its
+longest common prefix with ``decode(p)``. A codec that models the tokenizer exactly
+(``codec.exact``) streams it in one pass; any other is checked with ``tokenizer.decode`` itself.
+Engines do not decode the stop or EOS token that ended a request, and cut the text before the
+stop string that ended it: the exact text is cut the same way, as the record says.
+"""
+
+from __future__ import annotations
+
+__all__ = ["KINDS", "AuditOptions", "Auditor", "Difference", "classify"]
+
+from typing import Any
+
+import attrs
+
+from puredetok.audit.records import Request
+from puredetok.core import Codec, codec_for, continuation_text, feed, finish, start, step
+
+KINDS = (
+    "lost tail",
+    "duplicated text",
+    "replacement characters",
+    "cleanup spacing",
+    "stop trimming",
+    "other",
+)
+"""The kinds of difference, as :func:`classify` names them."""
+
+DUPLICATE_LIMIT = 256
+"""The longest repeated piece :func:`classify` looks for."""
+
+
+@attrs.frozen
+class AuditOptions:
+    """The decode options an audit assumes where a record does not say."""
+
+    skip_special_tokens: bool | None = None
+    """None: the record's own, else True (the engines' default)."""
+    clean_up_tokenization_spaces: bool | None = None
+    """None: what the tokenizer's ``decode`` does by default."""
+    include_stop_str_in_output: bool = False
+    """The engine kept the stop string (and decoded the stop token) at the end of the text."""
+    context: int = 20
+    """Characters of each text shown on each side of a difference."""
+
+
+@attrs.frozen
+class Difference:
+    """A request whose engine text is not its exact text."""
+
+    request: Request
+    kind: str
+    offset: int
+    """The character offset of the first difference."""
+    token: int
+    """The index (in the output ids) of the token whose text holds the first difference."""
+    exact: str
+    """The exact text around the difference."""
+    engine: str
+    """The engine's text around the difference."""
+    exact_length: int
+    engine_length: int
+    chunk: int | None = None
+    """For a stream: the first chunk whose text a later one contradicts (it leaves the exact text)."""
+
+
+def _common_prefix(a: str, b: str) -> int:
+    if b.startswith(a):
+        return len(a)
+    low, high = 0, min(len(a), len(b))  # a[:low] == b[:low], and they differ before high + 1
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _duplicated(exact: str, engine: str, offset: int) -> bool:
+    """The engine's text is the exact one with a piece repeated just before the difference."""
+    extra = len(engine) - len(exact)
+    if not 0 < extra <= DUPLICATE_LIMIT:
+        return False
+    for at in range(max(0, offset - extra), offset + 1):
+        piece = engine[at : at + extra]
+        repeated = engine[at - extra : at] == piece or engine[at + extra : at + 2 * extra] == piece
+        if repeated and engine[:at] + engine[at + extra :] == exact:
+            return True
+    return False
+
+
+def classify(exact: str, engine: str, offset: int, untrimmed: str, stop: str | None, stopped: bool) -> str:
+    """The kind of a difference at ``offset`` (see :data:`KINDS`). ``untrimmed`` is the exact text
+    of every id before any stop trimming; ``stop`` the stop string and ``stopped`` whether the
+    record says a stop string or token ended the request.
+    """
+    if stopped and (
+        (len(engine) > len(exact) and untrimmed.startswith(engine))
+        or (stop is not None and (engine == exact + stop or exact == engine + stop))
+        or (stop is not None and stop not in untrimmed)
+    ):
+        return "stop trimming"
+    if exact.startswith(engine):
+        return "lost tail"
+    near = slice(max(0, offset - 3), offset + 4)
+    if "\ufffd" in engine[near] or "\ufffd" in exact[near]:
+        return "replacement characters"
+    if _duplicated(exact, engine, offset):
+        return "duplicated text"
+    if engine.replace(" ", "") == exact.replace(" ", ""):
+        return "cleanup spacing"
+    return "other"
+
+
+class Auditor:
+    """Checks requests against one tokenizer (its codecs are built once per decode options)."""
+
+    def __init__(self, tokenizer: Any, options: AuditOptions = AuditOptions()) -> None:
+        self.tokenizer = tokenizer
+        self.options = options
+        self._codecs: dict[bool, Codec] = {}
+
+    def codec(self, request: Request) -> Codec:
+        """The codec of a request's decode options."""
+        skip = self.options.skip_special_tokens
+        if skip is None:
+            skip = True if request.skip_special_tokens is None else request.skip_special_tokens
+        codec = self._codecs.get(skip)
+        if codec is None:
+            codec = codec_for(
+                self.tokenizer,
+                skip_special_tokens=skip,
+                clean_up_tokenization_spaces=self.options.clean_up_tokenization_spaces,
+            )
+            self._codecs[skip] = codec
+        return codec
+
+    def include_stop(self, request: Request) -> bool:
+        """Whether the engine kept the stop string or token of a request (the record's word first)."""
+        if request.include_stop is not None:
+            return request.include_stop
+        return self.options.include_stop_str_in_output
+
+    def decoded_ids(self, request: Request) -> tuple[int, ...]:
+        """The output ids whose text the engine returns (a stop token's is not, unless kept)."""
+        if request.stop_token and request.output_ids and not self.include_stop(request):
+            return request.output_ids[:-1]
+        return request.output_ids
+
+    def text_of(self, codec: Codec, prompt: tuple[int, ...], ids: tuple[int, ...]) -> str:
+        """Contract C's text of ``ids`` after ``prompt``. Raises ValueError for an id the tokenizer
+        does not have.
+        """
+        if codec.exact:
+            state, text = feed(start(codec, prompt), ids)
+            return text + finish(state)
+        start(codec, prompt + ids)  # the same check of every id as the exact path
+        decode = self._decode(codec)
+        return continuation_text(decode(list(prompt)), decode(list(prompt + ids)))
+
+    def _decode(self, codec: Codec) -> Any:
+        options: dict[str, Any] = {"skip_special_tokens": codec.skip_special_tokens}
+        if hasattr(self.tokenizer, "backend_tokenizer"):
+            cleanup = self.options.clean_up_tokenization_spaces
+            if cleanup is not None:
+                options["clean_up_tokenization_spaces"] = cleanup
+        return lambda ids: self.tokenizer.decode(ids, **options)
+
+    def exact(self, request: Request) -> tuple[str, str]:
+        """The exact text of a request, and the exact text of all its ids before stop trimming."""
+        codec = self.codec(request)
+        untrimmed = self.text_of(codec, request.prompt_ids, request.output_ids)
+        ids = self.decoded_ids(request)
+        text = untrimmed if ids == request.output_ids else self.text_of(codec, request.prompt_ids, ids)
+        if request.stop:
+            at = text.find(request.stop)
+            if at >= 0:
+                text = text[: at + (len(request.stop) if self.include_stop(request) else 0)]
+        return text, untrimmed
+
+    def check(self, request: Request) -> Difference | None:
+        """None if the engine's text is the exact text, else where and how they differ.
+
+        Raises ValueError for an id the tokenizer does not have.
+        """
+        text, untrimmed = self.exact(request)
+        chunk = self._contradicted(request, text)
+        if request.text == text and chunk is None:
+            return None
+        engine = request.text
+        offset = _common_prefix(text, engine)
+        stopped = request.stop is not None or request.stop_token
+        kind = classify(text, engine, offset, untrimmed, request.stop, stopped)
+        around = self.options.context
+        window = slice(max(0, offset - around), offset + around)
+        return Difference(
+            request,
+            kind,
+            offset,
+            self._token_at(request, offset),
+            text[window],
+            engine[window],
+            len(text),
+            len(engine),
+            chunk,
+        )
+
+    def _contradicted(self, request: Request, text: str) -> int | None:
+        if request.chunks is None:
+            return None
+        sent = 0
+        for index, chunk in enumerate(request.chunks):
+            if not text.startswith(chunk.text, sent):
+                return index
+            sent += len(chunk.text)
+        return None
+
+    def _token_at(self, request: Request, offset: int) -> int:
+        """The index of the output token whose step made the character at ``offset`` certain."""
+        ids = self.decoded_ids(request)
+        state, emitted = start(self.codec(request), request.prompt_ids), 0
+        for index, token in enumerate(ids):
+            state, delta = step(state, token)
+            emitted += len(delta)
+            if emitted > offset:
+                return index
+        return max(len(ids) - 1, 0)

@@ -1,0 +1,108 @@
+"""Auditing shards in parallel on Ray Data (the ``ray`` extra): a local Ray, or a cluster's.
+
+Each worker loads the tokenizer once and audits whole shards; the results come back in shard
+order (Ray Data's ``preserve_order``), so the report is the local run's. On a cluster the input
+files and the tokenizer must be at the same paths on every node.
+"""
+
+from __future__ import annotations
+
+__all__ = ["audit_on_ray", "ShardAuditor"]
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import attrs
+
+from puredetok.audit.compare import AuditOptions, Auditor
+from puredetok.audit.records import Columns
+from puredetok.audit.report import Tally
+from puredetok.audit.sources import Shard, ShardResult, audit_shard
+from puredetok.serving.loading import load_tokenizer
+
+
+class ShardAuditor:
+    """A Ray Data worker: audits the shards of each batch it is given (one by one)."""
+
+    def __init__(self, tokenizer: str | None, options: dict[str, Any], columns: dict[str, Any]) -> None:
+        self.auditor = Auditor(load_tokenizer(tokenizer), AuditOptions(**options))
+        self.columns = Columns(**columns)
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
+        """Audit the shards of a batch (a column per field of :class:`Shard`)."""
+        out: dict[str, list[Any]] = {"order": [], "records": [], "tally": []}
+        names = [field.name for field in attrs.fields(Shard)]
+        for row in range(len(batch["order"])):
+            shard = Shard(**{name: _plain(batch[name][row]) for name in names})
+            result = audit_shard(shard, self.auditor, self.columns)
+            out["order"].append(int(batch["order"][row]))
+            out["records"].append(json.dumps(result.records, ensure_ascii=False))
+            out["tally"].append(json.dumps(result.tally.to_json()))
+        return out
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value it holds."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _ray() -> Any:
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise ValueError("--ray needs Ray Data: pip install 'puredetok[ray]'") from None
+    return ray
+
+
+def audit_on_ray(
+    shards: Sequence[Shard],
+    tokenizer: str | None,
+    options: AuditOptions,
+    columns: Columns,
+    *,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    workers: int | None = None,
+) -> Iterator[ShardResult]:
+    """Audit ``shards`` on Ray, the results in the order of ``shards``.
+
+    With ``address`` it joins that cluster, else it starts a local Ray with ``num_cpus`` CPUs
+    (all of them if None); a Ray already started in this process is used as it is. ``workers``
+    is how many workers audit at once (default: the cluster's CPUs, at most one per shard).
+    """
+    ray = _ray()
+    if not ray.is_initialized():
+        ray.init(
+            address=address,
+            num_cpus=None if address else num_cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+    if not shards:
+        return
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = True
+    context.enable_progress_bars = False
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    size = max(1, min(workers or cpus, len(shards)))
+    rows = [{**attrs.asdict(shard), "order": order} for order, shard in enumerate(shards)]
+    dataset = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
+        ShardAuditor,
+        fn_constructor_kwargs={
+            "tokenizer": tokenizer,
+            "options": attrs.asdict(options),
+            "columns": attrs.asdict(columns),
+        },
+        batch_size=1,
+        concurrency=size,
+        num_cpus=1,
+    )
+    for row in dataset.iter_rows():
+        yield ShardResult(
+            int(row["order"]),
+            json.loads(row["records"]),
+            Tally.from_json(json.loads(row["tally"])),
+        )

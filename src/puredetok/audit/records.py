@@ -1,0 +1,96 @@
+"""What every reader yields: one request as the engine logged it, or a bad line named by its place."""
+
+from __future__ import annotations
+
+__all__ = ["Chunk", "Columns", "InputError", "Request", "Skipped", "Item", "token_ids", "request_id"]
+
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class Chunk:
+    """One streamed chunk of a response: the text it carried and how many ids came with it."""
+
+    text: str
+    ids: int
+
+
+@attrs.frozen
+class Request:
+    """One request: its prompt and generated ids, the text the engine returned for them, and how
+    the engine says it ended.
+    """
+
+    id: str | int
+    """The response's own id (with ``/N`` for choice N of several), or the row index of a table."""
+    line: int
+    """The line (or row) where the request's record starts, from 1."""
+    prompt_ids: tuple[int, ...]
+    output_ids: tuple[int, ...]
+    text: str
+    """The text the engine returned (for a stream: its chunks joined)."""
+    finish_reason: str | None = None
+    stop: str | None = None
+    """The stop string the engine says ended the request (its text is cut before it)."""
+    stop_token: bool = False
+    """The last id ended the request as a stop or EOS token (engines do not decode it)."""
+    skip_special_tokens: bool | None = None
+    """The record's own decode option, if it carries one."""
+    chunks: tuple[Chunk, ...] | None = None
+    """A streamed response's chunks, in order."""
+    include_stop: bool | None = None
+    """The record's own ``include_stop_str_in_output``, if it carries one."""
+
+
+@attrs.frozen
+class InputError:
+    """A record that cannot be audited: where it is and why (the rest of the file still is)."""
+
+    file: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.message}"
+
+
+@attrs.frozen
+class Skipped:
+    """A well-formed record whose text cannot be compared with its ids (say, a reasoning parser
+    split it): counted, not an error.
+    """
+
+    file: str
+    line: int
+    reason: str
+
+
+Item = Request | InputError | Skipped
+"""What a reader yields."""
+
+
+@attrs.frozen
+class Columns:
+    """The column (or key) names of a rollout table."""
+
+    prompt_ids: str = "prompt_ids"
+    response_ids: str = "response_ids"
+    text: str = "response_text"
+    id: str | None = None
+    """A column that names each row (default: the row index)."""
+
+
+def token_ids(value: Any, what: str) -> tuple[int, ...]:
+    """``value`` as ids; raises ValueError naming ``what`` if it is not a list of integers."""
+    if not isinstance(value, list | tuple) or not all(type(i) is int for i in value):
+        raise ValueError(f"{what} is not a list of integer token ids")
+    return tuple(value)
+
+
+def request_id(value: Any, default: str | int) -> str | int:
+    """A record's id as a string or integer (``default`` if it has none)."""
+    if isinstance(value, str) or (type(value) is int):
+        return value
+    return default

@@ -1,0 +1,211 @@
+"""Which format a file holds (by its content), the shards it is cut into, and auditing a shard.
+
+A shard is a stretch of a file that can be read on its own: whole lines between two cut points
+(a stream's only after a ``data: [DONE]`` line, so that no response is cut), one row group of a
+Parquet table, or a whole file (a JSON array, a trace). Shards are audited one by one locally
+or in parallel on Ray; either way their reports are joined in shard order, so that both runs
+give the same report, and memory holds one shard's findings at a time.
+"""
+
+from __future__ import annotations
+
+__all__ = ["FORMATS", "SHARD_BYTES", "Shard", "ShardResult", "audit_shard", "detect_format", "shards_of"]
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import msgspec
+
+from puredetok.audit import rollouts, sglang, trace, vllm
+from puredetok.audit.compare import Auditor
+from puredetok.audit.records import Columns, InputError, Item, Request, Skipped
+from puredetok.audit.report import Tally, difference_record, error_record
+
+FORMATS = ("vllm", "vllm-stream", "sglang", "rollouts", "trace")
+"""The input formats: vLLM's whole responses and streamed chunks, SGLang's ``/generate`` outputs,
+rollout tables (JSON lines or Parquet), puredetok's traces."""
+
+SHARD_BYTES = 4 << 20
+"""About how many bytes of lines a shard holds."""
+
+_HEAD = 1 << 16
+
+
+@attrs.frozen
+class Shard:
+    """A stretch of one file that is read and audited on its own."""
+
+    path: str
+    format: str
+    layout: str
+    """``"lines"`` (bytes ``start`` to ``end``), ``"array"`` or ``"whole"`` (the whole file),
+    ``"parquet"`` (row group ``start``)."""
+    start: int = 0
+    end: int = 0
+    line: int = 1
+    """The number of its first line."""
+    row: int = 0
+    """The index of its first row (for tables)."""
+    index: int = 0
+    """Its place among the file's shards."""
+
+
+@attrs.frozen
+class ShardResult:
+    """What auditing a shard found: the report's objects, in input order, and the counts."""
+
+    index: int
+    records: list[dict[str, Any]]
+    tally: Tally
+
+
+def _first_line(path: str) -> bytes:
+    with open(path, "rb") as source:
+        for line in source:
+            if line.strip():
+                return line.strip()
+    return b""
+
+
+def detect_format(path: str) -> tuple[str, str]:
+    """The format of a file and its layout, from its content. Raises ValueError if it is none."""
+    with open(path, "rb") as source:
+        head = source.read(_HEAD)
+    if head.startswith(b"PAR1"):
+        return "rollouts", "parquet"
+    body = head.lstrip()
+    if not body:
+        raise ValueError("the file is empty")
+    if body.startswith(b"["):
+        if b'"output_ids"' in head:
+            return "sglang", "array"
+        if b'"choices"' in head:
+            return "vllm", "array"
+        raise ValueError("a JSON array of neither vLLM responses nor SGLang outputs; give --format")
+    line = _first_line(path)
+    if line.startswith((b"data:", b"event:", b":")):
+        return "vllm-stream", "lines"
+    try:
+        first = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        raise ValueError("line 1 is not JSON: cannot tell the format (give --format)") from None
+    if not isinstance(first, dict):
+        raise ValueError("line 1 is not a JSON object: cannot tell the format (give --format)")
+    if "choices" in first:
+        chunk = str(first.get("object", "")).endswith(".chunk")
+        return ("vllm-stream" if chunk else "vllm"), "lines"
+    if "output_ids" in first and "meta_info" in first:
+        return "sglang", "lines"
+    if "uid" in first or (first and set(first) <= {"tokenizer", "options"}):
+        return "trace", "whole"
+    return "rollouts", "lines"
+
+
+def _layout(path: str, format: str) -> str:
+    detected, layout = detect_format(path)
+    if layout == "parquet":
+        return layout
+    if format == "trace":
+        return "whole"
+    if layout == "array" and format in ("vllm", "sglang"):
+        return "array"
+    return "lines"
+
+
+def shards_of(path: str, format: str | None = None, size: int = SHARD_BYTES) -> list[Shard]:
+    """The shards of a file (its format detected unless given). Raises ValueError for a file
+    whose format cannot be told, OSError for one that cannot be read.
+    """
+    if format is None:
+        format, layout = detect_format(path)
+    else:
+        layout = _layout(path, format)
+    if layout == "parquet":
+        return [
+            Shard(path, format, layout, group, 0, row + 1, row, index)
+            for index, (group, row) in enumerate(rollouts.row_groups(path))
+        ]
+    if layout != "lines":
+        return [Shard(path, format, layout)]
+    shards: list[Shard] = []
+    start, line, row, position, number, rows = 0, 1, 0, 0, 0, 0
+    stream = format == "vllm-stream"
+    with open(path, "rb") as source:
+        for text in source:
+            position += len(text)
+            number += 1
+            rows += bool(text.strip())
+            if position - start >= size and (not stream or text.strip() == b"data: [DONE]"):
+                shards.append(Shard(path, format, layout, start, position, line, row, len(shards)))
+                start, line, row = position, number + 1, rows
+    if position > start or not shards:
+        shards.append(Shard(path, format, layout, start, position, line, row, len(shards)))
+    return shards
+
+
+def _lines(shard: Shard) -> Iterator[tuple[int, bytes]]:
+    with open(shard.path, "rb") as source:
+        source.seek(shard.start)
+        position, number = shard.start, shard.line
+        for line in source:
+            if position >= shard.end:
+                return
+            yield number, line
+            position += len(line)
+            number += 1
+
+
+def _items(shard: Shard, tokenizer: Any, columns: Columns) -> Iterator[Item]:
+    file, format = shard.path, shard.format
+    if shard.layout == "parquet":
+        return rollouts.read_parquet(shard.path, shard.start, shard.row, columns, file)
+    if shard.layout == "array":
+        with open(shard.path, "rb") as source:
+            data = source.read()
+        return vllm.read_array(data, file) if format == "vllm" else sglang.read_array(data, file)
+    if format == "trace":
+        lines = _lines(attrs.evolve(shard, end=os.path.getsize(shard.path)))
+        return trace.read_trace_requests(lines, tokenizer, file)
+    lines = _lines(shard)
+    if format == "vllm":
+        return vllm.read_responses(lines, file)
+    if format == "vllm-stream":
+        return vllm.read_stream(lines, file)
+    if format == "sglang":
+        return sglang.read_outputs(lines, file)
+    return rollouts.read_json_rows(lines, columns, file, shard.row)
+
+
+def audit_shard(shard: Shard, auditor: Auditor, columns: Columns | None = None) -> ShardResult:
+    """Audit every request of a shard (a table's columns named by ``columns``)."""
+    tally, records = Tally(), []
+    for item in _items(shard, auditor.tokenizer, columns or Columns()):
+        if isinstance(item, Skipped):
+            tally.skipped += 1
+            continue
+        if isinstance(item, InputError):
+            tally.errors += 1
+            records.append(error_record(item))
+            continue
+        try:
+            difference = auditor.check(item)
+        except ValueError as error:
+            tally.errors += 1
+            records.append(error_record(InputError(shard.path, item.line, f"request {item.id}: {error}")))
+            continue
+        _count(tally, item, difference is not None and difference.chunk is not None)
+        if difference is not None:
+            tally.differing += 1
+            tally.kinds[difference.kind] += 1
+            records.append(difference_record(difference, shard.path, shard.format))
+    return ShardResult(shard.index, records, tally)
+
+
+def _count(tally: Tally, request: Request, contradicted: bool) -> None:
+    tally.requests += 1
+    tally.tokens += len(request.output_ids)
+    if request.chunks is not None:
+        tally.streams += 1
+        tally.contradicted += contradicted

@@ -1,0 +1,213 @@
+"""vLLM's OpenAI-compatible responses with ``return_token_ids``: whole ones and streamed chunks.
+
+A completion (``"object": "text_completion"``) carries each choice's ``text``, ``token_ids`` and
+``prompt_token_ids`` (older servers put ``prompt_token_ids`` beside ``choices``); a chat
+completion (``"chat.completion"``) carries ``prompt_token_ids`` beside ``choices`` and each
+choice's ``message.content`` and ``token_ids``. ``finish_reason`` is ``"stop"`` or ``"length"``;
+``stop_reason`` is the stop string or stop token id that ended it (None for EOS). A streamed
+response is server-sent events, ``data: {chunk}`` lines ending in ``data: [DONE]``: each chunk's
+choices carry the new ``text`` (chat: ``delta.content``) and the new ``token_ids``, and the
+first chunk the prompt's ids.
+"""
+
+from __future__ import annotations
+
+__all__ = ["read_responses", "read_stream", "response_requests"]
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import attrs
+import msgspec
+
+from puredetok.audit.records import Chunk, InputError, Item, Request, Skipped
+
+
+class _Message(msgspec.Struct):
+    content: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[Any] | None = None
+
+
+class _Choice(msgspec.Struct):
+    index: int = 0
+    text: str | None = None
+    message: _Message | None = None
+    delta: _Message | None = None
+    token_ids: list[int] | None = None
+    prompt_token_ids: list[int] | None = None
+    finish_reason: str | None = None
+    stop_reason: int | str | None = None
+
+
+class _Response(msgspec.Struct):
+    id: str | int | None = None
+    object: str | None = None
+    choices: list[_Choice] | None = None
+    prompt_token_ids: list[int] | None = None
+
+
+_SPLIT = "its text was split by a reasoning or tool parser"
+_decoder = msgspec.json.Decoder(_Response)
+_array = msgspec.json.Decoder(list[_Response])
+
+
+def _choice_text(choice: _Choice) -> str | None:
+    """The choice's text; None when a parser split it (reasoning or tool calls) or there is none."""
+    part = choice.message if choice.message is not None else choice.delta
+    if part is None:
+        return choice.text
+    if part.reasoning_content or part.reasoning or part.tool_calls:
+        return None
+    return part.content or ""
+
+
+def _ending(choice: _Choice) -> tuple[str | None, bool]:
+    """The stop string, and whether a stop token ended the choice (vLLM does not decode it)."""
+    if choice.finish_reason != "stop":
+        return None, False
+    if isinstance(choice.stop_reason, str):
+        return choice.stop_reason, False
+    return None, True
+
+
+def _name(response: _Response, choice: _Choice, line: int, many: bool) -> str | int:
+    base: str | int = response.id if response.id is not None else line
+    return f"{base}/{choice.index}" if many else base
+
+
+def response_requests(response: _Response, file: str, line: int) -> Iterator[Item]:
+    """The requests of one whole response (one per choice)."""
+    choices = response.choices
+    if not choices:
+        yield InputError(file, line, "a response without choices")
+        return
+    for choice in choices:
+        name = _name(response, choice, line, len(choices) > 1)
+        if choice.token_ids is None:
+            yield InputError(
+                file, line, f"response {name}: a choice without token_ids (ask with return_token_ids)"
+            )
+            continue
+        text = _choice_text(choice)
+        if text is None:
+            yield Skipped(file, line, f"response {name}: {_SPLIT}")
+            continue
+        prompt = choice.prompt_token_ids if choice.prompt_token_ids is not None else response.prompt_token_ids
+        stop, stop_token = _ending(choice)
+        yield Request(
+            name,
+            line,
+            tuple(prompt or ()),
+            tuple(choice.token_ids),
+            text,
+            choice.finish_reason,
+            stop,
+            stop_token,
+        )
+
+
+def read_responses(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item]:
+    """Whole responses, one JSON object per line (blank lines skipped)."""
+    for number, line in lines:
+        if not line.strip():
+            continue
+        try:
+            response = _decoder.decode(line)
+        except (msgspec.ValidationError, msgspec.DecodeError) as error:
+            yield InputError(file, number, f"not a vLLM response: {error}")
+            continue
+        yield from response_requests(response, file, number)
+
+
+def read_array(data: bytes, file: str) -> Iterator[Item]:
+    """Whole responses in one JSON array (each one's place is its item number, from 1)."""
+    try:
+        responses = _array.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError) as error:
+        yield InputError(file, 1, f"not a JSON array of vLLM responses: {error}")
+        return
+    for number, response in enumerate(responses, 1):
+        yield from response_requests(response, file, number)
+
+
+@attrs.define
+class _Live:
+    """A streamed choice still running."""
+
+    name: str | int
+    line: int
+    prompt: tuple[int, ...]
+    ids: list[int] = attrs.field(factory=list)
+    chunks: list[Chunk] = attrs.field(factory=list)
+    finish_reason: str | None = None
+    stop_reason: int | str | None = None
+    skipped: str | None = None
+    """Why it cannot be audited (an error already reported, or a parser split its text)."""
+
+
+def _ended(live: _Live) -> Request:
+    choice = _Choice(finish_reason=live.finish_reason, stop_reason=live.stop_reason)
+    stop, stop_token = _ending(choice)
+    text = "".join(chunk.text for chunk in live.chunks)
+    return Request(
+        live.name, live.line, live.prompt, tuple(live.ids), text, live.finish_reason, stop, stop_token,
+        chunks=tuple(live.chunks),
+    )  # fmt: skip
+
+
+def read_stream(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item]:
+    """Streamed responses: server-sent events (``data:`` lines; other fields and comments are
+    skipped) or one chunk per line. A choice ends with its ``finish_reason``; one still running at
+    ``[DONE]`` or at the end of the input ends there.
+    """
+    live: dict[tuple[str | int, int], _Live] = {}
+    for number, raw in lines:
+        line = raw.strip()
+        if not line or line.startswith(b":") or line.startswith(b"event:") or line.startswith(b"id:"):
+            continue
+        if line.startswith(b"data:"):
+            line = line[5:].strip()
+        if line == b"[DONE]":
+            for key in list(live):
+                yield from _close(live.pop(key), file)
+            continue
+        try:
+            chunk = _decoder.decode(line)
+        except (msgspec.ValidationError, msgspec.DecodeError) as error:
+            yield InputError(file, number, f"not a vLLM stream chunk: {error}")
+            continue
+        for choice in chunk.choices or ():
+            key = (chunk.id if chunk.id is not None else "", choice.index)
+            request = live.get(key)
+            if request is None:
+                base: str | int = chunk.id if chunk.id is not None else number
+                name = f"{base}/{choice.index}" if choice.index else base
+                prompt = choice.prompt_token_ids or chunk.prompt_token_ids or ()
+                request = live[key] = _Live(name, number, tuple(prompt))
+            text = _choice_text(choice)
+            if text is None and request.skipped is None:
+                request.skipped = _SPLIT
+            if choice.token_ids is None:
+                if text and request.skipped is None:
+                    yield InputError(
+                        file, number, f"response {request.name}: a chunk with text but no token_ids"
+                    )
+                    request.skipped = "error"
+            else:
+                request.ids.extend(choice.token_ids)
+            request.chunks.append(Chunk(text or "", len(choice.token_ids or ())))
+            if choice.finish_reason is not None:
+                request.finish_reason, request.stop_reason = choice.finish_reason, choice.stop_reason
+                yield from _close(live.pop(key), file)
+    for request in live.values():
+        yield from _close(request, file)
+
+
+def _close(request: _Live, file: str) -> Iterator[Item]:
+    if request.skipped == _SPLIT:
+        yield Skipped(file, request.line, f"response {request.name}: {_SPLIT}")
+    if request.skipped is not None:
+        return
+    yield _ended(request)
