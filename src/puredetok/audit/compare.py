@@ -108,10 +108,10 @@ def classify(exact: str, engine: str, offset: int, untrimmed: str, stop: str | N
     near = slice(max(0, offset - 3), offset + 4)
     if "\ufffd" in engine[near] or "\ufffd" in exact[near]:
         return "replacement characters"
-    if _duplicated(exact, engine, offset):
-        return "duplicated text"
     if engine.replace(" ", "") == exact.replace(" ", ""):
         return "cleanup spacing"
+    if _duplicated(exact, engine, offset):
+        return "duplicated text"
     return "other"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = ["audit_on_ray", "ShardAuditor"]
 
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -79,8 +80,9 @@ def audit_on_ray(
             num_cpus=None if address else num_cpus,
             include_dashboard=False,
             log_to_driver=False,
-            configure_logging=False,
+            logging_level=logging.ERROR,
         )
+    logging.getLogger("ray.data").setLevel(logging.ERROR)
     if not shards:
         return
     context = ray.data.DataContext.get_current()
@@ -97,7 +99,7 @@ def audit_on_ray(
             "columns": attrs.asdict(columns),
         },
         batch_size=1,
-        concurrency=size,
+        compute=ray.data.ActorPoolStrategy(size=size),
         num_cpus=1,
     )
     for row in dataset.iter_rows():

@@ -31,6 +31,7 @@ SHARD_BYTES = 4 << 20
 """About how many bytes of lines a shard holds."""
 
 _HEAD = 1 << 16
+_TRACE_EVENT = frozenset({"uid", "tokens", "prompt", "options", "finished", "abort"})
 
 
 @attrs.frozen
@@ -98,7 +99,7 @@ def detect_format(path: str) -> tuple[str, str]:
         return ("vllm-stream" if chunk else "vllm"), "lines"
     if "output_ids" in first and "meta_info" in first:
         return "sglang", "lines"
-    if "uid" in first or (first and set(first) <= {"tokenizer", "options"}):
+    if ("uid" in first and set(first) <= _TRACE_EVENT) or (first and set(first) <= {"tokenizer", "options"}):
         return "trace", "whole"
     return "rollouts", "lines"
 

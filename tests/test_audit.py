@@ -1,0 +1,482 @@
+"""``puredetok audit``: engines' logged texts checked against the exact text of their ids.
+
+The exact text a request should have is computed here with ``tokenizer.decode`` itself (contract
+C: ``decode(p + s)`` after its common prefix with ``decode(p)``), never with the core, and the
+inputs are built here in the engines' own response shapes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers import reference, tokenizer, vocabulary
+from puredetok.audit import AuditOptions, Auditor, Chunk, Request, audit_shard, shards_of
+from puredetok.cli import main
+from puredetok.core import continuation_text
+from puredetok.testing.strategies import prompt_ids, text_ids, token_ids
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMES = ("qwen3", "llama2", "t5_small")
+"""Byte-level BPE, SentencePiece with byte fallback, Metaspace: the field's three failure families."""
+
+
+def exact(name: str, prompt: list[int], ids: list[int], skip: bool = True) -> str:
+    """Contract C's text, from the tokenizer's own decode."""
+    return continuation_text(reference(name, prompt, skip), reference(name, prompt + ids, skip))
+
+
+def completion(uid: str, prompt: list[int], ids: list[int], text: str, **choice: Any) -> dict[str, Any]:
+    """A vLLM completion response with ``return_token_ids``."""
+    body = {"index": 0, "text": text, "token_ids": ids, "prompt_token_ids": prompt, "finish_reason": "length"}
+    return {"id": uid, "object": "text_completion", "model": "m", "choices": [{**body, **choice}]}
+
+
+def write_lines(path: Path, records: list[Any]) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records))
+    return path
+
+
+def audit(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["audit", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def report(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _auditor(name: str) -> Auditor:
+    return Auditor(tokenizer(name))
+
+
+# -- the exact text ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+@given(data=st.data())
+def test_an_engine_text_that_is_the_decode_of_its_ids_is_equal(name: str, data: st.DataObject) -> None:
+    """Contract C from the tokenizer's decode, any prompt, any ids of the whole vocabulary."""
+    vocab = vocabulary(name)
+    prompt = data.draw(prompt_ids(vocab))
+    ids = data.draw(token_ids(vocab))
+    request = Request("r", 1, tuple(prompt), tuple(ids), exact(name, prompt, ids))
+    assert _auditor(name).check(request) is None
+
+
+MUTATIONS = ("cut", "replace", "duplicate", "space")
+
+
+@pytest.mark.parametrize("name", NAMES)
+@given(data=st.data())
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+def test_a_changed_text_is_found_where_it_changes_and_named(name: str, data: st.DataObject) -> None:
+    """Each way engines get text wrong, at a random place: the report names the first differing
+    character, both texts around it, and the kind."""
+    vocab = vocabulary(name)
+    ids = data.draw(text_ids(vocab).filter(lambda ids: len(ids) >= 2))
+    text = exact(name, [], ids)
+    if not text or "\ufffd" in text:
+        return
+    mutation = data.draw(st.sampled_from(MUTATIONS))
+    at = data.draw(st.integers(0, len(text) - 1))
+    if mutation == "cut":
+        engine, kind = text[:at], "lost tail"
+    elif mutation == "replace":
+        engine, kind = text[:at] + "\ufffd" + text[at + 1 :], "replacement characters"
+    elif mutation == "duplicate":
+        start = data.draw(st.integers(0, at))
+        if start == at:
+            return
+        piece = text[start:at]
+        engine = text[:at] + piece + text[at:]
+        kind = "cleanup spacing" if not piece.strip(" ") else "duplicated text"
+    else:
+        engine, kind = text[:at] + " " + text[at:], "cleanup spacing"
+    difference = _auditor(name).check(Request("r", 1, (), tuple(ids), engine))
+    assert difference is not None
+    offset = next((i for i, (a, b) in enumerate(zip(text, engine)) if a != b), min(len(text), len(engine)))
+    assert difference.offset == offset
+    assert difference.kind == kind
+    assert difference.exact == text[max(0, offset - 20) : offset + 20]
+    assert difference.engine == engine[max(0, offset - 20) : offset + 20]
+    assert (difference.exact_length, difference.engine_length) == (len(text), len(engine))
+    assert 0 <= difference.token < len(ids)
+
+
+def test_the_token_of_the_difference_is_the_one_that_showed_the_character() -> None:
+    tok = tokenizer("qwen3")
+    ids = tok.encode("ab 你好世界")
+    text = exact("qwen3", [], ids)
+    at = text.index("界")
+    difference = _auditor("qwen3").check(Request("r", 1, (), tuple(ids), text[:at]))
+    assert difference is not None and difference.kind == "lost tail"
+    shown = next(i for i in range(len(ids)) if "界" in reference("qwen3", ids[: i + 1], True))
+    assert difference.token == shown
+
+
+def test_a_stop_string_is_trimmed_as_the_record_says() -> None:
+    ids = tokenizer("qwen3").encode("one\n\ntwo\n\nthree")
+    full = exact("qwen3", [], ids)
+    auditor = _auditor("qwen3")
+    trimmed = Request("r", 1, (), tuple(ids), "one", "stop", "\n\n")
+    assert auditor.check(trimmed) is None
+    kept = Auditor(tokenizer("qwen3"), AuditOptions(include_stop_str_in_output=True))
+    assert kept.check(Request("r", 1, (), tuple(ids), "one\n\n", "stop", "\n\n")) is None
+    untrimmed = auditor.check(Request("r", 1, (), tuple(ids), full, "stop", "\n\n"))
+    assert untrimmed is not None and untrimmed.kind == "stop trimming" and untrimmed.offset == 3
+
+
+def test_a_stop_token_is_not_decoded_unless_kept() -> None:
+    tok = tokenizer("qwen3")
+    ids = [*tok.encode("done"), tok.convert_tokens_to_ids("<|im_end|>")]
+    auditor = Auditor(tok, AuditOptions(skip_special_tokens=False))
+    assert auditor.check(Request("r", 1, (), tuple(ids), "done", "stop", None, True)) is None
+    shown = auditor.check(Request("r", 1, (), tuple(ids), "done<|im_end|>", "stop", None, True))
+    assert shown is not None and shown.kind == "stop trimming"
+
+
+def test_a_stream_chunk_that_a_later_chunk_contradicts_is_named() -> None:
+    ids = tokenizer("qwen3").encode("你好 world")
+    text = exact("qwen3", [], ids)
+    chunks = (Chunk(text[:1], 1), Chunk("\ufffd", 1), Chunk(text[1:], len(ids) - 2))
+    request = Request("r", 1, (), tuple(ids), "".join(c.text for c in chunks), chunks=chunks)
+    difference = _auditor("qwen3").check(request)
+    assert difference is not None
+    assert difference.chunk == 1 and difference.kind == "replacement characters" and difference.offset == 1
+    good = (Chunk(text[:1], 1), Chunk("", 1), Chunk(text[1:], len(ids) - 2))
+    assert _auditor("qwen3").check(Request("r", 1, (), tuple(ids), text, chunks=good)) is None
+
+
+# -- the formats, through the command -----------------------------------------------------------
+
+
+def _sample(name: str = "qwen3") -> tuple[list[int], list[int], str]:
+    tok = tokenizer(name)
+    prompt = tok.encode("Translate: cat")
+    ids = tok.encode(" 猫 (ねこ) is a cat.")
+    return prompt, ids, exact(name, prompt, ids)
+
+
+def test_vllm_completions_and_chat_completions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prompt, ids, text = _sample()
+    chat = {
+        "id": "chatcmpl-9",
+        "object": "chat.completion",
+        "prompt_token_ids": prompt,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "token_ids": ids,
+                "finish_reason": "length",
+            },
+            {"index": 1, "message": {"role": "assistant", "content": text[:-1]}, "token_ids": ids},
+        ],
+    }
+    reasoning = {
+        **chat,
+        "id": "chatcmpl-10",
+        "choices": [{"index": 0, "message": {"reasoning_content": "hm", "content": text}, "token_ids": ids}],
+    }
+    path = write_lines(tmp_path / "vllm.jsonl", [completion("cmpl-1", prompt, ids, text), chat, reasoning])
+    out_path = tmp_path / "report.jsonl"
+    code, out, err = audit(capsys, str(path), "--report", str(out_path))
+    assert code == 1 and not err
+    (found,) = report(out_path)
+    assert found["id"] == "chatcmpl-9/1" and found["kind"] == "lost tail" and found["line"] == 2
+    assert found["format"] == "vllm" and found["offset"] == len(text) - 1
+    assert "requests  3" in " ".join(out.split("  ")) or "3" in out
+    assert "skipped" in out and out.count("\n") > 5
+
+
+def test_a_json_array_of_responses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prompt, ids, text = _sample()
+    path = tmp_path / "array.json"
+    path.write_text(
+        json.dumps([completion("a", prompt, ids, text), completion("b", prompt, ids, text + "!")])
+    )
+    out_path = tmp_path / "report.jsonl"
+    code, _, _ = audit(capsys, str(path), "--report", str(out_path))
+    assert code == 1
+    assert [r["id"] for r in report(out_path)] == ["b"]
+
+
+def _sse(uid: str, prompt: list[int], pieces: list[tuple[str, list[int]]], chat: bool = False) -> list[str]:
+    lines = []
+    for index, (text, ids) in enumerate(pieces):
+        last = index == len(pieces) - 1
+        choice: dict[str, Any] = {"index": 0, "token_ids": ids, "finish_reason": "length" if last else None}
+        if chat:
+            choice["delta"] = {"content": text}
+        else:
+            choice["text"] = text
+        chunk: dict[str, Any] = {
+            "id": uid,
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "choices": [choice],
+        }
+        if index == 0:
+            if chat:
+                chunk["prompt_token_ids"] = prompt
+            else:
+                choice["prompt_token_ids"] = prompt
+        lines += [f"data: {json.dumps(chunk)}", ""]
+    return [*lines, "data: [DONE]", ""]
+
+
+def test_vllm_streams_chunk_by_chunk(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prompt, ids, text = _sample()
+    good = _sse("cmpl-s1", prompt, [(text[:2], ids[:2]), (text[2:], ids[2:])])
+    bad = _sse("chat-s2", prompt, [(text[:2], ids[:1]), ("\ufffd", ids[1:2]), (text[2:], ids[2:])], chat=True)
+    path = write_lines(tmp_path / "stream.sse", [": a comment", *good, *bad])
+    out_path = tmp_path / "report.jsonl"
+    code, out, _ = audit(capsys, str(path), "--report", str(out_path))
+    assert code == 1
+    (found,) = report(out_path)
+    assert found["id"] == "chat-s2" and found["format"] == "vllm-stream"
+    assert found["chunk"] == 1 and found["chunks"] == 3 and found["kind"] == "replacement characters"
+    assert "contradicted chunk" in out
+
+
+def test_sglang_generate_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tok = tokenizer("qwen3")
+    ids = tok.encode("first line\nsecond")
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    records = [
+        {
+            "text": "first line",
+            "output_ids": ids,
+            "meta_info": {"id": "s1", "finish_reason": {"type": "stop", "matched": "\n"}},
+        },
+        {
+            "text": "first line\nsecond",
+            "output_ids": [*ids, eos],
+            "meta_info": {"id": "s2", "finish_reason": {"type": "stop", "matched": eos}},
+        },
+        {
+            "text": "first line\nsecond",
+            "output_ids": ids,
+            "meta_info": {"id": "s3", "finish_reason": {"type": "stop", "matched": "\n"}},
+        },
+        {
+            "text": "first line\nsec",
+            "output_ids": ids,
+            "meta_info": {"id": "s4", "finish_reason": {"type": "length", "length": 5}},
+        },
+    ]
+    path = write_lines(tmp_path / "sglang.jsonl", records)
+    out_path = tmp_path / "report.jsonl"
+    code, _, _ = audit(capsys, str(path), "--report", str(out_path))
+    assert code == 1
+    found = report(out_path)
+    assert [(r["id"], r["kind"], r["format"]) for r in found] == [
+        ("s3", "stop trimming", "sglang"),
+        ("s4", "lost tail", "sglang"),
+    ]
+
+
+def _rows() -> list[dict[str, Any]]:
+    prompt, ids, text = _sample("llama2")
+    return [
+        {"uid": "a", "p": prompt, "r": ids, "t": text},
+        {"uid": "b", "p": prompt, "r": ids, "t": text.replace(" ", "  ", 1)},
+        {"uid": "c", "p": prompt, "r": ids, "t": text},
+    ]
+
+
+COLUMNS = ("--prompt-ids-column", "p", "--response-ids-column", "r", "--text-column", "t")
+
+
+def test_rollouts_as_json_lines_with_named_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from helpers import _folder
+
+    path = write_lines(tmp_path / "rollouts.jsonl", _rows())
+    out_path = tmp_path / "report.jsonl"
+    code, _, _ = audit(
+        capsys, str(path), "--tokenizer", str(_folder("llama2")), *COLUMNS, "--report", str(out_path)
+    )
+    assert code == 1
+    assert [(r["id"], r["kind"]) for r in report(out_path)] == [(1, "cleanup spacing")]
+    code, _, _ = audit(
+        capsys,
+        str(path),
+        "--tokenizer",
+        str(_folder("llama2")),
+        *COLUMNS,
+        "--id-column",
+        "uid",
+        "--report",
+        str(out_path),
+    )
+    assert [r["id"] for r in report(out_path)] == ["b"]
+
+
+def test_rollouts_as_parquet_one_row_group_per_shard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow
+    import pyarrow.parquet
+
+    from helpers import _folder
+
+    rows = _rows() * 3
+    path = tmp_path / "rollouts.parquet"
+    pyarrow.parquet.write_table(pyarrow.Table.from_pylist(rows), path, row_group_size=2)
+    assert len(shards_of(str(path))) == 5
+    out_path = tmp_path / "report.jsonl"
+    code, out, _ = audit(
+        capsys, str(path), "--tokenizer", str(_folder("llama2")), *COLUMNS, "--report", str(out_path)
+    )
+    assert code == 1
+    assert [r["id"] for r in report(out_path)] == [1, 4, 7]
+    code, _, err = audit(capsys, str(path), "--tokenizer", str(_folder("llama2")), "--report", str(out_path))
+    assert code == 2 and "no column 'response_ids'" in err
+
+
+def test_a_puredetok_trace_is_audited_through_the_manager(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = audit(capsys, str(ROOT / "docs" / "sample-trace.jsonl"))
+    assert code == 0, err
+    requests = int(next(line.split()[-1] for line in out.splitlines() if line.startswith("requests")))
+    assert requests >= 5
+    assert (
+        int(next(line.split()[-1] for line in out.splitlines() if line.startswith("skipped"))) == 1
+    )  # uid 4 aborted
+
+
+# -- bad input: named, and the rest still audited ------------------------------------------------
+
+
+def test_bad_lines_are_named_and_the_rest_is_audited(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prompt, ids, text = _sample()
+    no_ids = completion("cmpl-x", prompt, ids, text)
+    del no_ids["choices"][0]["token_ids"]
+    path = write_lines(
+        tmp_path / "log.jsonl",
+        [
+            completion("cmpl-1", prompt, ids, text),
+            "{not json",
+            no_ids,
+            completion("cmpl-oov", prompt, [10**9], "?"),
+            completion("cmpl-4", prompt, ids, text[:-3]),
+        ],
+    )
+    missing = tmp_path / "missing.jsonl"
+    out_path = tmp_path / "report.jsonl"
+    code, out, err = audit(capsys, str(path), str(missing), "--report", str(out_path))
+    assert code == 2
+    lines = err.splitlines()
+    assert lines[0].startswith(f"puredetok audit: error: {missing}:")
+    assert any(f"{path}:2: not a vLLM response" in line for line in lines)
+    assert any(f"{path}:3: response cmpl-x: a choice without token_ids" in line for line in lines)
+    assert any(f"{path}:4: request cmpl-oov:" in line and "1000000000" in line for line in lines)
+    assert len(lines) == 4
+    found = report(out_path)
+    assert [r.get("id") for r in found if "error" not in r] == ["cmpl-4"]
+    assert [r["line"] for r in found if "error" in r] == [2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("plain words\n", "line 1 is not JSON"), ("", "the file is empty"), ("[1, 2]", "JSON array of neither")],
+)
+def test_a_file_of_no_known_format_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str
+) -> None:
+    path = tmp_path / "what.txt"
+    path.write_text(content)
+    code, _, err = audit(capsys, str(path))
+    assert code == 2 and f"{path}: " in err and message in err and len(err.splitlines()) == 1
+
+
+def test_a_tokenizer_that_cannot_load_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_lines(tmp_path / "log.jsonl", [completion("a", [], [1], '"')])
+    code, out, err = audit(capsys, str(path), "--tokenizer", str(tmp_path / "nowhere"))
+    assert code == 2 and not out and len(err.splitlines()) == 1 and "nowhere" in err
+
+
+def test_all_equal_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prompt, ids, text = _sample()
+    path = write_lines(tmp_path / "log.jsonl", [completion(str(i), prompt, ids, text) for i in range(3)])
+    out_path = tmp_path / "report.jsonl"
+    code, out, err = audit(capsys, str(path), "--report", str(out_path))
+    assert (code, err, out_path.read_text()) == (0, "", "")
+
+
+# -- shards: any cut gives the same report ----------------------------------------------------
+
+
+def _mixed_log(tmp_path: Path, count: int) -> Path:
+    prompt, ids, text = _sample()
+    records: list[Any] = []
+    for i in range(count):
+        engine = text if i % 3 else text[: i % len(text)]
+        records.append(completion(f"c{i}", prompt, ids, engine))
+        if i % 7 == 5:
+            records.append("oops")
+    return write_lines(tmp_path / "mixed.jsonl", records)
+
+
+@given(size=st.integers(1, 3000), stream=st.booleans())
+@settings(max_examples=10, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_shard_size_gives_the_same_report(tmp_path: Path, size: int, stream: bool) -> None:
+    if stream:
+        prompt, ids, text = _sample()
+        lines: list[Any] = []
+        for i in range(12):
+            engine = text if i % 3 else text[:-1]
+            lines += _sse(f"s{i}", prompt, [(engine[:3], ids[:2]), (engine[3:], ids[2:])])
+        path = write_lines(tmp_path / "s.sse", lines)
+    else:
+        path = _mixed_log(tmp_path, 20)
+    auditor = _auditor("qwen3")
+    whole = [audit_shard(shard, auditor) for shard in shards_of(str(path))]
+    cut = [audit_shard(shard, auditor) for shard in shards_of(str(path), size=size)]
+    assert len(whole) == 1
+    assert [r for result in cut for r in result.records] == whole[0].records
+    assert sum(result.tally.requests for result in cut) == whole[0].tally.requests
+
+
+# -- Ray: the same report as the local run ----------------------------------------------------
+
+
+@pytest.mark.timeout(300)
+def test_on_a_local_ray_the_report_is_the_local_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ray = pytest.importorskip("ray")
+    path = _mixed_log(tmp_path, 40)
+    local, distributed = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
+    code, out, err = audit(capsys, str(path), "--report", str(local), "--shard-bytes", "2000")
+    try:
+        ray_code, ray_out, ray_err = audit(
+            capsys,
+            str(path),
+            "--report",
+            str(distributed),
+            "--shard-bytes",
+            "2000",
+            "--ray",
+            "--ray-cpus",
+            "2",
+        )
+    finally:
+        ray.shutdown()
+    assert code == ray_code == 2
+    assert distributed.read_text() == local.read_text() and report(local)
+    ours = [line for line in ray_err.splitlines() if line.startswith("puredetok audit:")]
+    assert err.splitlines() == ours and ours
+    table = [line for line in out.splitlines() if not line.startswith(("seconds", "tokens/s"))]
+    assert table == [line for line in ray_out.splitlines() if not line.startswith(("seconds", "tokens/s"))]
