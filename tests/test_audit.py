@@ -480,3 +480,70 @@ def test_on_a_local_ray_the_report_is_the_local_one(
     assert err.splitlines() == ours and ours
     table = [line for line in out.splitlines() if not line.startswith(("seconds", "tokens/s"))]
     assert table == [line for line in ray_out.splitlines() if not line.startswith(("seconds", "tokens/s"))]
+
+
+def test_memory_stays_flat_as_the_log_grows(tmp_path: Path) -> None:
+    """Shard by shard, a four times longer log (every request differing) peaks no higher."""
+    import tracemalloc
+
+    prompt, ids, text = _sample()
+    auditor = _auditor("qwen3")
+    auditor.check(Request("warm", 1, tuple(prompt), tuple(ids), text))
+
+    def peak(count: int) -> int:
+        path = write_lines(
+            tmp_path / f"log{count}.jsonl", [completion(str(i), prompt, ids, text[:-1]) for i in range(count)]
+        )
+        shards = shards_of(str(path), size=20_000)
+        tracemalloc.start()
+        try:
+            differing = sum(audit_shard(shard, auditor).tally.differing for shard in shards)
+            assert differing == count
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    small, large = peak(100), peak(400)
+    assert large < 1.5 * small
+
+
+def test_the_documented_report_is_real(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/audit.md shows the report and table of docs/sample-responses.jsonl as they are."""
+    monkeypatch.chdir(ROOT)
+    page = (ROOT / "docs" / "audit.md").read_text(encoding="utf-8")
+    out_path = tmp_path / "report.jsonl"
+    code, out, err = audit(capsys, "docs/sample-responses.jsonl", "--report", str(out_path))
+    assert code == 2 and err.count("\n") == 1
+    shown = page[page.index("```json\n") + 8 :]
+    assert shown[: shown.index("```")] == out_path.read_text(encoding="utf-8")
+    table = page[page.index("```\nfiles") + 4 :]
+    rows = table[: table.index("```")].splitlines()
+    assert [r for r in rows if not r.startswith(("seconds", "tokens/s"))] == [
+        r for r in out.splitlines() if not r.startswith(("seconds", "tokens/s"))
+    ]
+
+
+def test_a_forced_format_reads_chunks_without_events(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prompt, ids, text = _sample()
+    lines = [
+        line.removeprefix("data: ")
+        for line in _sse("c", prompt, [(text[:3], ids[:2]), (text[3:] + "x", ids[2:])])
+    ]
+    path = write_lines(tmp_path / "chunks.jsonl", [line for line in lines if line and line != "[DONE]"])
+    out_path = tmp_path / "report.jsonl"
+    code, _, _ = audit(capsys, str(path), "--format", "vllm-stream", "--report", str(out_path))
+    assert code == 1
+    (found,) = report(out_path)
+    assert found["format"] == "vllm-stream" and found["chunks"] == 2 and found["chunk"] == 1
+
+
+def test_the_benchmark_prints_its_measures(capsys: pytest.CaptureFixture[str]) -> None:
+    from puredetok.bench.audit import main as bench
+
+    assert bench(["--tokens", "2000", "--repeats", "2", "--no-ray"]) == 0
+    out = capsys.readouterr().out
+    assert "M tokens / CPU second (one core)" in out and "target >= 1.0" in out
