@@ -547,3 +547,12 @@ def test_the_benchmark_prints_its_measures(capsys: pytest.CaptureFixture[str]) -
     assert bench(["--tokens", "2000", "--repeats", "2", "--no-ray"]) == 0
     out = capsys.readouterr().out
     assert "M tokens / CPU second (one core)" in out and "target >= 1.0" in out
+
+
+def test_a_long_audit_shows_a_progress_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The bar (on stderr, in bytes of the input) appears once an audit has run half a second."""
+    path = _mixed_log(tmp_path, 30)
+    code, out, err = audit(capsys, str(path), "--progress", "--skip-special-tokens", "--shard-bytes", "500")
+    assert code == 2 and "audit:" in err and ("B/s" in err or "B]" in err)
+    code, _, quiet = audit(capsys, str(path), "--skip-special-tokens")
+    assert "B/s" not in quiet and "B]" not in quiet

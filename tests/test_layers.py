@@ -81,11 +81,11 @@ LAYERS: dict[str, int] = {
     "__init__": 3,
     "serving": 3,
     "replay": 4,
-    "audit": 4,
     "worker": 4,
     "engines": 4,
-    "bench": 5,
-    "cli": 6,
+    "audit": 5,  # reads traces through replay
+    "bench": 6,
+    "cli": 7,
 }
 
 
