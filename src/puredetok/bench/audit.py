@@ -29,36 +29,42 @@ from puredetok.serving.loading import load_tokenizer
 
 PROMPT = "Translate into every language you know, then explain the code: "
 OUTPUT_TOKENS = 200
+DISTINCT = 100
 
 
 def write_log(path: Path, tokenizer: Any, tokens: int) -> int:
-    """A log of completion responses with about ``tokens`` output ids; returns how many it holds."""
+    """A log of completion responses with about ``tokens`` output ids; returns how many it holds.
+
+    :data:`DISTINCT` different responses are decoded once and written over and over (each with
+    its own id), so that a long log is written quickly.
+    """
     prompt = list(tokenizer.encode(PROMPT))
     pool = list(tokenizer.encode(TEXT * (2 + OUTPUT_TOKENS // 50)))
+    shown = len(tokenizer.decode(prompt))
+    bodies = []
+    for number in range(DISTINCT):
+        at = (number * 37) % (len(pool) - OUTPUT_TOKENS)
+        ids = pool[at : at + OUTPUT_TOKENS]
+        text = tokenizer.decode(prompt + ids)[shown:]
+        if number % 10 == 9:
+            text = text[:-1]
+        choice = {
+            "index": 0,
+            "text": text,
+            "token_ids": ids,
+            "prompt_token_ids": prompt,
+            "finish_reason": "length",
+        }
+        body = json.dumps(
+            {"object": "text_completion", "model": "bench", "choices": [choice]}, ensure_ascii=False
+        )
+        bodies.append(body[1:])
     written = 0
     with open(path, "w", encoding="utf-8") as log:
         number = 0
         while written < tokens:
-            at = (number * 37) % (len(pool) - OUTPUT_TOKENS)
-            ids = pool[at : at + OUTPUT_TOKENS]
-            text = tokenizer.decode(prompt + ids)[len(tokenizer.decode(prompt)) :]
-            if number % 10 == 9:
-                text = text[:-1]
-            choice = {
-                "index": 0,
-                "text": text,
-                "token_ids": ids,
-                "prompt_token_ids": prompt,
-                "finish_reason": "length",
-            }
-            response = {
-                "id": f"cmpl-{number}",
-                "object": "text_completion",
-                "model": "bench",
-                "choices": [choice],
-            }
-            log.write(json.dumps(response, ensure_ascii=False) + "\n")
-            written += len(ids)
+            log.write(f'{{"id": "cmpl-{number}", {bodies[number % DISTINCT]}\n')
+            written += OUTPUT_TOKENS
             number += 1
     return written
 
@@ -112,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m puredetok.bench.audit", description=__doc__)
     parser.add_argument("--tokenizer", default="qwen3")
     parser.add_argument("--tokens", type=int, default=2_000_000, help="output ids in the local log")
-    parser.add_argument("--ray-tokens", type=int, default=12_000_000, help="output ids in the Ray log")
+    parser.add_argument("--ray-tokens", type=int, default=60_000_000, help="output ids in the Ray log")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray section")
     args = parser.parse_args(argv)
