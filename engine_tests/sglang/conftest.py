@@ -1,8 +1,9 @@
 """SGLang 0.5.23 with puredetok plugged in: fixtures shared by the tests of this folder.
 
-Every detokenizer here (``sglang_helpers``) is SGLang's own ``run_detokenizer_process`` in a process of its own, fed
-over its ZeroMQ sockets (``puredetok.engines.sglang_process``); processes are started once per
-session and per (tokenizer, environment), and requests get fresh ids, so tests share them.
+Every detokenizer here (``sglang_helpers``) is SGLang's own ``run_detokenizer_process`` in a
+process of its own, fed over its ZeroMQ sockets (``puredetok.engines.sglang_process``); processes
+are started once per session and per (tokenizer, environment), and requests get fresh ids, so
+tests share them.
 
 Hypothesis profiles: ``dev`` (quick, random, the default) and ``ci`` (derandomized, bounded:
 each example streams a batch of requests through a real process).
@@ -25,7 +26,11 @@ settings.register_profile(
     "dev",
     max_examples=8,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 settings.register_profile(
     "ci",
@@ -33,7 +38,11 @@ settings.register_profile(
     deadline=None,
     derandomize=True,
     print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 

@@ -74,13 +74,17 @@ def fresh_rid(prefix: str = "r") -> str:
     return f"{prefix}-{next(_RIDS)}"
 
 
-def decoder(name: str, skip_special_tokens: bool = True, spaces: bool = True) -> Callable[[Sequence[int]], str]:
+def decoder(
+    name: str, skip_special_tokens: bool = True, spaces: bool = True
+) -> Callable[[Sequence[int]], str]:
     """``tokenizer.decode`` with these options."""
     tok = tokenizer(name)
 
     def decode(ids: Sequence[int]) -> str:
         return str(
-            tok.decode(list(ids), skip_special_tokens=skip_special_tokens, spaces_between_special_tokens=spaces)
+            tok.decode(
+                list(ids), skip_special_tokens=skip_special_tokens, spaces_between_special_tokens=spaces
+            )
         )
 
     return decode

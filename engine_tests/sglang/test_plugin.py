@@ -13,6 +13,7 @@ from sglang_helpers import ALLOW_OTHERS, OFF, decoder, detokenizer, fresh_rid, t
 from puredetok.engines.sglang import DECODE_TARGET, INIT_TARGET, OFF_VARIABLE, enabled
 from puredetok.engines.sglang_process import Request, Row
 
+
 def test_the_entry_point_is_in_sglangs_plugin_group() -> None:
     [point] = [point for point in entry_points(group="sglang.srt.plugins") if point.name == "puredetok"]
     assert point.value == "puredetok.engines.sglang:register"
@@ -32,9 +33,20 @@ def test_sglangs_own_loader_runs_the_plugin_and_hooks_the_manager() -> None:
 
 @pytest.mark.parametrize(
     ("value", "on"),
-    [(None, True), ("", True), ("1", True), ("yes", True), ("0", False), ("Off", False), (" false ", False), ("NO", False)],
+    [
+        (None, True),
+        ("", True),
+        ("1", True),
+        ("yes", True),
+        ("0", False),
+        ("Off", False),
+        (" false ", False),
+        ("NO", False),
+    ],
 )
-def test_our_variable_turns_the_plugin_off(monkeypatch: pytest.MonkeyPatch, value: str | None, on: bool) -> None:
+def test_our_variable_turns_the_plugin_off(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, on: bool
+) -> None:
     if value is None:
         monkeypatch.delenv(OFF_VARIABLE, raising=False)
     else:

@@ -45,7 +45,9 @@ def requests(draw: Any, name: str) -> Request:
         fresh_rid(name),
         draw(st.one_of(st.just([]), id_lists(name))),
         output,
-        {"type": "length", "length": len(output)} if ending == "length" else {"type": "abort", "message": "gone"},
+        {"type": "length", "length": len(output)}
+        if ending == "length"
+        else {"type": "abort", "message": "gone"},
         skip_special_tokens=draw(st.booleans()),
         spaces_between_special_tokens=draw(st.booleans()),
         per_step=draw(st.sampled_from([1, 1, 2, 3])),
@@ -68,7 +70,9 @@ def test_every_client_gets_the_exact_text(name: str) -> None:
 def stopped(draw: Any, name: str) -> Request:
     """A request that ends on a stop string taken from its own text."""
     prompt = draw(st.one_of(st.just([]), id_lists(name)))
-    output = draw(st.sampled_from(TEXTS).map(lambda text: tokenizer(name).encode(text, add_special_tokens=False)))
+    output = draw(
+        st.sampled_from(TEXTS).map(lambda text: tokenizer(name).encode(text, add_special_tokens=False))
+    )
     skip = draw(st.booleans())
     whole = exact_text(name, Request("", prompt, output, skip_special_tokens=skip))
     start = draw(st.integers(0, max(0, len(whole) - 1)))

@@ -34,7 +34,7 @@ from collections.abc import Callable, Hashable, MutableMapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from puredetok.core import Codec, codec_for, feed_hold, finish_hold, start, steady
+from puredetok.core import Codec, codec_for, feed_hold, finish_hold, start, steady, step_hold
 from puredetok.errors import InvalidTokenError
 
 logger = logging.getLogger(__name__)
@@ -212,17 +212,15 @@ class SGLangDetokenizer:
         with it); ``handover`` gives it a live request puredetok failed on.
         """
         rids = batch.rids
-        decode_ids = batch.decode_ids
         reasons = batch.finished_reasons
         live = self.live
         out: list[str] = []
         theirs: list[int] = []
-        for index, rid in enumerate(rids):
+        for index, (rid, ids, reason) in enumerate(zip(rids, batch.decode_ids, reasons)):
             record = live.get(rid)
-            ids = decode_ids[index]
-            if record is not None and reasons[index] is None and len(ids) == 1 and record[0] is record[1]:
+            if record is not None and reason is None and len(ids) == 1:
                 token_id = ids[0]
-                if 0 <= token_id < record[3]:
+                if record[0] is record[1] and 0 <= token_id < record[3]:
                     text = record[2][token_id]
                     if text is not None:  # the core's fast path (see puredetok.core.steady)
                         if text:
@@ -233,8 +231,8 @@ class SGLangDetokenizer:
                 if record is None:
                     text = self._open(batch, index, engine_live)
                 else:
-                    text = self._advance(record, ids, reasons[index], batch.no_stop_trim[index])
-                    if reasons[index] is not None:
+                    text = self._advance(record, ids, reason, batch.no_stop_trim[index])
+                    if reason is not None:
                         del live[rid]
             except Exception:
                 self._failure(rid)
@@ -269,7 +267,14 @@ class SGLangDetokenizer:
             raise ValueError(f"read offset {offset} outside the window of {len(window)} ids")
         idle, fast = steady(codec)
         decoded = batch.decoded_texts[index] or ""
-        record: list[Any] = [codec.decoding.initial, idle, fast, codec.vocab_size, codec, [decoded] if decoded else []]
+        record: list[Any] = [
+            codec.decoding.initial,
+            idle,
+            fast,
+            codec.vocab_size,
+            codec,
+            [decoded] if decoded else [],
+        ]
         prompt = window[:offset]
         if prompt:
             # contract C, on the bare hold: the prompt's text still held back becomes an echo
@@ -313,6 +318,8 @@ def _feed(codec: Codec, hold: Hashable, ids: Sequence[int]) -> tuple[Hashable, s
     them (as id 0: its ``_clamp_decode_ids``).
     """
     try:
+        if len(ids) == 1:
+            return step_hold(codec, hold, ids[0])
         return feed_hold(codec, hold, ids)
     except InvalidTokenError:
         return feed_hold(codec, hold, _admitted(codec, ids))

@@ -93,7 +93,9 @@ def token_batch(rows: Sequence[Row]) -> Any:
     return BatchTokenIDOutput(
         rids=[row.rid for row in rows],
         http_worker_ipcs=[None] * n,
-        finished_reasons=[dict(row.finished_reason) if row.finished_reason is not None else None for row in rows],
+        finished_reasons=[
+            dict(row.finished_reason) if row.finished_reason is not None else None for row in rows
+        ],
         decoded_texts=[row.decoded_text for row in rows],
         decode_ids=[array("q", row.decode_ids) for row in rows],
         read_offsets=[row.read_offset for row in rows],
@@ -186,7 +188,9 @@ def iterations(
                 continue
             count = generated[rid] = min(len(request.output), generated[rid] + max(1, request.per_step))
             finished = count >= len(request.output)
-            if not finished and (not request.stream or (decode is not None and _held(request, count, decode))):
+            if not finished and (
+                not request.stream or (decode is not None and _held(request, count, decode))
+            ):
                 continue
             if sent[rid] < 0:
                 window = list(request.prompt[-PROMPT_WINDOW:]) if PROMPT_WINDOW else []
@@ -197,7 +201,9 @@ def iterations(
             sent[rid] = count
             reason = None
             if finished:
-                reason = request.finished_reason if request.finished_reason is not None else {"type": "length"}
+                reason = (
+                    request.finished_reason if request.finished_reason is not None else {"type": "length"}
+                )
                 done.add(rid)
             rows.append(
                 Row(
@@ -255,7 +261,8 @@ class DetokenizerProcess:
     @staticmethod
     def encode(batch: Any) -> bytes:
         """A message as SGLang's ``sock_send`` puts it on the wire (msgpack; pickle if SGLang is
-        set to it)."""
+        set to it).
+        """
         import pickle
 
         from sglang.srt.managers import io_struct
@@ -266,7 +273,8 @@ class DetokenizerProcess:
 
     def receive(self, timeout: float = 120.0) -> Any:
         """The next ``BatchStrOutput`` (TimeoutError after ``timeout`` seconds, or if the process
-        has died)."""
+        has died).
+        """
         from sglang.srt.managers.io_struct import sock_recv
 
         waited = 0.0
@@ -286,7 +294,9 @@ class DetokenizerProcess:
             raise AssertionError(f"reply for {reply.rids}, sent {[row.rid for row in rows]}")
         return list(reply.output_strs)
 
-    def run(self, requests: Sequence[Request], decode: Callable[[Sequence[int]], str] | None = None) -> dict[str, str]:
+    def run(
+        self, requests: Sequence[Request], decode: Callable[[Sequence[int]], str] | None = None
+    ) -> dict[str, str]:
         """Stream ``requests`` through the process; each request's text as its client joins it."""
         texts = {request.rid: "" for request in requests}
         for rows in iterations(requests, decode):
