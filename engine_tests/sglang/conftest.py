@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
-from sglang_helpers import close_all
+from sglang_helpers import ALLOW_OTHERS, OFF, close_all, detokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -66,6 +66,16 @@ def _no_process_failed() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _close_processes() -> Iterator[None]:
+def _processes() -> Iterator[None]:
+    # Started together, so that their imports of SGLang (the slow part) overlap.
+    for name, environment in (
+        ("qwen3", {}),
+        ("llama2", {}),
+        ("mistral_v03", {}),
+        ("t5_small", {}),
+        ("llama2", OFF),
+        ("llama2", ALLOW_OTHERS),
+    ):
+        detokenizer(name, environment)
     yield
     close_all()

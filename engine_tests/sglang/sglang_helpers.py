@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from puredetok.adapters.loading import default_tokenizer_path
 from puredetok.core import continuation_text
 from puredetok.engines.sglang_process import PROMPT_WINDOW, DetokenizerProcess, Request, model_folder
+from puredetok.serving.loading import default_tokenizer_path
 
 TOKENIZERS = Path(__file__).resolve().parents[2] / "tests" / "data" / "tokenizers"
 """The real tokenizers of the main test suite."""

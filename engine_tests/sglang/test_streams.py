@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sglang_helpers import decoder, detokenizer, exact_text, fresh_rid, tokenizer
 
 from puredetok.core import Codec, codec_for, feed, start
-from puredetok.engines.sglang_process import PROMPT_WINDOW, Request, Row, iterations
+from puredetok.engines.sglang_process import PROMPT_WINDOW, Request, Row, iterations, token_batch
 
 TEXTS = (
     "Hello world! naïve café, 1+1=2.\n",
@@ -202,19 +202,52 @@ def test_decoded_text_goes_out_first() -> None:
 
 def test_ids_outside_the_vocabulary_are_taken_as_sglang_takes_them() -> None:
     """SGLang maps ids outside the vocabulary (multimodal placeholders in the prompt window) to 0
-    before decoding; puredetok does the same, so both processes send the same text."""
+    before decoding; puredetok does the same, so both processes send the same text.
+    """
     from sglang_helpers import OFF
 
-    size = len(tokenizer("qwen3"))
-    text = tokenizer("qwen3").encode(" after the image 😀")
+    size = len(tokenizer("llama2"))
+    text = tokenizer("llama2").encode(" after the image 😀", add_special_tokens=False)
     requests = [
-        Request("placeholder-prompt", [-101, -102, size + 5, 40], text),
-        Request("placeholder-output", [40], [*text[:2], size + 7, *text[2:]]),
+        Request("placeholder-prompt", [-101, -102, size + 5, 306], text),
+        Request("placeholder-output", [306], [*text[:2], size + 7, *text[2:]]),
     ]
     texts = {}
     for label, environment in (("on", {}), ("off", OFF)):
         batch = [Request(f"{r.rid}-{label}-{fresh_rid()}", r.prompt, r.output) for r in requests]
-        got = detokenizer("qwen3", environment).run(batch)
+        got = detokenizer("llama2", environment).run(batch)
         texts[label] = [got[request.rid] for request in batch]
     assert texts["on"] == texts["off"]
-    assert texts["on"][0] == decoder("qwen3")(text)
+    assert texts["on"][0] == exact_text("llama2", Request("", [0, 0, 0, 306], text))
+
+
+def test_multi_tokenizer_worker_mode_sends_each_worker_its_requests_exact_text() -> None:
+    """With ``tokenizer_worker_num`` > 1 SGLang's detokenizer runs another event loop, which sends
+    each request's output to the tokenizer worker named in its ``http_worker_ipcs``."""
+    from sglang_helpers import folder
+
+    from puredetok.engines.sglang_process import DetokenizerProcess
+
+    encode = tokenizer("llama2").encode
+    byte_run = tokenizer("llama2").convert_tokens_to_ids(["<0x6B>", "<0xD2>"])
+    with DetokenizerProcess(folder("llama2"), {}, tokenizer_worker_num=2) as process:
+        (first, first_socket), (second, second_socket) = process.worker(), process.worker()
+        requests = [
+            Request("to-first", encode("Q: hi"), encode(" 推理 😀 ok")),
+            Request("to-second", [], byte_run, per_step=1),
+            Request("to-first-too", encode("Q:"), [*encode(" naïve"), *byte_run]),
+        ]
+        route = {"to-first": first, "to-second": second, "to-first-too": first}
+        texts = {request.rid: "" for request in requests}
+        for rows in iterations(requests):
+            routed = [Row(**{**vars(row), "http_worker_ipc": route[row.rid]}) for row in rows]
+            process.send(token_batch(routed))
+            for name, socket in ((first, first_socket), (second, second_socket)):
+                mine = [row.rid for row in routed if row.http_worker_ipc == name]
+                if mine:  # one reply per worker, its requests in batch order
+                    reply = process.receive(socket=socket)
+                    assert list(reply.rids) == mine
+                    for rid, text in zip(reply.rids, reply.output_strs):
+                        texts[rid] += text
+    assert texts == {request.rid: exact_text("llama2", request) for request in requests}
+    assert texts["to-second"] == "\ufffd\ufffd"

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from puredetok.adapters.loading import default_tokenizer_path
+from puredetok.serving.loading import default_tokenizer_path
 from puredetok.bench.stops import STOPS
 from puredetok.bench.timing import TEXT
 from puredetok.engines.sglang_process import (

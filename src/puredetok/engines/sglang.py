@@ -230,6 +230,10 @@ class SGLangDetokenizer:
             try:
                 if record is None:
                     text = self._open(batch, index, engine_live)
+                elif reason is None and len(ids) == 1 and 0 <= ids[0] < record[3]:
+                    record[0], text = step_hold(record[4], record[0], ids[0])
+                    if text:
+                        record[5].append(text)
                 else:
                     text = self._advance(record, ids, reason, batch.no_stop_trim[index])
                     if reason is not None:

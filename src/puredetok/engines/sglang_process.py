@@ -78,6 +78,8 @@ class Row:
     spaces_between_special_tokens: bool = True
     no_stop_trim: bool = False
     decoded_text: str = ""
+    http_worker_ipc: str | None = None
+    """The tokenizer worker the reply goes to (multi-tokenizer-worker mode; None: the one)."""
 
 
 def token_batch(rows: Sequence[Row]) -> Any:
@@ -92,7 +94,7 @@ def token_batch(rows: Sequence[Row]) -> Any:
     empty: list[list[Any]] = [[] for _ in rows]
     return BatchTokenIDOutput(
         rids=[row.rid for row in rows],
-        http_worker_ipcs=[None] * n,
+        http_worker_ipcs=[row.http_worker_ipc for row in rows],
         finished_reasons=[
             dict(row.finished_reason) if row.finished_reason is not None else None for row in rows
         ],
@@ -241,6 +243,7 @@ class DetokenizerProcess:
         self.from_detokenizer = self.context.socket(zmq.PULL)
         self.from_detokenizer.setsockopt(zmq.RCVHWM, 0)
         self.from_detokenizer.bind(self.port_args.tokenizer_ipc_name)
+        self._workers: list[Any] = []
         spawn = multiprocessing.get_context("spawn")
         with _environment(environment or {}):
             self.process = spawn.Process(
@@ -271,20 +274,36 @@ class DetokenizerProcess:
             return pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
         return bytes(io_struct.msgpack_encode(batch))
 
-    def receive(self, timeout: float = 120.0) -> Any:
-        """The next ``BatchStrOutput`` (TimeoutError after ``timeout`` seconds, or if the process
-        has died).
+    def receive(self, timeout: float = 120.0, socket: Any = None) -> Any:
+        """The next ``BatchStrOutput`` (from ``socket``, a tokenizer worker's: :meth:`worker`),
+        TimeoutError after ``timeout`` seconds or if the process has died.
         """
         from sglang.srt.managers.io_struct import sock_recv
 
+        socket = self.from_detokenizer if socket is None else socket
         waited = 0.0
-        while not self.from_detokenizer.poll(500):
+        while not socket.poll(500):
             waited += 0.5
             if not self.process.is_alive():
                 raise TimeoutError(f"the detokenizer process ended (exit code {self.process.exitcode})")
             if waited >= timeout:
                 raise TimeoutError(f"no reply from the detokenizer process in {timeout} s")
-        return sock_recv(self.from_detokenizer)
+        return sock_recv(socket)
+
+    def worker(self) -> tuple[str, Any]:
+        """A tokenizer worker's socket, for multi-tokenizer-worker mode: ``(ipc name, socket)``;
+        rows naming it in ``http_worker_ipc`` get their replies there.
+        """
+        import tempfile
+
+        import zmq
+
+        name = f"ipc://{tempfile.mkdtemp(prefix='puredetok-worker-')}/socket"
+        socket = self.context.socket(zmq.PULL)
+        socket.setsockopt(zmq.RCVHWM, 0)
+        socket.bind(name)
+        self._workers.append(socket)
+        return name, socket
 
     def exchange(self, rows: Sequence[Row]) -> list[str]:
         """Send one iteration's rows and return the output strings of the reply."""
@@ -316,6 +335,8 @@ class DetokenizerProcess:
                 self.process.join(10)
         self.to_detokenizer.close(linger=0)
         self.from_detokenizer.close(linger=0)
+        for socket in self._workers:
+            socket.close(linger=0)
         self.context.term()
 
     def __enter__(self) -> DetokenizerProcess:
