@@ -245,7 +245,7 @@ def test_multi_tokenizer_worker_mode_sends_each_worker_its_requests_exact_text()
             for name, socket in ((first, first_socket), (second, second_socket)):
                 mine = [row.rid for row in routed if row.http_worker_ipc == name]
                 if mine:  # one reply per worker, its requests in batch order
-                    reply = process.receive(socket=socket)
+                    reply = process.receive(900, socket)  # the first waits for the process to start
                     assert list(reply.rids) == mine
                     for rid, text in zip(reply.rids, reply.output_strs):
                         texts[rid] += text

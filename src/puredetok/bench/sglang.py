@@ -34,7 +34,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from puredetok.serving.loading import default_tokenizer_path
 from puredetok.bench.stops import STOPS
 from puredetok.bench.timing import TEXT
 from puredetok.engines.sglang_process import (
@@ -45,6 +44,7 @@ from puredetok.engines.sglang_process import (
     model_folder,
     token_batch,
 )
+from puredetok.serving.loading import default_tokenizer_path
 
 OFF = {"PUREDETOK_SGLANG": "0"}
 """The plugin off: SGLang's own decode step."""

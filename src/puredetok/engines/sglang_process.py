@@ -244,6 +244,7 @@ class DetokenizerProcess:
         self.from_detokenizer.setsockopt(zmq.RCVHWM, 0)
         self.from_detokenizer.bind(self.port_args.tokenizer_ipc_name)
         self._workers: list[Any] = []
+        self._ready = False
         spawn = multiprocessing.get_context("spawn")
         with _environment(environment or {}):
             self.process = spawn.Process(
@@ -305,10 +306,26 @@ class DetokenizerProcess:
         self._workers.append(socket)
         return name, socket
 
+    def wait_ready(self, timeout: float = 900.0) -> None:
+        """Wait until the process answers (an idle batch): it imports SGLang and loads the
+        tokenizer first, which takes seconds, or minutes on a loaded machine.
+        """
+        if not self._ready:
+            self.send(token_batch([]))
+            self.receive(timeout)
+            self._ready = True
+
     def exchange(self, rows: Sequence[Row]) -> list[str]:
-        """Send one iteration's rows and return the output strings of the reply."""
+        """Send one iteration's rows and return the output strings of the reply. After a
+        timeout the process is ended (a late reply would answer the next message).
+        """
+        self.wait_ready()
         self.send(token_batch(rows))
-        reply = self.receive()
+        try:
+            reply = self.receive()
+        except TimeoutError:
+            self.close()
+            raise
         if list(reply.rids) != [row.rid for row in rows]:
             raise AssertionError(f"reply for {reply.rids}, sent {[row.rid for row in rows]}")
         return list(reply.output_strs)
@@ -326,7 +343,9 @@ class DetokenizerProcess:
         return texts
 
     def close(self) -> None:
-        """End the process and the sockets."""
+        """End the process and the sockets (again: nothing)."""
+        if self.to_detokenizer.closed:
+            return
         if self.process.is_alive():
             self.process.terminate()
             self.process.join(10)
