@@ -13,6 +13,7 @@ import griffe
 import pytest
 
 import puredetok
+import puredetok.engines
 import puredetok.replay
 import puredetok.serving
 import puredetok.worker
@@ -29,12 +30,12 @@ def public_names(module: str) -> list[str]:
 
 
 def test_the_page_documents_every_public_module() -> None:
-    """The package, its errors, the stop layer, every module of the serving, worker and replay
-    rooms, the streamers, the conformance kit and the command line (the core's own modules are
+    """The package, its errors, the stop layer, every module of the serving, worker, replay and
+    engines rooms, the streamers, the conformance kit and the command line (the core's own modules are
     implementation: the package re-exports them)."""
     adapters = [
         f"{room.__name__}.{info.name}"
-        for room in (puredetok.serving, puredetok.worker, puredetok.replay)
+        for room in (puredetok.serving, puredetok.worker, puredetok.replay, puredetok.engines)
         for info in pkgutil.iter_modules(room.__path__)
         if not info.name.startswith("_")
     ]
