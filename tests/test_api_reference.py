@@ -14,6 +14,7 @@ import pytest
 
 import puredetok
 import puredetok.audit
+import puredetok.engines
 import puredetok.replay
 import puredetok.serving
 import puredetok.worker
@@ -31,11 +32,11 @@ def public_names(module: str) -> list[str]:
 
 def test_the_page_documents_every_public_module() -> None:
     """The package, its errors, the stop layer, every module of the serving, worker, replay and
-    audit rooms, the streamers, the conformance kit and the command line (the core's own modules are
-    implementation: the package re-exports them)."""
+    audit and engines rooms, the streamers, the conformance kit and the command line (the core's own
+    modules are implementation: the package re-exports them)."""
     adapters = [
         f"{room.__name__}.{info.name}"
-        for room in (puredetok.serving, puredetok.worker, puredetok.replay, puredetok.audit)
+        for room in (puredetok.serving, puredetok.worker, puredetok.replay, puredetok.audit, puredetok.engines)
         for info in pkgutil.iter_modules(room.__path__)
         if not info.name.startswith("_")
     ]

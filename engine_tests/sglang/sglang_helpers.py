@@ -1,0 +1,99 @@
+"""Helpers of the SGLang engine tests: model folders, SGLang's tokenizers, its detokenizer
+processes (one per tokenizer and environment, started once per session), the exact text.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from puredetok.core import continuation_text
+from puredetok.engines.sglang_process import PROMPT_WINDOW, DetokenizerProcess, Request, model_folder
+from puredetok.serving.loading import default_tokenizer_path
+
+TOKENIZERS = Path(__file__).resolve().parents[2] / "tests" / "data" / "tokenizers"
+"""The real tokenizers of the main test suite."""
+
+OFF = {"PUREDETOK_SGLANG": "0"}
+"""The environment that turns puredetok's plugin off with our variable."""
+ALLOW_OTHERS = {"SGLANG_PLUGINS": "smg-zmq"}
+"""The environment that leaves puredetok out through SGLang's own allow-list."""
+
+_FOLDERS: dict[str, Path] = {}
+_SCRATCH = tempfile.TemporaryDirectory(prefix="puredetok-sglang-")
+
+
+def folder(name: str) -> Path:
+    """The model folder of tokenizer ``name`` (tokenizer files and a small config.json)."""
+    if name not in _FOLDERS:
+        source = default_tokenizer_path() if name == "qwen3" else TOKENIZERS / name
+        _FOLDERS[name] = model_folder(source, Path(_SCRATCH.name) / name, 200_000)
+    return _FOLDERS[name]
+
+
+_TOKENIZERS: dict[str, Any] = {}
+
+
+def tokenizer(name: str) -> Any:
+    """The tokenizer SGLang loads from that folder (its own ``get_tokenizer``)."""
+    if name not in _TOKENIZERS:
+        from sglang.srt.utils.hf_transformers_utils import get_tokenizer
+
+        _TOKENIZERS[name] = get_tokenizer(str(folder(name)))
+    return _TOKENIZERS[name]
+
+
+_PROCESSES: dict[tuple[str, tuple[tuple[str, str], ...]], DetokenizerProcess] = {}
+
+
+def detokenizer(name: str, environment: dict[str, str] | None = None) -> DetokenizerProcess:
+    """SGLang's detokenizer process over tokenizer ``name`` (started once per session)."""
+    key = (name, tuple(sorted((environment or {}).items())))
+    process = _PROCESSES.get(key)
+    if process is None or not process.process.is_alive():
+        process = _PROCESSES[key] = DetokenizerProcess(folder(name), environment)
+    return process
+
+
+def close_all() -> None:
+    """End every process started here and remove the model folders."""
+    for process in _PROCESSES.values():
+        process.close()
+    _PROCESSES.clear()
+    _SCRATCH.cleanup()
+
+
+_RIDS = itertools.count()
+
+
+def fresh_rid(prefix: str = "r") -> str:
+    """A request id never used before in this session."""
+    return f"{prefix}-{next(_RIDS)}"
+
+
+def decoder(
+    name: str, skip_special_tokens: bool = True, spaces: bool = True
+) -> Callable[[Sequence[int]], str]:
+    """``tokenizer.decode`` with these options."""
+    tok = tokenizer(name)
+
+    def decode(ids: Sequence[int]) -> str:
+        return str(
+            tok.decode(
+                list(ids), skip_special_tokens=skip_special_tokens, spaces_between_special_tokens=spaces
+            )
+        )
+
+    return decode
+
+
+def exact_text(name: str, request: Request) -> str:
+    """Contract C: the text of ``request`` after the prompt ids SGLang's scheduler sends
+    (the last five), with the request's decode options.
+    """
+    decode = decoder(name, request.skip_special_tokens, request.spaces_between_special_tokens)
+    window = list(request.prompt[-PROMPT_WINDOW:])
+    return continuation_text(decode(window), decode(window + list(request.output)))

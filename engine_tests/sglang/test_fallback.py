@@ -1,0 +1,121 @@
+"""The plugin never breaks SGLang's detokenizer: requests puredetok cannot decode exactly, bad
+messages and failures of puredetok itself go to SGLang's own code, logged once.
+
+These drive SGLang's real ``DetokenizerManager`` class in this process, hooked by SGLang's own
+``load_plugins`` (as SGLang's unit tests drive it: an instance with the attributes its decode
+step reads, no sockets), so a failure can be injected into puredetok.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import attrs
+import pytest
+from sglang_helpers import decoder, exact_text, fresh_rid, tokenizer
+
+import puredetok.engines.sglang as plugin
+from puredetok.engines.sglang_process import Request, iterations, token_batch
+
+
+def manager(name: str) -> Any:
+    """SGLang's ``DetokenizerManager`` (hooked) with what its decode step reads."""
+    from sglang.srt.managers.detokenizer_manager import DetokenizerManager, LimitedCapacityDict
+    from sglang.srt.plugins import load_plugins
+
+    load_plugins()
+    instance = object.__new__(DetokenizerManager)
+    instance.tokenizer = tokenizer(name)
+    instance.vocab_size = len(instance.tokenizer)
+    instance.decode_status = LimitedCapacityDict(capacity=1 << 16)
+    instance.disable_tokenizer_batch_decode = False
+    instance.is_tool_call_parser_gpt_oss = False
+    instance.tool_close_token_ids = frozenset()
+    return instance
+
+
+def sglang_own(name: str, requests: list[Request]) -> dict[str, str]:
+    """What SGLang's own decode step (the method under the hook) sends for these requests."""
+    from sglang.srt.managers.detokenizer_manager import DetokenizerManager
+
+    own = DetokenizerManager._decode_batch_token_id_output.__wrapped__
+    return stream(manager(name), requests, lambda instance, batch: own(instance, batch))
+
+
+def stream(instance: Any, requests: list[Request], decode: Any = None) -> dict[str, str]:
+    """Each request's text through the manager's (hooked) decode step."""
+    texts = {request.rid: "" for request in requests}
+    for rows in iterations(requests):
+        if rows:
+            batch = token_batch(rows)
+            outputs = decode(instance, batch) if decode else instance._decode_batch_token_id_output(batch)
+            for row, text in zip(rows, outputs):
+                texts[row.rid] += text
+    return texts
+
+
+def test_options_without_an_exact_codec_go_to_sglangs_own_code(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real = plugin.codec_for
+
+    def not_exact_when_keeping_special_tokens(tokenizer: Any, **options: Any) -> Any:
+        codec = real(tokenizer, **options)
+        return codec if options["skip_special_tokens"] else attrs.evolve(codec, exact=False, reason="a test")
+
+    monkeypatch.setattr(plugin, "codec_for", not_exact_when_keeping_special_tokens)
+    ids = tokenizer("llama2").convert_tokens_to_ids(["<0x6B>", "<0xD2>"])
+    requests = [
+        Request(fresh_rid("kept"), [], ids, skip_special_tokens=False),
+        Request(fresh_rid("skipped"), [], ids, skip_special_tokens=True),
+        Request(fresh_rid("kept"), [], [*ids, 1], skip_special_tokens=False, per_step=2),
+    ]
+    instance = manager("llama2")
+    with caplog.at_level(logging.WARNING, logger=plugin.__name__):
+        texts = stream(instance, requests)
+    assert texts[requests[1].rid] == exact_text("llama2", requests[1]) == "\ufffd\ufffd"
+    own = sglang_own("llama2", [requests[0], requests[2]])
+    assert [texts[requests[0].rid], texts[requests[2].rid]] == [own[requests[0].rid], own[requests[2].rid]]
+    assert texts[requests[0].rid] == "k\ufffd"  # SGLang's own text, not the exact one
+    assert len([record for record in caplog.records if "no exact model" in record.getMessage()]) == 1
+    assert len(instance.puredetok_detokenizer) == 0 and len(instance.decode_status) == 0
+
+
+def test_a_failure_of_puredetok_hands_the_request_to_sglang_mid_stream(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls = {"count": 0}
+    real = plugin.feed_hold
+
+    def failing_once(*args: Any) -> Any:
+        calls["count"] += 1
+        if calls["count"] == 3:
+            raise RuntimeError("injected")
+        return real(*args)
+
+    monkeypatch.setattr(plugin, "feed_hold", failing_once)
+    encode = tokenizer("qwen3").encode
+    requests = [
+        Request(fresh_rid("failing"), encode("Q: hi"), encode(" plain words, then more words."), per_step=3),
+        Request(fresh_rid("other"), encode("Q: hi"), encode(" 推理 😀 ok"), per_step=3),
+    ]
+    with caplog.at_level(logging.WARNING, logger=plugin.__name__):
+        texts = stream(manager("qwen3"), requests)
+    assert texts == {request.rid: exact_text("qwen3", request) for request in requests}
+    assert [record.getMessage() for record in caplog.records if "failed" in record.getMessage()] == [
+        f"puredetok failed on request {requests[0].rid!r}: SGLang's own detokenizer takes it over"
+    ]
+
+
+def test_a_read_offset_outside_the_window_goes_to_sglangs_own_code() -> None:
+    from puredetok.engines.sglang_process import Row
+
+    instance = manager("qwen3")
+    ids = tokenizer("qwen3").encode("some text")
+    rows = [
+        Row(fresh_rid("bad-offset"), ids, 99, {"type": "length"}),
+        Row(fresh_rid("fine"), ids, 1, {"type": "length"}),
+    ]
+    outputs = instance._decode_batch_token_id_output(token_batch(rows))
+    assert outputs == ["", decoder("qwen3")(ids[1:])]

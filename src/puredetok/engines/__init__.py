@@ -1,0 +1,1 @@
+"""Engine plugins: puredetok inside vLLM and SGLang through their own plugin entry points."""

@@ -1,0 +1,352 @@
+"""puredetok inside SGLang's detokenizer process, through SGLang's own plugin entry point.
+
+SGLang runs every entry point of the group ``sglang.srt.plugins`` at the start of each of its
+processes (``sglang.srt.plugins.load_plugins``, which ``run_detokenizer_process`` calls first).
+puredetok's entry point, :func:`register`, hooks two methods of SGLang's ``DetokenizerManager``
+with SGLang's ``HookRegistry``:
+
+* ``init_running_status`` (after it): the manager gets a :class:`SGLangDetokenizer` over its own
+  tokenizer, with the codec of SGLang's default options built then, not on the first request;
+* ``_decode_batch_token_id_output`` (around it): the step that turns a ``BatchTokenIDOutput``
+  into the ``output_strs`` of its ``BatchStrOutput``. Everything else the manager does (its
+  sockets, the other message types, the ``BatchStrOutput`` it builds, beam search) stays SGLang's.
+
+Off with SGLang's own allow-list (``SGLANG_PLUGINS`` naming other plugins only) or with
+``PUREDETOK_SGLANG=0``. A request whose decode options have no exact codec (or any failure of
+puredetok on it) is decoded by SGLang's own code, logged once: the plugin never fails the engine.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DECODE_TARGET",
+    "INIT_TARGET",
+    "OFF_VALUES",
+    "OFF_VARIABLE",
+    "SGLangDetokenizer",
+    "enabled",
+    "register",
+]
+
+import logging
+import os
+from collections.abc import Callable, Hashable, MutableMapping, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+from puredetok.core import Codec, codec_for, feed_hold, finish_hold, start, steady, step_hold
+from puredetok.errors import InvalidTokenError
+
+logger = logging.getLogger(__name__)
+
+OFF_VARIABLE = "PUREDETOK_SGLANG"
+"""The environment variable that turns the plugin off (one of :data:`OFF_VALUES`)."""
+
+OFF_VALUES = frozenset({"0", "off", "false", "no"})
+"""The values of :data:`OFF_VARIABLE` that turn the plugin off (case does not matter)."""
+
+_MANAGER = "sglang.srt.managers.detokenizer_manager.DetokenizerManager"
+DECODE_TARGET = f"{_MANAGER}._decode_batch_token_id_output"
+"""The method puredetok takes over: ``BatchTokenIDOutput`` in, the list of output strings out."""
+INIT_TARGET = f"{_MANAGER}.init_running_status"
+"""The method after which a manager gets its :class:`SGLangDetokenizer`."""
+
+_ATTRIBUTE = "puredetok_detokenizer"
+"""The attribute of a ``DetokenizerManager`` that holds its :class:`SGLangDetokenizer` (or None)."""
+
+TrimStop = Callable[[Any, Any, bool], Any]
+"""SGLang's ``DetokenizerManager.trim_matched_stop(output, finished_reason, no_stop_trim)``."""
+
+Handover = Callable[[Hashable, str], None]
+"""Gives a live request to SGLang's own detokenizer: ``(rid, text sent so far)``."""
+
+
+def enabled() -> bool:
+    """Whether :data:`OFF_VARIABLE` leaves the plugin on."""
+    return os.environ.get(OFF_VARIABLE, "").strip().lower() not in OFF_VALUES
+
+
+def register() -> None:
+    """The ``sglang.srt.plugins`` entry point: hook SGLang's ``DetokenizerManager`` (see the module).
+
+    Does nothing (and says so in the log) when :data:`OFF_VARIABLE` turns the plugin off.
+    """
+    if not enabled():
+        logger.info("puredetok: plugin off (%s=%s)", OFF_VARIABLE, os.environ[OFF_VARIABLE])
+        return
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    HookRegistry.register(INIT_TARGET, _after_init, HookType.AFTER)
+    HookRegistry.register(DECODE_TARGET, _around_decode, HookType.AROUND)
+
+
+def _after_init(result: object, manager: Any, *args: object, **kwargs: object) -> None:
+    """After ``init_running_status``: give the manager its detokenizer (None: SGLang's own)."""
+    setattr(manager, _ATTRIBUTE, _make(manager))
+
+
+def _make(manager: Any) -> SGLangDetokenizer | None:
+    """A detokenizer over the manager's tokenizer, or None (SGLang's own) if it has none or
+    puredetok cannot be set up on it (logged).
+    """
+    tokenizer = getattr(manager, "tokenizer", None)
+    if tokenizer is None:
+        return None
+    try:
+        detokenizer = SGLangDetokenizer(tokenizer, manager.trim_matched_stop)
+        detokenizer.codec(True, True)  # SGLang's default options: the first request should not wait
+    except Exception:
+        logger.exception("puredetok: not used in this detokenizer process (SGLang's own decodes)")
+        return None
+    logger.info("puredetok: decoding in SGLang's detokenizer process")
+    return detokenizer
+
+
+def _around_decode(original: Callable[..., list[str]], manager: Any, recv_obj: Any) -> list[str]:
+    """Around ``_decode_batch_token_id_output``: puredetok decodes, SGLang's own for the rest."""
+    if not hasattr(manager, _ATTRIBUTE):  # a subclass that did not run init_running_status
+        setattr(manager, _ATTRIBUTE, _make(manager))
+    detokenizer: SGLangDetokenizer | None = getattr(manager, _ATTRIBUTE)
+    if detokenizer is None:
+        return original(manager, recv_obj)
+
+    def own(batch: Any) -> list[str]:
+        return original(manager, batch)
+
+    def handover(rid: Hashable, sent: str) -> None:
+        from sglang.srt.managers.detokenizer_manager import DecodeStatus
+
+        status = DecodeStatus(decoded_text=sent, decode_ids=[], surr_offset=0, read_offset=0)
+        status.sent_offset = len(sent)
+        manager.decode_status[rid] = status
+
+    return detokenizer.decode(recv_obj, own, manager.decode_status, handover)
+
+
+_FIELDS = (
+    "rids",
+    "decoded_texts",
+    "decode_ids",
+    "read_offsets",
+    "finished_reasons",
+    "no_stop_trim",
+    "skip_special_tokens",
+    "spaces_between_special_tokens",
+)
+"""The fields of a ``BatchTokenIDOutput`` that SGLang's decode step reads."""
+
+
+class SGLangDetokenizer:
+    """The decode step of SGLang's detokenizer, on puredetok: one stream per live request.
+
+    A request opens with its first message: ``decode_ids`` is a window, the last few prompt ids
+    (up to ``read_offsets``) then the output's first ids; the prompt part primes the stream
+    (contract C: what the prompt showed is not sent again), and ``decoded_texts`` (text already
+    decoded, empty from SGLang's scheduler) goes out first. Later messages carry the new ids only.
+    A finished request (any ``finished_reasons``: a stop, its length, an abort) gets the rest of
+    its text, trimmed at a matched stop string or without its matched stop token as SGLang trims
+    (``trim_stop``, SGLang's own ``trim_matched_stop``, so ``no_stop_trim`` and its tool-call
+    exceptions hold), and its stream is dropped. Codecs are built once per
+    ``(skip_special_tokens, spaces_between_special_tokens)`` (at most four; one when the
+    tokenizer ignores the second option).
+    """
+
+    def __init__(self, tokenizer: Any, trim_stop: TrimStop) -> None:
+        self.tokenizer = tokenizer
+        self.trim_stop = trim_stop
+        self.ignores_spaces = _ignores_spaces_option(tokenizer)
+        """Whether ``tokenizer.decode`` ignores ``spaces_between_special_tokens``."""
+        self.codecs: dict[tuple[bool, bool], Codec | None] = {}
+        """Per decode options, the codec (None: no exact one, SGLang's own decodes)."""
+        self.live: dict[Hashable, list[Any]] = {}
+        """Per live request: ``[hold, idle hold, fast texts, vocabulary size, codec, sent texts]``."""
+        self._failed = False
+
+    def __len__(self) -> int:
+        """The number of live requests."""
+        return len(self.live)
+
+    def codec(self, skip_special_tokens: bool, spaces_between_special_tokens: bool) -> Codec | None:
+        """The codec for these options, or None if puredetok has no exact one (logged once)."""
+        key = (bool(skip_special_tokens), bool(spaces_between_special_tokens) or self.ignores_spaces)
+        if key in self.codecs:
+            return self.codecs[key]
+        codec: Codec | None
+        try:
+            codec = codec_for(
+                self.tokenizer,
+                skip_special_tokens=key[0],
+                spaces_between_special_tokens=None if self.ignores_spaces else key[1],
+            )
+        except Exception as error:
+            logger.warning(
+                "puredetok: no codec for skip_special_tokens=%s, spaces_between_special_tokens=%s (%s): "
+                "SGLang's own detokenizer decodes those requests",
+                *key,
+                error,
+            )
+            codec = None
+        else:
+            if not codec.exact:
+                logger.warning(
+                    "puredetok: no exact model of this tokenizer with skip_special_tokens=%s, "
+                    "spaces_between_special_tokens=%s (%s): SGLang's own detokenizer decodes those requests",
+                    *key,
+                    codec.reason,
+                )
+                codec = None
+        self.codecs[key] = codec
+        return codec
+
+    def decode(
+        self,
+        batch: Any,
+        own: Callable[[Any], list[str]],
+        engine_live: MutableMapping[Any, Any],
+        handover: Handover,
+    ) -> list[str]:
+        """The output strings of ``batch`` (a ``BatchTokenIDOutput``), one per request.
+
+        ``own`` is SGLang's own decode step, given the requests puredetok does not decode as a
+        batch of the same fields; ``engine_live`` its live requests (a request it holds stays
+        with it); ``handover`` gives it a live request puredetok failed on.
+        """
+        rids = batch.rids
+        reasons = batch.finished_reasons
+        live = self.live
+        out: list[str] = []
+        theirs: list[int] = []
+        for index, (rid, ids, reason) in enumerate(zip(rids, batch.decode_ids, reasons)):
+            record = live.get(rid)
+            if record is not None and reason is None and len(ids) == 1:
+                token_id = ids[0]
+                if record[0] is record[1] and 0 <= token_id < record[3]:
+                    text = record[2][token_id]
+                    if text is not None:  # the core's fast path (see puredetok.core.steady)
+                        if text:
+                            record[5].append(text)
+                        out.append(text)
+                        continue
+            try:
+                if record is None:
+                    text = self._open(batch, index, engine_live)
+                elif reason is None and len(ids) == 1 and 0 <= ids[0] < record[3]:
+                    record[0], text = step_hold(record[4], record[0], ids[0])
+                    if text:
+                        record[5].append(text)
+                else:
+                    text = self._advance(record, ids, reason, batch.no_stop_trim[index])
+                    if reason is not None:
+                        del live[rid]
+            except Exception:
+                self._failure(rid)
+                if record is not None:
+                    live.pop(rid, None)
+                    handover(rid, "".join(record[5]))
+                text = None
+            if text is None:
+                theirs.append(index)
+                out.append("")
+            else:
+                out.append(text)
+        if theirs:
+            their_batch = SimpleNamespace(
+                **{name: [getattr(batch, name)[index] for index in theirs] for name in _FIELDS}
+            )
+            for index, text in zip(theirs, own(their_batch)):
+                out[index] = text
+        return out
+
+    def _open(self, batch: Any, index: int, engine_live: MutableMapping[Any, Any]) -> str | None:
+        """A request's first message: its text, or None if SGLang's own decodes it."""
+        rid = batch.rids[index]
+        if rid in engine_live:
+            return None
+        codec = self.codec(batch.skip_special_tokens[index], batch.spaces_between_special_tokens[index])
+        if codec is None:
+            return None
+        window = list(batch.decode_ids[index])
+        offset = batch.read_offsets[index]
+        if not 0 <= offset <= len(window):
+            raise ValueError(f"read offset {offset} outside the window of {len(window)} ids")
+        idle, fast = steady(codec)
+        decoded = batch.decoded_texts[index] or ""
+        record: list[Any] = [
+            codec.decoding.initial,
+            idle,
+            fast,
+            codec.vocab_size,
+            codec,
+            [decoded] if decoded else [],
+        ]
+        prompt = window[:offset]
+        if prompt:
+            # contract C, on the bare hold: the prompt's text still held back becomes an echo
+            record[0] = start(codec, _admitted(codec, prompt)).hold
+        reason = batch.finished_reasons[index]
+        text = self._advance(record, window[offset:], reason, batch.no_stop_trim[index])
+        if reason is None:
+            self.live[rid] = record
+        return decoded + text
+
+    def _advance(self, record: list[Any], ids: Sequence[int], reason: Any, no_stop_trim: bool) -> str:
+        """The text of a request's new ids (and, if it finished, the rest, trimmed as SGLang trims)."""
+        codec: Codec = record[4]
+        sent: list[str] = record[5]
+        if reason is None:
+            record[0], text = _feed(codec, record[0], ids)
+            if text:
+                sent.append(text)
+            return text
+        matched = reason.get("matched") if isinstance(reason, dict) else None
+        if isinstance(matched, int) and len(ids):
+            ids = self.trim_stop(list(ids), reason, no_stop_trim)
+        hold, text = _feed(codec, record[0], ids)
+        text += finish_hold(codec, hold)
+        if isinstance(matched, str):
+            before = "".join(sent)
+            return str(self.trim_stop(before + text, reason, no_stop_trim))[len(before) :]
+        return text
+
+    def _failure(self, rid: Hashable) -> None:
+        """Log a failure of puredetok on a request (in full the first time)."""
+        if not self._failed:
+            self._failed = True
+            logger.exception("puredetok failed on request %r: SGLang's own detokenizer takes it over", rid)
+        else:
+            logger.warning("puredetok failed on request %r: SGLang's own detokenizer takes it over", rid)
+
+
+def _feed(codec: Codec, hold: Hashable, ids: Sequence[int]) -> tuple[Hashable, str]:
+    """:func:`~puredetok.core.feed_hold`, with ids outside the vocabulary taken as SGLang takes
+    them (as id 0: its ``_clamp_decode_ids``).
+    """
+    try:
+        if len(ids) == 1:
+            return step_hold(codec, hold, ids[0])
+        return feed_hold(codec, hold, ids)
+    except InvalidTokenError:
+        return feed_hold(codec, hold, _admitted(codec, ids))
+
+
+def _admitted(codec: Codec, ids: Sequence[Any]) -> list[int]:
+    """The ids, those outside ``[0, vocab_size)`` (or not ints) replaced by 0 as SGLang does."""
+    size = codec.vocab_size
+    return [token_id if type(token_id) is int and 0 <= token_id < size else 0 for token_id in ids]
+
+
+def _ignores_spaces_option(tokenizer: object) -> bool:
+    """Whether ``tokenizer.decode`` ignores ``spaces_between_special_tokens`` (a transformers class
+    that keeps the ``tokenizers``-backed decode as it is): one codec then serves both values.
+    """
+    try:
+        from transformers import PreTrainedTokenizerBase
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+    except ImportError:
+        return False
+    cls = type(tokenizer)
+    return (
+        issubclass(cls, TokenizersBackend)
+        and getattr(cls, "decode", None) is PreTrainedTokenizerBase.decode
+        and getattr(cls, "_decode", None) is TokenizersBackend._decode
+    )
