@@ -90,8 +90,8 @@ def test() -> None:
     (HYPOTHESIS_PROFILE=ci for CI).
     """
     run(BIN / "mypy")
-    run(BIN / "ruff", "check", "src", "tests", "tools", "tasks.py")
-    run(BIN / "ruff", "format", "--check", "src", "tests", "tools", "tasks.py")
+    run(BIN / "ruff", "check", "src", "tests", "engine_tests", "tools", "tasks.py")
+    run(BIN / "ruff", "format", "--check", "src", "tests", "engine_tests", "tools", "tasks.py")
     with tempfile.TemporaryDirectory() as site:
         run(BIN / "mkdocs", "build", "--strict", "--quiet", "--site-dir", site)
     wheel_check()

@@ -1,0 +1,1 @@
+"""Engine plugins: puredetok inside the engines' own serving code, through their plugin entry points."""
