@@ -29,7 +29,7 @@ from typing import Any
 
 from puredetok.core import Codec, codec_for
 from puredetok.errors import InvalidTokenError
-from puredetok.stops import StopRules, Stream, advance, close, open_stream
+from puredetok.stops import StopRules, Stream, advance, close, open_like, open_stream
 
 __all__ = [
     "ENABLE_VARIABLE",
@@ -50,11 +50,16 @@ MAX_CODECS = 16
 """How many codecs the plugin keeps (one per tokenizer and decode options; each costs about half
 a second to build and is shared by every request that uses it)."""
 
+MAX_OPENINGS = 256
+"""How many sets of stop parameters the plugin keeps prepared (compiling a set of stop strings
+costs about half a millisecond; requests with the same set share it)."""
+
 LOGGER = logging.getLogger("vllm.puredetok")
 """The plugin's logger, under vLLM's own ``vllm`` logger so its lines show in vLLM's log."""
 
 _logged: set[str] = set()
 _codecs: OrderedDict[tuple[int, bool, bool], tuple[object, Codec | None, str]] = OrderedDict()
+_openings: OrderedDict[tuple[int, tuple[str, ...], int, bool], tuple[Codec, Stream]] = OrderedDict()
 _lock = threading.Lock()
 _original: list[Any] = []
 
@@ -97,6 +102,25 @@ def codec_of(
     return codec
 
 
+def _opening(codec: Codec, stops: tuple[str, ...], min_tokens: int, include: bool) -> Stream:
+    """A stream with these stop parameters and no prompt, kept so that requests opened alike
+    share its tables (:func:`~puredetok.stops.open_like`).
+    """
+    key = (id(codec), stops, min_tokens, include)
+    with _lock:
+        entry = _openings.get(key)
+        if entry is not None and entry[0] is codec:
+            _openings.move_to_end(key)
+            return entry[1]
+    rules = StopRules(stop=stops, min_tokens=min_tokens, include_stop_str_in_output=include)
+    stream = open_stream(codec, rules)
+    with _lock:
+        _openings[key] = (codec, stream)
+        while len(_openings) > MAX_OPENINGS:
+            _openings.popitem(last=False)
+    return stream
+
+
 def _build(tokenizer: object, skip: bool, spaces: bool) -> tuple[Codec | None, str]:
     options = {"skip_special_tokens": skip, "spaces_between_special_tokens": spaces}
     try:
@@ -127,26 +151,21 @@ class PuredetokDetokenizer:
         params = request.sampling_params
         stop = params.stop
         stops = () if not stop else (stop,) if isinstance(stop, str) else tuple(stop)
-        self._rules = StopRules(
-            stop=stops,
-            min_tokens=params.min_tokens or 0,
-            include_stop_str_in_output=bool(params.include_stop_str_in_output),
-        )
         self._include = bool(params.include_stop_str_in_output)
-        self._codec = codec
+        self._stops = bool(stops)
+        self._opening = _opening(codec, stops, params.min_tokens or 0, self._include)
         self._request = request
         self._make_fallback = make_fallback
         self._fallback: Any = None
-        self._prompt_ids: list[int] | None = request.prompt_token_ids
-        self._prompt_seen = len(self._prompt_ids or ())
+        self._prompt_ids: list[int] = list(request.prompt_token_ids or ())
         self._context: list[int] | None = None
-        self._stream: Stream = open_stream(codec, self._rules, self._prompt_ids or ())
+        self._stream: Stream = open_like(self._opening, self._prompt_ids)
+        self._steady = True
+        """One id at a time takes the short path (no fallback, not closed, not a resumed chunk)."""
         self._closed = False
         self._pending = ""
-        self._parts: list[str] = []
         self._text = ""
-        self._sent_chars = 0
-        self._sent = 0
+        self._skip_chars = 0
         self.token_ids: list[int] = []
 
     @property
@@ -158,8 +177,6 @@ class PuredetokDetokenizer:
 
     def num_output_tokens(self) -> int:
         """How many ids were generated (see :attr:`output_token_ids`)."""
-        if self._fallback is not None:
-            return int(self._fallback.num_output_tokens())
         return len(self.token_ids)
 
     def update(self, new_token_ids: list[int], stop_terminated: bool) -> str | None:
@@ -167,41 +184,53 @@ class PuredetokDetokenizer:
         last id is not decoded when the engine core stopped on it (``stop_terminated``) unless
         ``include_stop_str_in_output``; ids after the one that completes a stop string are dropped.
         """
-        if self._fallback is not None:
-            return self._fallback.update(new_token_ids, stop_terminated)  # type: ignore[no-any-return]
-        try:
-            return self._update(new_token_ids, stop_terminated)
-        except Exception:  # noqa: BLE001 - the request goes on with vLLM's own detokenizer
-            fallback = self._fall_back("update")
-            return fallback.update(new_token_ids, stop_terminated)  # type: ignore[no-any-return]
+        if len(new_token_ids) == 1 and not stop_terminated and self._steady:
+            token_id = new_token_ids[0]
+            old = self._stream
+            try:
+                stream, text = advance(old, token_id)
+            except Exception:  # noqa: BLE001 - the careful path decides
+                return self._update_guarded(new_token_ids, stop_terminated)
+            self.token_ids.append(token_id)
+            if text:
+                self._pending += text
+            if stream is not old:  # a stream returned as it was has not ended
+                self._stream = stream
+                if self._stops:
+                    reason = stream.finish_reason
+                    if reason is not None:
+                        return reason.matched  # type: ignore[return-value]  # only stop strings end it
+            return None
+        return self._update_guarded(new_token_ids, stop_terminated)
 
     def get_next_output_text(self, finished: bool, delta: bool) -> str:
         """The text to send: the new part since the last call if ``delta``, else all of it;
         ``finished`` flushes everything still held (the engine ended the request).
         """
-        if self._fallback is not None:
-            return self._fallback_text(finished, delta)
-        try:
-            if finished and not self._closed:
+        if finished and not self._closed:
+            try:
                 self._stream, tail = close(self._stream)
-                self._closed = True
-                if tail:
-                    self._emit(tail)
-            if delta:
-                text, self._pending = self._pending, ""
-                self._sent_chars += len(text)
-                return text
-            if self._parts:
-                self._text += "".join(self._parts)
-                self._parts.clear()
-            return self._text
-        except Exception:  # noqa: BLE001
-            self._fall_back("get_next_output_text")
-            return self._fallback_text(finished, delta)
+            except Exception:  # noqa: BLE001 - the request goes on with vLLM's own detokenizer
+                self._fall_back("get_next_output_text")
+                return self.get_next_output_text(finished, delta)
+            self._closed = True
+            self._steady = False
+            self._pending += tail
+        text = self._pending
+        if text:
+            self._pending = ""
+        if delta:
+            return text
+        if text:
+            self._text += text
+        return self._text
 
-    def _emit(self, text: str) -> None:
-        self._pending += text
-        self._parts.append(text)
+    def _update_guarded(self, new_token_ids: list[int], stop_terminated: bool) -> str | None:
+        try:
+            return self._update(new_token_ids, stop_terminated)
+        except Exception:  # noqa: BLE001 - the request goes on with vLLM's own detokenizer
+            self._fall_back("update")
+            return self.update(new_token_ids, stop_terminated)
 
     def _update(self, new_token_ids: list[int], stop_terminated: bool) -> str | None:
         if not new_token_ids:
@@ -218,51 +247,60 @@ class PuredetokDetokenizer:
             except InvalidTokenError:  # not an id at all (negative, or past 2**32): vLLM decodes nothing
                 _log_once("invalid id", "puredetok: id %r decodes to nothing, as in vLLM", token_id)
                 continue
-            if text:
-                self._emit(text)
+            self._pending += text
             reason = stream.finish_reason
             if reason is not None and isinstance(reason.matched, str):
                 self._stream = stream
-                self.token_ids.extend(new_token_ids[: index + 1])
-                self._record(new_token_ids[: index + 1])
+                self._extend(new_token_ids[: index + 1])
                 return reason.matched
         self._stream = stream
-        self.token_ids.extend(new_token_ids)
-        self._record(new_token_ids)
+        self._extend(new_token_ids)
         return None
 
-    def _record(self, ids: Sequence[int]) -> None:
+    def _extend(self, ids: Sequence[int]) -> None:
+        self.token_ids.extend(ids)
         if self._context is not None:
             self._context.extend(ids)
 
     def _reopen(self) -> None:
         """The context of the next chunk: the prompt so far, every output, the new prompt ids."""
         if self._context is None:
-            self._context = [*(self._prompt_ids or ())[: self._prompt_seen], *self.token_ids]
+            self._context = [*self._prompt_ids, *self.token_ids]
         prompt = self._request.prompt_token_ids or ()
-        self._context.extend(prompt[self._prompt_seen :])
-        self._prompt_seen = len(prompt)
-        self._stream = open_stream(self._codec, self._rules, self._context)
+        self._context.extend(prompt[len(self._prompt_ids) :])
+        self._prompt_ids = list(prompt)
+        self._stream = open_like(self._opening, self._context)
         self._closed = False
 
-    def _fall_back(self, where: str) -> Any:
-        _log_once_exc(
-            f"failure {where}",
-            "puredetok: %s failed; this request goes on with vLLM's own detokenizer",
-            where,
-        )
+    def _fall_back(self, where: str) -> None:
+        """Hand the request to vLLM's own detokenizer, fed the ids so far; the text already sent
+        (what this stream emitted, replayed: it is a pure function of the ids) is not sent again.
+        """
+        message = "puredetok: %s failed; this request goes on with vLLM's own detokenizer"
+        _log_once_exc(f"failure {where}", message, where)
+        sent = 0
+        try:
+            stream = open_like(self._opening, self._prompt_ids)
+            for token_id in self.token_ids:
+                stream, text = advance(stream, token_id)
+                sent += len(text)
+        except Exception:  # noqa: BLE001, S110 - then nothing is known to be sent
+            sent = 0
         fallback = self._make_fallback()
         if self.token_ids:
             fallback.update(list(self.token_ids), False)
         self._fallback = fallback
-        self._sent = self._sent_chars
-        return fallback
+        self._skip_chars = max(0, sent - len(self._pending))
+        self._steady = False
+        self.update = fallback.update  # type: ignore[method-assign]
+        self.num_output_tokens = fallback.num_output_tokens  # type: ignore[method-assign]
+        self.get_next_output_text = self._fallback_text  # type: ignore[method-assign]
 
     def _fallback_text(self, finished: bool, delta: bool) -> str:
         text: str = self._fallback.get_next_output_text(finished, delta)
-        if delta and self._sent:
-            skip = min(self._sent, len(text))
-            self._sent -= skip
+        if delta and self._skip_chars:
+            skip = min(self._skip_chars, len(text))
+            self._skip_chars -= skip
             text = text[skip:]
         return text
 

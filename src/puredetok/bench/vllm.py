@@ -1,0 +1,180 @@
+"""vLLM's ``OutputProcessor`` per token, side by side in one run: with vLLM's own detokenizer, with
+puredetok's (the plugin) and with ``detokenize=False`` (no detokenizer at all).
+
+Run it in an environment with vLLM (``python -m puredetok.bench.vllm [--tokenizer PATH ...]``;
+``tasks.py test-engines vllm`` builds one). 256 requests with the serving parameters (4 stop
+strings, ``max_tokens``, ``min_tokens``, streamed as deltas) each get one id per engine step, as
+vLLM's engine core sends them; a run times ``add_request`` for every request and
+``process_outputs`` for every step (``detokenize=False`` allows no stop strings: vLLM refuses
+them there). A detokenizer's *share* is the run's time minus the time with
+``detokenize=False``; the target is puredetok's share <= 0.2 x vLLM's.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Figures", "main", "measure"]
+
+import argparse
+import gc
+import os
+import platform
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from puredetok.bench.timing import TEXT
+
+STOPS = ("<|stop|>", "\n\nUser:", "###", "</answer>")
+"""Four stop strings that do not occur in the trace (so every request runs to its length)."""
+TARGET = 0.2
+"""puredetok's share of the OutputProcessor's time, at most this times vLLM's own detokenizer's."""
+CONFIGS = ("vllm", "puredetok", "no-detokenize")
+
+
+@attrs.frozen
+class Figures:
+    """Nanoseconds per token of each configuration (best of the rounds of one repeat)."""
+
+    tokenizer: str
+    ns: dict[str, float]
+
+    @property
+    def ratio(self) -> float:
+        """puredetok's share over vLLM's own detokenizer's share."""
+        base = self.ns["no-detokenize"]
+        return (self.ns["puredetok"] - base) / (self.ns["vllm"] - base)
+
+
+def _traces(tokenizer: Any, requests: int, tokens: int) -> tuple[list[list[int]], list[list[int]]]:
+    ids = tokenizer.encode(TEXT * (1 + tokens // 50), add_special_tokens=False)
+    prompt = tokenizer.encode("You are a helpful assistant.\nUser: write something.\nAssistant:")
+    step = max(1, (len(ids) - tokens) // max(requests, 1))
+    outputs = [ids[(i * step) % (len(ids) - tokens) :][:tokens] for i in range(requests)]
+    return [list(prompt) for _ in range(requests)], outputs
+
+
+def _one_run(tokenizer: Any, config: str, prompts: list[list[int]], outputs: list[list[int]]) -> float:
+    from vllm.sampling_params import RequestOutputKind, SamplingParams
+    from vllm.v1.engine import EngineCoreOutput, EngineCoreRequest, FinishReason
+    from vllm.v1.engine.output_processor import OutputProcessor
+
+    from puredetok.engines import vllm as plugin
+
+    if config == "vllm":
+        plugin.unregister()
+    else:
+        plugin.register()
+    tokens = len(outputs[0])
+    requests = []
+    for index, prompt in enumerate(prompts):
+        params = SamplingParams(
+            max_tokens=tokens,
+            min_tokens=min(16, tokens),
+            stop=list(STOPS) if config != "no-detokenize" else None,
+            output_kind=RequestOutputKind.DELTA,
+            detokenize=config != "no-detokenize",
+        )
+        rid = f"{config}-{index}"
+        requests.append(
+            EngineCoreRequest(
+                request_id=rid,
+                external_req_id=rid,
+                prompt_token_ids=prompt,
+                mm_features=None,
+                sampling_params=params,
+                pooling_params=None,
+                arrival_time=0.0,
+                lora_request=None,
+                cache_salt=None,
+                data_parallel_rank=None,
+            )
+        )
+    steps = [
+        [
+            EngineCoreOutput(
+                request_id=req.request_id,
+                new_token_ids=[output[position]],
+                finish_reason=FinishReason.LENGTH if position == tokens - 1 else None,
+            )
+            for req, output in zip(requests, outputs)
+        ]
+        for position in range(tokens)
+    ]
+    processor = OutputProcessor(tokenizer, log_stats=False)
+    gc.collect()
+    gc.disable()
+    try:
+        began = time.perf_counter_ns()
+        for req in requests:
+            processor.add_request(req, None)
+        for batch in steps:
+            processor.process_outputs(batch)
+        elapsed = time.perf_counter_ns() - began
+    finally:
+        gc.enable()
+    assert not processor.request_states, "every request ends on its length"
+    return elapsed / (tokens * len(requests))
+
+
+def measure(tokenizer: Any, label: str, requests: int = 256, tokens: int = 128, rounds: int = 5) -> Figures:
+    """One repeat: the three configurations in interleaved rounds, the best round of each."""
+    prompts, outputs = _traces(tokenizer, requests, tokens)
+    for config in CONFIGS:  # warm up: codecs built, caches filled
+        _one_run(tokenizer, config, prompts[:8], [o[:16] for o in outputs[:8]])
+    best = dict.fromkeys(CONFIGS, float("inf"))
+    for _ in range(rounds):
+        for config in CONFIGS:
+            best[config] = min(best[config], _one_run(tokenizer, config, prompts, outputs))
+    from puredetok.engines import vllm as plugin
+
+    plugin.register()
+    return Figures(label, best)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the per-token costs and the ratio of the shares, over several repeats."""
+    parser = argparse.ArgumentParser(prog="python -m puredetok.bench.vllm", description=__doc__)
+    parser.add_argument(
+        "--tokenizer",
+        action="append",
+        help="a tokenizer folder (repeatable; default: the embedded Qwen3)",
+    )
+    parser.add_argument("--requests", type=int, default=256)
+    parser.add_argument("--tokens", type=int, default=128, help="ids per request")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    if args.requests < 1 or args.tokens < 16 or args.repeats < 1:
+        parser.error("--requests and --repeats must be >= 1, --tokens >= 16")
+    from vllm.tokenizers.registry import get_tokenizer
+
+    from puredetok.adapters.loading import default_tokenizer_path
+
+    folders = args.tokenizer or [str(default_tokenizer_path())]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"vLLM OutputProcessor per token: {args.requests} requests x {args.tokens} ids, 4 stop strings, "
+        f"min_tokens, max_tokens, DELTA; Python {platform.python_version()}, {os.cpu_count()} cores, "
+        f"load {load:.2f}; {args.repeats} repeats"
+    )
+    print(f"{'tokenizer':<12} {'vLLM ns':>9} {'puredetok ns':>13} {'no-detok ns':>12} {'shares':>16}  ratio")
+    for folder in folders:
+        tokenizer = get_tokenizer(folder)
+        label = os.path.basename(folder.rstrip("/"))
+        figures = [measure(tokenizer, label, args.requests, args.tokens) for _ in range(args.repeats)]
+        for f in figures:
+            base = f.ns["no-detokenize"]
+            shares = f"{f.ns['vllm'] - base:6.0f} / {f.ns['puredetok'] - base:5.0f}"
+            print(
+                f"{label:<12} {f.ns['vllm']:9.0f} {f.ns['puredetok']:13.0f} {base:12.0f} {shares:>16}  "
+                f"{f.ratio:.3f}"
+            )
+        ratios = sorted(f.ratio for f in figures)
+        verdict = "met" if ratios[-1] <= TARGET else "missed"
+        print(f"{label:<12} share ratio {ratios[0]:.3f} - {ratios[-1]:.3f} (target <= {TARGET}): {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
