@@ -42,7 +42,7 @@ class Figures:
 
     @property
     def ratio(self) -> float:
-        """puredetok's share over vLLM's own detokenizer's share."""
+        """The share of puredetok over the share of vLLM's own detokenizer."""
         base = self.ns["no-detokenize"]
         return (self.ns["puredetok"] - base) / (self.ns["vllm"] - base)
 
