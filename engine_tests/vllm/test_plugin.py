@@ -387,3 +387,20 @@ def _own(tok: Any, prompt: list[int], output: list[int], **params: Any) -> str:
 
     with own_detokenizer():
         return run(tok, prompt, output, **params).text
+
+
+@pytest.mark.parametrize(
+    ("name", "cut", "vllm_text"),
+    [("qwen3", 3, "Hello world 🌶 is spicy"), ("llama2", 4, "Hello 🌶 is spicy")],
+)
+def test_a_prompt_ending_inside_a_character(name: str, cut: int, vllm_text: str) -> None:
+    """The request docs/engines/vllm.md shows: a prompt that ends inside a character (here the
+    first byte tokens of "🌶", as when a reply cut by ``max_tokens`` is sent back as the next prompt
+    or a client sends token ids). vLLM 0.33.0's own detokenizer sends the prompt's text again;
+    with puredetok the output continues the prompt (contract C)."""
+    tok = vllm_tokenizer(name)
+    full = tok.encode("Hello world 🌶 is spicy" if name == "qwen3" else "Hello 🌶 is spicy")
+    prompt, output = full[:cut], full[cut:]
+    assert "\ufffd" in tok.decode(prompt)
+    assert run(tok, prompt, output).text == "🌶 is spicy" == expected(name, prompt, output, True)
+    assert _own(tok, prompt, output) == vllm_text
