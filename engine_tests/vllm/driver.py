@@ -110,6 +110,7 @@ def run(
     ``chunks`` (cycled); the last batch ends the request on its length, or on a stop id
     (``stop_id``: the last id is one). Batches stop when the processor finished the request."""
     processor = OutputProcessor(tokenizer, log_stats=False)
+    params.setdefault("max_tokens", len(output))  # the engine core ends the request on its length
     req = request(prompt or [], **params)
     processor.add_request(req, None)
     result = Result(kind=req.sampling_params.output_kind)

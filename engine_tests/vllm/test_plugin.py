@@ -404,3 +404,44 @@ def test_a_prompt_ending_inside_a_character(name: str, cut: int, vllm_text: str)
     assert "\ufffd" in tok.decode(prompt)
     assert run(tok, prompt, output).text == "🌶 is spicy" == expected(name, prompt, output, True)
     assert _own(tok, prompt, output) == vllm_text
+
+
+def test_ties_between_stop_strings_go_to_the_longest() -> None:
+    """Stop strings ending at the same character: puredetok cuts at the one starting first, vLLM's
+    own takes the first of the list (a documented difference)."""
+    tok = vllm_tokenizer("qwen3")
+    output = tok.encode("xab yz", add_special_tokens=False)
+    ours = run(tok, [], output, stop=["b", "ab"])
+    assert (ours.text, ours.stop_reason) == ("x", "ab")
+    assert _own(tok, [], output, stop=["b", "ab"]) == "xa"
+
+
+def test_only_what_could_start_a_stop_string_is_held() -> None:
+    """Deltas come as soon as they cannot start a stop string; vLLM's own holds back the last
+    ``max(len(stop)) - 1`` characters until the end (the whole text is the same)."""
+    tok = vllm_tokenizer("qwen3")
+    output = tok.encode("Hello there, friend", add_special_tokens=False)
+    ours = run(tok, [], output, stop=["</answer>"])
+    assert ours.outputs[0].text == "Hello"
+    assert ours.text == "Hello there, friend"
+    from driver import own_detokenizer
+
+    with own_detokenizer():
+        theirs = run(tok, [], output, stop=["</answer>"])
+    assert theirs.outputs[0].text == "" and theirs.text == "Hello there, friend"
+
+
+def test_the_final_flush_is_searched_for_stop_strings() -> None:
+    """When the engine ends a request inside a character, the flushed U+FFFD is searched too: a
+    stop string it completes cuts the text, and is the stop reason when the request ends on its
+    ``max_tokens`` (or a stop id); when the engine ends it otherwise (here: before ``max_tokens``,
+    as at the model's context limit) the finish reason stays the engine's."""
+    tok = vllm_tokenizer("qwen3")
+    output = [*tok.encode(" ok", add_special_tokens=False), 11162]  # " " + the first byte of "🌶"
+    assert tok.decode(output) == " ok \ufffd"
+    at_max = run(tok, [], output, stop=["\ufffd"])
+    assert (at_max.text, at_max.finish_reason, at_max.stop_reason) == (" ok ", "stop", "\ufffd")
+    on_stop_id = run(tok, [], [*output, 151645], stop=["\ufffd"], stop_id=True)
+    assert (on_stop_id.text, on_stop_id.finish_reason, on_stop_id.stop_reason) == (" ok ", "stop", "\ufffd")
+    cut_short = run(tok, [], output, stop=["\ufffd"], max_tokens=100)
+    assert (cut_short.text, cut_short.finish_reason, cut_short.stop_reason) == (" ok ", "length", None)

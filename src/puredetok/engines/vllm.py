@@ -160,6 +160,10 @@ class PuredetokDetokenizer:
         self._prompt_ids: list[int] = list(request.prompt_token_ids or ())
         self._context: list[int] | None = None
         self._stream: Stream = open_like(self._opening, self._prompt_ids)
+        limit = params.max_tokens
+        self._last = limit if isinstance(limit, int) and not request.resumable else 1 << 62
+        """The engine core ends the request after this many ids (its ``max_tokens``)."""
+        self._before_last = self._last - 1
         self._steady = True
         """One id at a time takes the short path (no fallback, not closed, not a resumed chunk)."""
         self._closed = False
@@ -184,7 +188,12 @@ class PuredetokDetokenizer:
         last id is not decoded when the engine core stopped on it (``stop_terminated``) unless
         ``include_stop_str_in_output``; ids after the one that completes a stop string are dropped.
         """
-        if len(new_token_ids) == 1 and not stop_terminated and self._steady:
+        if (
+            len(new_token_ids) == 1
+            and not stop_terminated
+            and self._steady
+            and len(self.token_ids) < self._before_last
+        ):
             token_id = new_token_ids[0]
             old = self._stream
             try:
@@ -255,6 +264,16 @@ class PuredetokDetokenizer:
                 return reason.matched
         self._stream = stream
         self._extend(new_token_ids)
+        if stop_terminated or len(self.token_ids) >= self._last:
+            # The engine core ends the request with these ids: flush now, so that a stop string
+            # the flushed text completes is reported as one.
+            self._stream, tail = close(stream)
+            self._pending += tail
+            self._closed = True
+            self._steady = False
+            reason = self._stream.finish_reason
+            if reason is not None and reason.kind == "stop" and isinstance(reason.matched, str):
+                return reason.matched
         return None
 
     def _extend(self, ids: Sequence[int]) -> None:
