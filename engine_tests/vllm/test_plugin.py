@@ -339,29 +339,30 @@ def test_a_resumable_request_continues_after_each_input_chunk() -> None:
     assert text2 == expected("llama2", [*first_prompt, *out1, *second_prompt], out2, True)
 
 
+@pytest.mark.parametrize("where", ["advance", "close"])
 def test_a_failure_mid_request_goes_on_with_vllms_own_detokenizer(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    where: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """If puredetok fails in the middle of a request, the request goes on with vLLM's own
-    detokenizer from where it was (no text sent twice), and the failure is logged once."""
+    """If puredetok fails in the middle of a request (a step, or the final flush), the request goes
+    on with vLLM's own detokenizer from where it was (no text sent twice, none lost), and the
+    failure is logged once."""
     tok = vllm_tokenizer("qwen3")
     output = tok.encode("one two three four five six", add_special_tokens=False)
-    real_advance = plugin.advance
-    calls = 0
+    real = getattr(plugin, where)
 
-    def failing(stream: Any, token_id: int) -> Any:
-        nonlocal calls
-        calls += 1
-        if calls == 3:
+    def failing(*args: Any) -> Any:
+        if where == "close" or args[1] == output[2]:
             raise RuntimeError("injected")
-        return real_advance(stream, token_id)
+        return real(*args)
 
-    monkeypatch.setattr(plugin, "advance", failing)
+    monkeypatch.setattr(plugin, where, failing)
+    monkeypatch.setattr(plugin, "_logged", set())
     with caplog.at_level("WARNING", logger="vllm.puredetok"):
-        result = run(tok, [], output)
+        result = run(tok, [], output, stop=["seven"])
+        run(tok, [], output, stop=["seven"])  # the same failure again: not logged again
     assert result.text == "one two three four five six"
     assert result.token_ids == output
-    assert sum("update failed" in r.getMessage() for r in caplog.records) <= 1
+    assert sum("failed" in r.getMessage() for r in caplog.records) == 1
 
 
 def test_a_tokenizer_puredetok_does_not_model_gets_vllms_own(tmp_path: Path) -> None:

@@ -5,9 +5,10 @@ Run it in an environment with vLLM (``python -m puredetok.bench.vllm [--tokenize
 ``tasks.py test-engines vllm`` builds one). 256 requests with the serving parameters (4 stop
 strings, ``max_tokens``, ``min_tokens``, streamed as deltas) each get one id per engine step, as
 vLLM's engine core sends them; a run times ``add_request`` for every request and
-``process_outputs`` for every step (``detokenize=False`` allows no stop strings: vLLM refuses
-them there). A detokenizer's *share* is the run's time minus the time with
-``detokenize=False``; the target is puredetok's share <= 0.2 x vLLM's.
+``process_outputs`` for every step, handing each step to the three configurations in turn
+(``detokenize=False`` takes no stop strings: vLLM refuses them there). A detokenizer's *share* is
+its time minus the time with ``detokenize=False``; the target is puredetok's share <= 0.2 x
+vLLM's.
 """
 
 from __future__ import annotations
@@ -55,17 +56,11 @@ def _traces(tokenizer: Any, requests: int, tokens: int) -> tuple[list[list[int]]
     return [list(prompt) for _ in range(requests)], outputs
 
 
-def _one_run(tokenizer: Any, config: str, prompts: list[list[int]], outputs: list[list[int]]) -> float:
+def _prepare(config: str, prompts: list[list[int]], outputs: list[list[int]], tag: str) -> tuple[Any, Any]:
+    """The requests of one configuration and the engine core's outputs for each step."""
     from vllm.sampling_params import RequestOutputKind, SamplingParams
     from vllm.v1.engine import EngineCoreOutput, EngineCoreRequest, FinishReason
-    from vllm.v1.engine.output_processor import OutputProcessor
 
-    from puredetok.engines import vllm as plugin
-
-    if config == "vllm":
-        plugin.unregister()
-    else:
-        plugin.register()
     tokens = len(outputs[0])
     requests = []
     for index, prompt in enumerate(prompts):
@@ -76,12 +71,12 @@ def _one_run(tokenizer: Any, config: str, prompts: list[list[int]], outputs: lis
             output_kind=RequestOutputKind.DELTA,
             detokenize=config != "no-detokenize",
         )
-        rid = f"{config}-{index}"
+        rid = f"{config}-{tag}-{index}"
         requests.append(
             EngineCoreRequest(
                 request_id=rid,
                 external_req_id=rid,
-                prompt_token_ids=prompt,
+                prompt_token_ids=list(prompt),
                 mm_features=None,
                 sampling_params=params,
                 pooling_params=None,
@@ -102,34 +97,58 @@ def _one_run(tokenizer: Any, config: str, prompts: list[list[int]], outputs: lis
         ]
         for position in range(tokens)
     ]
-    processor = OutputProcessor(tokenizer, log_stats=False)
+    return requests, steps
+
+
+def _run(tokenizer: Any, prompts: list[list[int]], outputs: list[list[int]], tag: str) -> dict[str, float]:
+    """One run of the three configurations side by side: each has its own ``OutputProcessor`` and
+    requests, and every engine step is handed to the three in turn (the order rotating), so that
+    the machine's load, which changes over seconds, weighs on all three alike. Nanoseconds per
+    token of each: its ``add_request`` calls and its ``process_outputs`` calls.
+    """
+    from vllm.v1.engine.output_processor import OutputProcessor
+
+    from puredetok.engines import vllm as plugin
+
+    prepared = {config: _prepare(config, prompts, outputs, tag) for config in CONFIGS}
+    processors = {config: OutputProcessor(tokenizer, log_stats=False) for config in CONFIGS}
+    spent = dict.fromkeys(CONFIGS, 0)
     gc.collect()
     gc.disable()
     try:
-        began = time.perf_counter_ns()
-        for req in requests:
-            processor.add_request(req, None)
-        for batch in steps:
-            processor.process_outputs(batch)
-        elapsed = time.perf_counter_ns() - began
+        for config in CONFIGS:
+            if config == "vllm":
+                plugin.unregister()
+            else:
+                plugin.register()
+            processor, (requests, _) = processors[config], prepared[config]
+            began = time.perf_counter_ns()
+            for req in requests:
+                processor.add_request(req, None)
+            spent[config] += time.perf_counter_ns() - began
+        plugin.register()
+        for position in range(len(outputs[0])):
+            for shift in range(len(CONFIGS)):
+                config = CONFIGS[(position + shift) % len(CONFIGS)]
+                batch = prepared[config][1][position]
+                processor = processors[config]
+                began = time.perf_counter_ns()
+                processor.process_outputs(batch)
+                spent[config] += time.perf_counter_ns() - began
     finally:
         gc.enable()
-    assert not processor.request_states, "every request ends on its length"
-    return elapsed / (tokens * len(requests))
+    assert not any(p.request_states for p in processors.values()), "every request ends on its length"
+    return {config: spent[config] / (len(outputs[0]) * len(prompts)) for config in CONFIGS}
 
 
-def measure(tokenizer: Any, label: str, requests: int = 256, tokens: int = 128, rounds: int = 5) -> Figures:
-    """One repeat: the three configurations in interleaved rounds, the best round of each."""
+def measure(tokenizer: Any, label: str, requests: int = 256, tokens: int = 128, rounds: int = 3) -> Figures:
+    """One repeat: ``rounds`` side-by-side runs, the best of each configuration."""
     prompts, outputs = _traces(tokenizer, requests, tokens)
-    for config in CONFIGS:  # warm up: codecs built, caches filled
-        _one_run(tokenizer, config, prompts[:8], [o[:16] for o in outputs[:8]])
+    _run(tokenizer, prompts[:8], [o[:16] for o in outputs[:8]], "warm-up")  # codecs built, caches filled
     best = dict.fromkeys(CONFIGS, float("inf"))
-    for _ in range(rounds):
-        for config in CONFIGS:
-            best[config] = min(best[config], _one_run(tokenizer, config, prompts, outputs))
-    from puredetok.engines import vllm as plugin
-
-    plugin.register()
+    for round_ in range(rounds):
+        for config, ns in _run(tokenizer, prompts, outputs, str(round_)).items():
+            best[config] = min(best[config], ns)
     return Figures(label, best)
 
 

@@ -235,9 +235,11 @@ class PuredetokDetokenizer:
         return self._text
 
     def _update_guarded(self, new_token_ids: list[int], stop_terminated: bool) -> str | None:
+        kept = len(self.token_ids)
         try:
             return self._update(new_token_ids, stop_terminated)
         except Exception:  # noqa: BLE001 - the request goes on with vLLM's own detokenizer
+            del self.token_ids[kept:]  # the fallback is fed the ids before these
             self._fall_back("update")
             return self.update(new_token_ids, stop_terminated)
 
