@@ -40,12 +40,20 @@ class Figures:
 
     tokenizer: str
     ns: dict[str, float]
+    alone: dict[str, float]
+    """The same for the detokenizers alone (:func:`_alone`)."""
 
     @property
     def ratio(self) -> float:
         """The share of puredetok over the share of vLLM's own detokenizer."""
         base = self.ns["no-detokenize"]
         return (self.ns["puredetok"] - base) / (self.ns["vllm"] - base)
+
+    @property
+    def alone_ratio(self) -> float:
+        """The same ratio for the detokenizers alone."""
+        base = self.alone["no-detokenize"]
+        return (self.alone["puredetok"] - base) / (self.alone["vllm"] - base)
 
 
 def _traces(tokenizer: Any, requests: int, tokens: int) -> tuple[list[list[int]], list[list[int]]]:
@@ -141,15 +149,63 @@ def _run(tokenizer: Any, prompts: list[list[int]], outputs: list[list[int]], tag
     return {config: spent[config] / (len(outputs[0]) * len(prompts)) for config in CONFIGS}
 
 
+def _alone(tokenizer: Any, prompts: list[list[int]], outputs: list[list[int]], tag: str) -> dict[str, float]:
+    """The detokenizers alone, side by side per step as in :func:`_run`: per id, the three calls
+    vLLM's ``OutputProcessor`` makes (``num_output_tokens``, ``update``, ``get_next_output_text``)
+    on vLLM's detokenizer, on puredetok's, and on vLLM's do-nothing base class (what
+    ``detokenize=False`` gets).
+    """
+    from vllm.v1.engine.detokenizer import IncrementalDetokenizer
+
+    from puredetok.engines import vllm as plugin
+
+    made: dict[str, list[Any]] = {}
+    for config in CONFIGS:
+        requests, _ = _prepare(config, prompts, outputs, tag)
+        if config == "vllm":
+            plugin.unregister()
+        else:
+            plugin.register()
+        made[config] = [
+            IncrementalDetokenizer()
+            if config == "no-detokenize"
+            else IncrementalDetokenizer.from_new_request(tokenizer, req)
+            for req in requests
+        ]
+    plugin.register()
+    tokens = len(outputs[0])
+    spent = dict.fromkeys(CONFIGS, 0)
+    gc.collect()
+    gc.disable()
+    try:
+        for position in range(tokens):
+            last = position == tokens - 1
+            ids = [[output[position]] for output in outputs]
+            for shift in range(len(CONFIGS)):
+                config = CONFIGS[(position + shift) % len(CONFIGS)]
+                began = time.perf_counter_ns()
+                for detokenizer, new in zip(made[config], ids):
+                    detokenizer.num_output_tokens()
+                    detokenizer.update(new, False)
+                    detokenizer.get_next_output_text(last, True)
+                spent[config] += time.perf_counter_ns() - began
+    finally:
+        gc.enable()
+    return {config: spent[config] / (tokens * len(prompts)) for config in CONFIGS}
+
+
 def measure(tokenizer: Any, label: str, requests: int = 256, tokens: int = 128, rounds: int = 3) -> Figures:
     """One repeat: ``rounds`` side-by-side runs, the best of each configuration."""
     prompts, outputs = _traces(tokenizer, requests, tokens)
     _run(tokenizer, prompts[:8], [o[:16] for o in outputs[:8]], "warm-up")  # codecs built, caches filled
     best = dict.fromkeys(CONFIGS, float("inf"))
+    alone = dict.fromkeys(CONFIGS, float("inf"))
     for round_ in range(rounds):
         for config, ns in _run(tokenizer, prompts, outputs, str(round_)).items():
             best[config] = min(best[config], ns)
-    return Figures(label, best)
+        for config, ns in _alone(tokenizer, prompts, outputs, f"alone-{round_}").items():
+            alone[config] = min(alone[config], ns)
+    return Figures(label, best, alone)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -187,11 +243,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             shares = f"{f.ns['vllm'] - base:6.0f} / {f.ns['puredetok'] - base:5.0f}"
             print(
                 f"{label:<12} {f.ns['vllm']:9.0f} {f.ns['puredetok']:13.0f} {base:12.0f} {shares:>16}  "
-                f"{f.ratio:.3f}"
+                f"{f.ratio:.3f}   alone: {f.alone['vllm']:.0f} / {f.alone['puredetok']:.0f} / "
+                f"{f.alone['no-detokenize']:.0f} ns, ratio {f.alone_ratio:.3f}"
             )
         ratios = sorted(f.ratio for f in figures)
         verdict = "met" if ratios[-1] <= TARGET else "missed"
         print(f"{label:<12} share ratio {ratios[0]:.3f} - {ratios[-1]:.3f} (target <= {TARGET}): {verdict}")
+        alone = sorted(f.alone_ratio for f in figures)
+        print(f"{label:<12} detokenizers alone: ratio {alone[0]:.3f} - {alone[-1]:.3f}")
     return 0
 
 
