@@ -365,22 +365,54 @@ def test_a_failure_mid_request_goes_on_with_vllms_own_detokenizer(
     assert sum("failed" in r.getMessage() for r in caplog.records) == 1
 
 
-def test_a_tokenizer_puredetok_does_not_model_gets_vllms_own(tmp_path: Path) -> None:
-    """vLLM's Mistral tokenizer (``tokenizer_mode="mistral"``, mistral-common's Tekken) is not
-    modelled by this puredetok: its requests get vLLM's own detokenizer, and the text is vLLM's."""
+def test_a_tokenizer_puredetok_does_not_model_exactly_gets_vllms_own(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tokenizer class that overrides ``decode`` is not modelled exactly (``codec_for`` gives
+    its generic fallback): its requests get vLLM's own detokenizer, the text is vLLM's, and the
+    reason is logged once."""
+    from transformers import PreTrainedTokenizerFast
+
+    class OverridingDecode(PreTrainedTokenizerFast):  # type: ignore[misc]
+        def decode(self, *args: Any, **kwargs: Any) -> Any:
+            return PreTrainedTokenizerFast.decode(self, *args, **kwargs)
+
+    backend = helpers.tokenizer("qwen3").backend_tokenizer
+    tok = OverridingDecode(tokenizer_object=backend.from_str(backend.to_str()))
+    output = tok.encode("Bonjour 😀 !", add_special_tokens=False)
+    monkeypatch.setattr(plugin, "_logged", set())
+    with caplog.at_level("WARNING", logger="vllm.puredetok"):
+        processor = OutputProcessor(tok, log_stats=False)
+        processor.add_request(request([9707], request_id="o"), None)
+        assert not isinstance(detokenizer_of(processor, "o"), plugin.PuredetokDetokenizer)
+        result = run(tok, [9707], output)
+    assert result.text == _own(tok, [9707], output) == "Bonjour 😀 !"
+    assert sum("not modelled exactly" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_vllms_mistral_tokenizer(tmp_path: Path) -> None:
+    """vLLM's Mistral tokenizer (``tokenizer_mode="mistral"``, mistral-common's Tekken): when this
+    puredetok models it exactly, its requests get puredetok's detokenizer and the text is contract
+    C's from its own decode; until then they get vLLM's own, and the text is vLLM's."""
     import mistral_common
     from vllm.tokenizers.registry import get_tokenizer
 
     tekken = Path(mistral_common.__file__).parent / "data" / "tekken_240911.json"
     (tmp_path / "tekken.json").write_bytes(tekken.read_bytes())
     tok = get_tokenizer(str(tmp_path), tokenizer_mode="mistral")
-    output = tok.encode("Bonjour 😀 !", add_special_tokens=False)
+    prompt = [1, *tok.encode("Say:", add_special_tokens=False)]
+    output = tok.encode(" Bonjour 😀 鱻 !", add_special_tokens=False)
     processor = OutputProcessor(tok, log_stats=False)
-    processor.add_request(request([1], request_id="m"), None)
-    assert not isinstance(detokenizer_of(processor, "m"), plugin.PuredetokDetokenizer)
-    result = run(tok, [1], output)
-    with_own = _own(tok, [1], output)
-    assert result.text == with_own and "Bonjour" in result.text
+    processor.add_request(request(prompt, request_id="m"), None)
+    ours = isinstance(detokenizer_of(processor, "m"), plugin.PuredetokDetokenizer)
+    assert ours == (plugin.codec_of(tok, True, True) is not None)
+    result = run(tok, prompt, output)
+    if ours:
+        decode = tok.decode
+        assert result.text == continuation_text(decode(prompt), decode([*prompt, *output]))
+    else:
+        assert result.text == _own(tok, prompt, output)
+    assert "Bonjour" in result.text
 
 
 def _own(tok: Any, prompt: list[int], output: list[int], **params: Any) -> str:
