@@ -478,3 +478,16 @@ def test_the_final_flush_is_searched_for_stop_strings() -> None:
     assert (on_stop_id.text, on_stop_id.finish_reason, on_stop_id.stop_reason) == (" ok ", "stop", "\ufffd")
     cut_short = run(tok, [], output, stop=["\ufffd"], max_tokens=100)
     assert (cut_short.text, cut_short.finish_reason, cut_short.stop_reason) == (" ok ", "length", None)
+
+
+def test_a_request_with_prompt_embeds_gets_vllms_own() -> None:
+    """A prompt given as embeddings has no ids to continue after: vLLM's own detokenizer."""
+    import torch
+
+    tok = vllm_tokenizer("qwen3")
+    req = request([], request_id="e")
+    req.prompt_token_ids = None
+    req.prompt_embeds = torch.zeros(3, 8)
+    detokenizer = IncrementalDetokenizer.from_new_request(tok, req)
+    assert not isinstance(detokenizer, plugin.PuredetokDetokenizer)
+    assert isinstance(detokenizer, IncrementalDetokenizer)
