@@ -36,7 +36,9 @@ CONFIGS = ("vllm", "puredetok", "no-detokenize")
 
 @attrs.frozen
 class Figures:
-    """Nanoseconds per token of each configuration (best of the rounds of one repeat)."""
+    """Nanoseconds per token of each configuration (of one repeat: the fastest of its runs, part by
+    part).
+    """
 
     tokenizer: str
     ns: dict[str, float]
@@ -108,7 +110,9 @@ def _prepare(config: str, prompts: list[list[int]], outputs: list[list[int]], ta
     return requests, steps
 
 
-def _run(tokenizer: Any, prompts: list[list[int]], outputs: list[list[int]], tag: str) -> dict[str, float]:
+def _run(
+    tokenizer: Any, prompts: list[list[int]], outputs: list[list[int]], tag: str
+) -> dict[str, list[int]]:
     """One run of the three configurations side by side: each has its own ``OutputProcessor`` and
     requests, and every engine step is handed to the three in turn (the order rotating), so that
     the machine's load, which changes over seconds, weighs on all three alike. Nanoseconds per
@@ -120,7 +124,7 @@ def _run(tokenizer: Any, prompts: list[list[int]], outputs: list[list[int]], tag
 
     prepared = {config: _prepare(config, prompts, outputs, tag) for config in CONFIGS}
     processors = {config: OutputProcessor(tokenizer, log_stats=False) for config in CONFIGS}
-    spent = dict.fromkeys(CONFIGS, 0)
+    spent: dict[str, list[int]] = {config: [] for config in CONFIGS}
     gc.collect()
     gc.disable()
     try:
@@ -133,7 +137,7 @@ def _run(tokenizer: Any, prompts: list[list[int]], outputs: list[list[int]], tag
             began = time.perf_counter_ns()
             for req in requests:
                 processor.add_request(req, None)
-            spent[config] += time.perf_counter_ns() - began
+            spent[config].append(time.perf_counter_ns() - began)
         plugin.register()
         for position in range(len(outputs[0])):
             for shift in range(len(CONFIGS)):
@@ -142,18 +146,20 @@ def _run(tokenizer: Any, prompts: list[list[int]], outputs: list[list[int]], tag
                 processor = processors[config]
                 began = time.perf_counter_ns()
                 processor.process_outputs(batch)
-                spent[config] += time.perf_counter_ns() - began
+                spent[config].append(time.perf_counter_ns() - began)
     finally:
         gc.enable()
     assert not any(p.request_states for p in processors.values()), "every request ends on its length"
-    return {config: spent[config] / (len(outputs[0]) * len(prompts)) for config in CONFIGS}
+    return spent
 
 
-def _alone(tokenizer: Any, prompts: list[list[int]], outputs: list[list[int]], tag: str) -> dict[str, float]:
+def _alone(
+    tokenizer: Any, prompts: list[list[int]], outputs: list[list[int]], tag: str
+) -> dict[str, list[int]]:
     """The detokenizers alone, side by side per step as in :func:`_run`: per id, the three calls
     vLLM's ``OutputProcessor`` makes (``num_output_tokens``, ``update``, ``get_next_output_text``)
     on vLLM's detokenizer, on puredetok's, and on vLLM's do-nothing base class (what
-    ``detokenize=False`` gets).
+    ``detokenize=False`` gets). The nanoseconds of each step.
     """
     from vllm.v1.engine.detokenizer import IncrementalDetokenizer
 
@@ -174,7 +180,7 @@ def _alone(tokenizer: Any, prompts: list[list[int]], outputs: list[list[int]], t
         ]
     plugin.register()
     tokens = len(outputs[0])
-    spent = dict.fromkeys(CONFIGS, 0)
+    spent: dict[str, list[int]] = {config: [] for config in CONFIGS}
     gc.collect()
     gc.disable()
     try:
@@ -188,24 +194,27 @@ def _alone(tokenizer: Any, prompts: list[list[int]], outputs: list[list[int]], t
                     detokenizer.num_output_tokens()
                     detokenizer.update(new, False)
                     detokenizer.get_next_output_text(last, True)
-                spent[config] += time.perf_counter_ns() - began
+                spent[config].append(time.perf_counter_ns() - began)
     finally:
         gc.enable()
-    return {config: spent[config] / (tokens * len(prompts)) for config in CONFIGS}
+    return spent
 
 
-def measure(tokenizer: Any, label: str, requests: int = 256, tokens: int = 128, rounds: int = 3) -> Figures:
-    """One repeat: ``rounds`` side-by-side runs, the best of each configuration."""
+def _best(runs: list[dict[str, list[int]]], ids: int) -> dict[str, float]:
+    """Nanoseconds per id of each configuration: for each part of a run (a step, the openings) the
+    fastest of the runs, summed; a part that another job's time slice fell into in one run counts
+    with its time from another.
+    """
+    return {config: sum(map(min, zip(*(run[config] for run in runs)))) / ids for config in CONFIGS}
+
+
+def measure(tokenizer: Any, label: str, requests: int = 256, tokens: int = 128, rounds: int = 5) -> Figures:
+    """One repeat: ``rounds`` side-by-side runs of each kind, the fastest of each part."""
     prompts, outputs = _traces(tokenizer, requests, tokens)
     _run(tokenizer, prompts[:8], [o[:16] for o in outputs[:8]], "warm-up")  # codecs built, caches filled
-    best = dict.fromkeys(CONFIGS, float("inf"))
-    alone = dict.fromkeys(CONFIGS, float("inf"))
-    for round_ in range(rounds):
-        for config, ns in _run(tokenizer, prompts, outputs, str(round_)).items():
-            best[config] = min(best[config], ns)
-        for config, ns in _alone(tokenizer, prompts, outputs, f"alone-{round_}").items():
-            alone[config] = min(alone[config], ns)
-    return Figures(label, best, alone)
+    runs = [_run(tokenizer, prompts, outputs, str(round_)) for round_ in range(rounds)]
+    alone = [_alone(tokenizer, prompts, outputs, f"alone-{round_}") for round_ in range(rounds)]
+    return Figures(label, _best(runs, requests * tokens), _best(alone, requests * tokens))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
