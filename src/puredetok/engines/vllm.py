@@ -163,9 +163,9 @@ class PuredetokDetokenizer:
         limit = params.max_tokens
         self._last = limit if isinstance(limit, int) and not request.resumable else 1 << 62
         """The engine core ends the request after this many ids (its ``max_tokens``)."""
-        self._before_last = self._last - 1
-        self._steady = True
-        """One id at a time takes the short path (no fallback, not closed, not a resumed chunk)."""
+        self._fast_until = self._last - 1
+        """One id at a time takes the short path while fewer ids than this came (the last id, a
+        closed or resumed stream and a fallback take the careful one: then it is -1)."""
         self._closed = False
         self._pending = ""
         self._text = ""
@@ -188,12 +188,7 @@ class PuredetokDetokenizer:
         last id is not decoded when the engine core stopped on it (``stop_terminated``) unless
         ``include_stop_str_in_output``; ids after the one that completes a stop string are dropped.
         """
-        if (
-            len(new_token_ids) == 1
-            and not stop_terminated
-            and self._steady
-            and len(self.token_ids) < self._before_last
-        ):
+        if not stop_terminated and len(new_token_ids) == 1 and len(self.token_ids) < self._fast_until:
             token_id = new_token_ids[0]
             old = self._stream
             try:
@@ -223,7 +218,7 @@ class PuredetokDetokenizer:
                 self._fall_back("get_next_output_text")
                 return self.get_next_output_text(finished, delta)
             self._closed = True
-            self._steady = False
+            self._fast_until = -1
             self._pending += tail
         text = self._pending
         if text:
@@ -272,7 +267,7 @@ class PuredetokDetokenizer:
             self._stream, tail = close(stream)
             self._pending += tail
             self._closed = True
-            self._steady = False
+            self._fast_until = -1
             reason = self._stream.finish_reason
             if reason is not None and reason.kind == "stop" and isinstance(reason.matched, str):
                 return reason.matched
@@ -312,7 +307,7 @@ class PuredetokDetokenizer:
             fallback.update(list(self.token_ids), False)
         self._fallback = fallback
         self._skip_chars = max(0, sent - len(self._pending))
-        self._steady = False
+        self._fast_until = -1
         self.update = fallback.update  # type: ignore[method-assign]
         self.num_output_tokens = fallback.num_output_tokens  # type: ignore[method-assign]
         self.get_next_output_text = self._fallback_text  # type: ignore[method-assign]
