@@ -47,12 +47,12 @@ ENABLE_VARIABLE = "PUREDETOK_VLLM"
 (read when vLLM loads its plugins)."""
 
 MAX_CODECS = 16
-"""How many codecs the plugin keeps (one per tokenizer and decode options; each costs about half
-a second to build and is shared by every request that uses it)."""
+"""How many codecs the plugin keeps (one per tokenizer and decode options; building one reads the
+whole vocabulary, and it is shared by every request that uses it)."""
 
 MAX_OPENINGS = 256
 """How many sets of stop parameters the plugin keeps prepared (compiling a set of stop strings
-costs about half a millisecond; requests with the same set share it)."""
+costs more than the rest of a request's opening; requests with the same set share it)."""
 
 LOGGER = logging.getLogger("vllm.puredetok")
 """The plugin's logger, under vLLM's own ``vllm`` logger so its lines show in vLLM's log."""
