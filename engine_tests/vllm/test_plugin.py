@@ -491,3 +491,29 @@ def test_a_request_with_prompt_embeds_gets_vllms_own() -> None:
     detokenizer = IncrementalDetokenizer.from_new_request(tok, req)
     assert not isinstance(detokenizer, plugin.PuredetokDetokenizer)
     assert isinstance(detokenizer, IncrementalDetokenizer)
+
+
+@pytest.mark.parametrize("name", ["llama2", "mistral_v03"])
+def test_a_request_ending_inside_a_character_ends_with_decodes_text(name: str) -> None:
+    """A request the engine ends (``max_tokens``) after the first byte tokens of a character: the
+    text ends as ``decode`` shows it, with U+FFFD; vLLM's own drops those bytes."""
+    tok = vllm_tokenizer(name)
+    byte = helpers.byte_ids(name)
+    output = [*tok.encode("ok", add_special_tokens=False), byte[0xF0], byte[0x9F]]
+    want = expected(name, [1], output, True)
+    assert want.endswith("\ufffd")
+    assert run(tok, [1], output).text == want
+    assert _own(tok, [1], output) == want.rstrip("\ufffd")
+
+
+def test_ids_that_are_not_ids_decode_to_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    """A negative id or one past ``2**32`` (which no sampler should give) decodes to nothing, is
+    kept among the ids, and is logged once."""
+    tok = vllm_tokenizer("qwen3")
+    body = tok.encode("fine 😀", add_special_tokens=False)
+    output = [body[0], -1, *body[1:], 1 << 40]
+    plugin._logged.discard("invalid id")
+    with caplog.at_level("WARNING", logger="vllm.puredetok"):
+        result = run(tok, [], output)
+    assert result.text == "fine 😀" and result.token_ids == output
+    assert sum("decodes to nothing" in r.getMessage() for r in caplog.records) == 1
