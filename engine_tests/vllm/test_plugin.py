@@ -3,9 +3,12 @@ after the prompt on every shared tokenizer, and vLLM's sampling parameters kept.
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -390,29 +393,53 @@ def test_a_tokenizer_puredetok_does_not_model_exactly_gets_vllms_own(
     assert sum("not modelled exactly" in r.getMessage() for r in caplog.records) == 1
 
 
-def test_vllms_mistral_tokenizer(tmp_path: Path) -> None:
-    """vLLM's Mistral tokenizer (``tokenizer_mode="mistral"``, mistral-common's Tekken): when this
-    puredetok models it exactly, its requests get puredetok's detokenizer and the text is contract
-    C's from its own decode; until then they get vLLM's own, and the text is vLLM's."""
+MISTRAL_FILES = {
+    "tekken": ("tekken_240911.json", "tekken.json"),
+    "sentencepiece": ("mistral_instruct_tokenizer_240323.model.v3", "tokenizer.model.v3"),
+}
+"""mistral-common's own tokenizer files (shipped in its package), as a model folder holds them."""
+
+
+@functools.cache
+def mistral_tokenizer(kind: str) -> Any:
+    """vLLM's ``MistralTokenizer`` (``tokenizer_mode="mistral"``) over one of mistral-common's files."""
     import mistral_common
     from vllm.tokenizers.registry import get_tokenizer
 
-    tekken = Path(mistral_common.__file__).parent / "data" / "tekken_240911.json"
-    (tmp_path / "tekken.json").write_bytes(tekken.read_bytes())
-    tok = get_tokenizer(str(tmp_path), tokenizer_mode="mistral")
-    prompt = [1, *tok.encode("Say:", add_special_tokens=False)]
-    output = tok.encode(" Bonjour 😀 鱻 !", add_special_tokens=False)
+    source, name = MISTRAL_FILES[kind]
+    folder = Path(tempfile.mkdtemp(prefix=f"puredetok-vllm-mistral-{kind}-"))
+    shutil.copy(Path(mistral_common.__file__).parent / "data" / source, folder / name)
+    return get_tokenizer(str(folder), tokenizer_mode="mistral")
+
+
+@pytest.mark.parametrize("kind", sorted(MISTRAL_FILES))
+@given(data=st.data(), skip=st.booleans(), chunks=st.lists(st.integers(1, 3), min_size=1, max_size=2))
+def test_vllms_mistral_tokenizer_gets_the_exact_text(
+    kind: str, data: st.DataObject, skip: bool, chunks: list[int]
+) -> None:
+    """vLLM's Mistral tokenizer (``tokenizer_mode="mistral"``: mistral-common's Tekken, and its
+    SentencePiece v3): puredetok's detokenizer, and the text is contract C's from its own decode
+    (random ids over the whole vocabulary and multi-script text, after a prompt or none)."""
+    tok = mistral_tokenizer(kind)
+    size = tok.vocab_size
+
+    def ids_of(text: str) -> list[int]:
+        return list(tok.encode(text, add_special_tokens=False))
+
+    texts = st.sampled_from(["Bonjour 😀 鱻䨻 !", " 안녕하세요 🏳️‍🌈", "naïve café\n第二行", " ┌──┐ ok."])
+    pieces = st.one_of(st.lists(st.integers(0, size - 1), max_size=12), texts.map(ids_of))
+    prompt = data.draw(st.one_of(st.just([]), pieces))
+    output = data.draw(pieces.filter(bool))
     processor = OutputProcessor(tok, log_stats=False)
-    processor.add_request(request(prompt, request_id="m"), None)
-    ours = isinstance(detokenizer_of(processor, "m"), plugin.PuredetokDetokenizer)
-    assert ours == (plugin.codec_of(tok, True, True) is not None)
-    result = run(tok, prompt, output)
-    if ours:
-        decode = tok.decode
-        assert result.text == continuation_text(decode(prompt), decode([*prompt, *output]))
-    else:
-        assert result.text == _own(tok, prompt, output)
-    assert "Bonjour" in result.text
+    processor.add_request(request(prompt, request_id="m", skip_special_tokens=skip), None)
+    assert isinstance(detokenizer_of(processor, "m"), plugin.PuredetokDetokenizer)
+    result = run(tok, prompt, output, chunks=chunks, skip_special_tokens=skip)
+
+    def decode(ids: list[int]) -> str:
+        return str(tok.decode(ids, skip_special_tokens=skip))
+
+    assert result.text == continuation_text(decode(prompt), decode([*prompt, *output]))
+    assert result.token_ids == output
 
 
 def _own(tok: Any, prompt: list[int], output: list[int], **params: Any) -> str:
@@ -517,3 +544,14 @@ def test_ids_that_are_not_ids_decode_to_nothing(caplog: pytest.LogCaptureFixture
         result = run(tok, [], output)
     assert result.text == "fine 😀" and result.token_ids == output
     assert sum("decodes to nothing" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_ids_past_a_mistral_vocabulary_decode_to_nothing() -> None:
+    """vLLM's Mistral tokenizer's ``decode`` raises on an id past its vocabulary; with puredetok
+    such an id decodes to nothing (the request goes on) and is kept among the ids."""
+    tok = mistral_tokenizer("tekken")
+    body = tok.encode("Bonjour 😀", add_special_tokens=False)
+    output = [body[0], tok.vocab_size + 5, *body[1:]]
+    result = run(tok, [], output)
+    assert result.text == tok.decode(body, skip_special_tokens=True)
+    assert result.token_ids == output
