@@ -1,0 +1,396 @@
+"""The vLLM plugin: vLLM's ``OutputProcessor`` detokenizes every request with puredetok.
+
+``pip install puredetok[vllm]`` registers :func:`register` in vLLM's ``vllm.general_plugins``
+entry point group, which vLLM loads in each of its processes; from then on
+``IncrementalDetokenizer.from_new_request`` (the one place where vLLM's ``OutputProcessor`` picks
+a request's detokenizer, for ``LLM``, ``AsyncLLM`` and the OpenAI server alike) hands out a
+:class:`PuredetokDetokenizer` built on the core and the stop layer: the text is
+``tokenizer.decode``'s, continued after the prompt (contract C), with vLLM's stop strings,
+``include_stop_str_in_output``, ``min_tokens``, ``skip_special_tokens`` and
+``spaces_between_special_tokens``; the engine core keeps handling stop ids, EOS and ``max_tokens``.
+
+A request whose tokenizer puredetok cannot model exactly (or any failure of the plugin, also in
+the middle of a request) gets vLLM's own detokenizer, and the reason is logged once: the plugin
+never breaks the engine. Off: ``VLLM_PLUGINS`` without ``puredetok``, or ``PUREDETOK_VLLM=0``.
+
+This module imports vLLM only when :func:`register` runs, so it can be imported (and type
+checked) without vLLM.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from puredetok.core import Codec, codec_for
+from puredetok.errors import InvalidTokenError
+from puredetok.stops import StopRules, Stream, advance, close, open_like, open_stream
+
+__all__ = [
+    "ENABLE_VARIABLE",
+    "PuredetokDetokenizer",
+    "codec_of",
+    "detokenizer_class",
+    "enabled",
+    "register",
+    "registered",
+    "unregister",
+]
+
+ENABLE_VARIABLE = "PUREDETOK_VLLM"
+"""The environment variable that turns the plugin off when it is ``0``, ``false``, ``no`` or ``off``
+(read when vLLM loads its plugins)."""
+
+MAX_CODECS = 16
+"""How many codecs the plugin keeps (one per tokenizer and decode options; building one reads the
+whole vocabulary, and it is shared by every request that uses it)."""
+
+MAX_OPENINGS = 256
+"""How many sets of stop parameters the plugin keeps prepared (compiling a set of stop strings
+costs more than the rest of a request's opening; requests with the same set share it)."""
+
+LOGGER = logging.getLogger("vllm.puredetok")
+"""The plugin's logger, under vLLM's own ``vllm`` logger so its lines show in vLLM's log."""
+
+_logged: set[str] = set()
+_codecs: OrderedDict[tuple[int, bool, bool], tuple[object, Codec | None, str]] = OrderedDict()
+_openings: OrderedDict[tuple[int, tuple[str, ...], int, bool], tuple[Codec, Stream]] = OrderedDict()
+_lock = threading.Lock()
+_original: list[Any] = []
+
+
+def _log_once(key: str, message: str, *args: object) -> None:
+    if key not in _logged:
+        _logged.add(key)
+        LOGGER.warning(message, *args)
+
+
+def enabled() -> bool:
+    """Whether ``PUREDETOK_VLLM`` leaves the plugin on (it is on unless set to an off value)."""
+    return os.environ.get(ENABLE_VARIABLE, "1").strip().lower() not in {"0", "false", "no", "off"}
+
+
+def codec_of(
+    tokenizer: object, skip_special_tokens: bool, spaces_between_special_tokens: bool
+) -> Codec | None:
+    """The exact codec for a tokenizer and decode options, built once and kept (at most
+    :data:`MAX_CODECS`, the least recently used dropped first); ``None`` when puredetok cannot
+    model this tokenizer exactly (the reason is logged once).
+    """
+    key = (id(tokenizer), skip_special_tokens, spaces_between_special_tokens)
+    with _lock:
+        entry = _codecs.get(key)
+        if entry is not None and entry[0] is tokenizer:
+            _codecs.move_to_end(key)
+            return entry[1]
+        codec, reason = _build(tokenizer, skip_special_tokens, spaces_between_special_tokens)
+        _codecs[key] = (tokenizer, codec, reason)
+        while len(_codecs) > MAX_CODECS:
+            _codecs.popitem(last=False)
+    if codec is None:
+        _log_once(
+            f"codec {type(tokenizer).__name__} {key[1:]}",
+            "puredetok: %s is not modelled exactly (%s); its requests use vLLM's own detokenizer",
+            type(tokenizer).__name__,
+            reason,
+        )
+    return codec
+
+
+def _opening(codec: Codec, stops: tuple[str, ...], min_tokens: int, include: bool) -> Stream:
+    """A stream with these stop parameters and no prompt, kept so that requests opened alike
+    share its tables (:func:`~puredetok.stops.open_like`).
+    """
+    key = (id(codec), stops, min_tokens, include)
+    with _lock:
+        entry = _openings.get(key)
+        if entry is not None and entry[0] is codec:
+            _openings.move_to_end(key)
+            return entry[1]
+    rules = StopRules(stop=stops, min_tokens=min_tokens, include_stop_str_in_output=include)
+    stream = open_stream(codec, rules)
+    with _lock:
+        _openings[key] = (codec, stream)
+        while len(_openings) > MAX_OPENINGS:
+            _openings.popitem(last=False)
+    return stream
+
+
+def _build(tokenizer: object, skip: bool, spaces: bool) -> tuple[Codec | None, str]:
+    options = {"skip_special_tokens": skip, "spaces_between_special_tokens": spaces}
+    try:
+        try:
+            codec = codec_for(tokenizer, out_of_vocab="ignore", **options)  # type: ignore[arg-type]
+        except ValueError:  # this tokenizer's decode does not skip ids past its vocabulary
+            codec = codec_for(tokenizer, **options)  # type: ignore[arg-type]
+    except Exception as error:  # noqa: BLE001 - whatever the tokenizer is, the engine goes on
+        return None, f"{type(error).__name__}: {error}"
+    if not codec.exact:
+        return None, codec.reason
+    return codec, ""
+
+
+class PuredetokDetokenizer:
+    """A request's detokenizer for vLLM's ``OutputProcessor``: the interface of vLLM's
+    ``IncrementalDetokenizer`` (``update``, ``get_next_output_text``, ``output_token_ids``,
+    ``num_output_tokens``) over a puredetok stream.
+
+    ``update`` decodes the new ids and checks the stop strings, returning the one that matched;
+    ``get_next_output_text`` gives the text that is final (only what could still start a stop
+    string is held back), the new part or all of it. The engine core's own stops (stop ids, EOS,
+    ``max_tokens``) come in as ``stop_terminated`` and the ``finished`` flag. If anything fails,
+    the request goes on with vLLM's own detokenizer from where it was (logged once).
+    """
+
+    def __init__(self, codec: Codec, request: Any, make_fallback: Callable[[], Any]) -> None:
+        params = request.sampling_params
+        stop = params.stop
+        stops = () if not stop else (stop,) if isinstance(stop, str) else tuple(stop)
+        self._include = bool(params.include_stop_str_in_output)
+        self._stops = bool(stops)
+        self._opening = _opening(codec, stops, params.min_tokens or 0, self._include)
+        self._request = request
+        self._make_fallback = make_fallback
+        self._fallback: Any = None
+        self._prompt_ids: list[int] = list(request.prompt_token_ids or ())
+        self._context: list[int] | None = None
+        self._stream: Stream = open_like(self._opening, self._prompt_ids)
+        limit = params.max_tokens
+        self._last = limit if isinstance(limit, int) and not request.resumable else 1 << 62
+        """The engine core ends the request after this many ids (its ``max_tokens``)."""
+        self._fast_until = self._last - 1
+        """One id at a time takes the short path while fewer ids than this came (the last id, a
+        closed or resumed stream and a fallback take the careful one: then it is -1)."""
+        self._closed = False
+        self._pending = ""
+        self._text = ""
+        self._skip_chars = 0
+        self.token_ids: list[int] = []
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        """The ids generated so far (after a matched stop string, those up to its last token)."""
+        if self._fallback is not None:
+            return list(self._fallback.output_token_ids)
+        return self.token_ids
+
+    def num_output_tokens(self) -> int:
+        """How many ids were generated (see :attr:`output_token_ids`)."""
+        return len(self.token_ids)
+
+    def update(self, new_token_ids: list[int], stop_terminated: bool) -> str | None:
+        """Decode the new ids and check the stop strings: the matched stop string, or None. The
+        last id is not decoded when the engine core stopped on it (``stop_terminated``) unless
+        ``include_stop_str_in_output``; ids after the one that completes a stop string are dropped.
+        """
+        if not stop_terminated and len(new_token_ids) == 1 and len(self.token_ids) < self._fast_until:
+            token_id = new_token_ids[0]
+            old = self._stream
+            try:
+                stream, text = advance(old, token_id)
+            except Exception:  # noqa: BLE001 - the careful path decides
+                return self._update_guarded(new_token_ids, stop_terminated)
+            self.token_ids.append(token_id)
+            if text:
+                self._pending += text
+            if stream is not old:  # a stream returned as it was has not ended
+                self._stream = stream
+                if self._stops:
+                    reason = stream.finish_reason
+                    if reason is not None:
+                        return reason.matched  # type: ignore[return-value]  # only stop strings end it
+            return None
+        return self._update_guarded(new_token_ids, stop_terminated)
+
+    def get_next_output_text(self, finished: bool, delta: bool) -> str:
+        """The text to send: the new part since the last call if ``delta``, else all of it;
+        ``finished`` flushes everything still held (the engine ended the request).
+        """
+        if finished and not self._closed:
+            try:
+                self._stream, tail = close(self._stream)
+            except Exception:  # noqa: BLE001 - the request goes on with vLLM's own detokenizer
+                self._fall_back("get_next_output_text")
+                return self.get_next_output_text(finished, delta)
+            self._closed = True
+            self._fast_until = -1
+            self._pending += tail
+        text = self._pending
+        if text:
+            self._pending = ""
+        if delta:
+            return text
+        if text:
+            self._text += text
+        return self._text
+
+    def _update_guarded(self, new_token_ids: list[int], stop_terminated: bool) -> str | None:
+        kept = len(self.token_ids)
+        try:
+            return self._update(new_token_ids, stop_terminated)
+        except Exception:  # noqa: BLE001 - the request goes on with vLLM's own detokenizer
+            del self.token_ids[kept:]  # the fallback is fed the ids before these
+            self._fall_back("update")
+            return self.update(new_token_ids, stop_terminated)
+
+    def _update(self, new_token_ids: list[int], stop_terminated: bool) -> str | None:
+        if not new_token_ids:
+            return None
+        if self._closed:  # a resumable request's next input chunk: continue after all of it
+            self._reopen()
+        stream = self._stream
+        ids = new_token_ids[:-1] if stop_terminated and not self._include else new_token_ids
+        for index, token_id in enumerate(ids):
+            if stream.finished:
+                break
+            try:
+                stream, text = advance(stream, token_id)
+            except InvalidTokenError:  # not an id at all (negative, or past 2**32): vLLM decodes nothing
+                _log_once("invalid id", "puredetok: id %r decodes to nothing, as in vLLM", token_id)
+                continue
+            self._pending += text
+            reason = stream.finish_reason
+            if reason is not None and isinstance(reason.matched, str):
+                self._stream = stream
+                self._extend(new_token_ids[: index + 1])
+                return reason.matched
+        self._stream = stream
+        self._extend(new_token_ids)
+        if stop_terminated or len(self.token_ids) >= self._last:
+            # The engine core ends the request with these ids: flush now, so that a stop string
+            # the flushed text completes is reported as one.
+            self._stream, tail = close(stream)
+            self._pending += tail
+            self._closed = True
+            self._fast_until = -1
+            reason = self._stream.finish_reason
+            if reason is not None and reason.kind == "stop" and isinstance(reason.matched, str):
+                return reason.matched
+        return None
+
+    def _extend(self, ids: Sequence[int]) -> None:
+        self.token_ids.extend(ids)
+        if self._context is not None:
+            self._context.extend(ids)
+
+    def _reopen(self) -> None:
+        """The context of the next chunk: the prompt so far, every output, the new prompt ids."""
+        if self._context is None:
+            self._context = [*self._prompt_ids, *self.token_ids]
+        prompt = self._request.prompt_token_ids or ()
+        self._context.extend(prompt[len(self._prompt_ids) :])
+        self._prompt_ids = list(prompt)
+        self._stream = open_like(self._opening, self._context)
+        self._closed = False
+
+    def _fall_back(self, where: str) -> None:
+        """Hand the request to vLLM's own detokenizer, fed the ids so far; the text already sent
+        (what this stream emitted, replayed: it is a pure function of the ids) is not sent again.
+        """
+        message = "puredetok: %s failed; this request goes on with vLLM's own detokenizer"
+        _log_once_exc(f"failure {where}", message, where)
+        sent = 0
+        try:
+            stream = open_like(self._opening, self._prompt_ids)
+            for token_id in self.token_ids:
+                stream, text = advance(stream, token_id)
+                sent += len(text)
+        except Exception:  # noqa: BLE001, S110 - then nothing is known to be sent
+            sent = 0
+        fallback = self._make_fallback()
+        if self.token_ids:
+            fallback.update(list(self.token_ids), False)
+        self._fallback = fallback
+        self._skip_chars = max(0, sent - len(self._pending))
+        self._fast_until = -1
+        self.update = fallback.update  # type: ignore[method-assign]
+        self.num_output_tokens = fallback.num_output_tokens  # type: ignore[method-assign]
+        self.get_next_output_text = self._fallback_text  # type: ignore[method-assign]
+
+    def _fallback_text(self, finished: bool, delta: bool) -> str:
+        text: str = self._fallback.get_next_output_text(finished, delta)
+        if delta and self._skip_chars:
+            skip = min(self._skip_chars, len(text))
+            self._skip_chars -= skip
+            text = text[skip:]
+        return text
+
+
+def _log_once_exc(key: str, message: str, *args: object) -> None:
+    if key not in _logged:
+        _logged.add(key)
+        LOGGER.warning(message, *args, exc_info=True)
+
+
+@functools.cache
+def detokenizer_class() -> type[PuredetokDetokenizer]:
+    """:class:`PuredetokDetokenizer` as a subclass of vLLM's ``IncrementalDetokenizer`` (made
+    once, when vLLM is there).
+    """
+    from vllm.v1.engine.detokenizer import IncrementalDetokenizer
+
+    return type(
+        "PuredetokIncrementalDetokenizer",
+        (PuredetokDetokenizer, IncrementalDetokenizer),
+        {"__doc__": PuredetokDetokenizer.__doc__, "__module__": __name__},
+    )
+
+
+def _make(original: Callable[[Any, Any], Any], tokenizer: Any, request: Any) -> Any:
+    params = request.sampling_params
+    if tokenizer is None or params is None or request.prompt_embeds is not None:
+        return None
+    codec = codec_of(tokenizer, bool(params.skip_special_tokens), bool(params.spaces_between_special_tokens))
+    if codec is None:
+        return None
+    return detokenizer_class()(codec, request, lambda: original(tokenizer, request))
+
+
+def register() -> None:
+    """The ``vllm.general_plugins`` entry point: make vLLM's ``IncrementalDetokenizer.from_new_request``
+    hand out puredetok's detokenizer (idempotent; nothing happens when ``PUREDETOK_VLLM`` is off).
+    """
+    if not enabled():
+        LOGGER.info("puredetok: off (%s=%s)", ENABLE_VARIABLE, os.environ.get(ENABLE_VARIABLE))
+        return
+    from vllm.v1.engine.detokenizer import IncrementalDetokenizer
+
+    with _lock:
+        if _original:
+            return
+        raw = IncrementalDetokenizer.__dict__["from_new_request"]
+        _original.append(raw)
+    original = raw.__get__(None, IncrementalDetokenizer)
+
+    def from_new_request(cls: Any, tokenizer: Any, request: Any) -> Any:
+        try:
+            made = _make(original, tokenizer, request)
+        except Exception:  # noqa: BLE001 - never break the engine
+            _log_once_exc(
+                "from_new_request", "puredetok: opening a request failed; vLLM's own detokenizer is used"
+            )
+            made = None
+        return made if made is not None else original(tokenizer, request)
+
+    from_new_request.puredetok = True  # type: ignore[attr-defined]
+    IncrementalDetokenizer.from_new_request = classmethod(from_new_request)
+    LOGGER.info("puredetok: vLLM's OutputProcessor detokenizes with puredetok")
+
+
+def registered() -> bool:
+    """Whether :func:`register` has patched vLLM in this process."""
+    return bool(_original)
+
+
+def unregister() -> None:
+    """Give vLLM its own ``from_new_request`` back (requests already open keep their detokenizer)."""
+    from vllm.v1.engine.detokenizer import IncrementalDetokenizer
+
+    with _lock:
+        if _original:
+            IncrementalDetokenizer.from_new_request = _original.pop()
