@@ -30,13 +30,17 @@ def public_names(module: str) -> list[str]:
     return list(names)
 
 
+ROOMS = (puredetok.serving, puredetok.worker, puredetok.replay, puredetok.audit, puredetok.engines)
+"""The rooms whose every module is documented."""
+
+
 def test_the_page_documents_every_public_module() -> None:
     """The package, its errors, the stop layer, every module of the serving, worker, replay and
     audit and engines rooms, the streamers, the conformance kit and the command line (the core's own
     modules are implementation: the package re-exports them)."""
     adapters = [
         f"{room.__name__}.{info.name}"
-        for room in (puredetok.serving, puredetok.worker, puredetok.replay, puredetok.audit, puredetok.engines)
+        for room in ROOMS
         for info in pkgutil.iter_modules(room.__path__)
         if not info.name.startswith("_")
     ]
