@@ -1,0 +1,216 @@
+"""The adversarial benchmark: what a hostile peer, or a scheduler that has fallen behind, can make
+the worker pay (issue 25).
+
+- The manager's per-message time for batches of 2,000 and 32,000 messages of each adversarial
+  shape, beside the batch of distinct live requests (the ratios: 32,000 against 2,000 of the same
+  shape, and each shape against the all-live batch of the same size).
+- The stop rules' build time for one stop string of 1k, 4k and 16k characters (ratio to 1k).
+- A worker process's health-check latency after the worst frame within its limits.
+- A worker process's memory while its frontend never reads, and whether every stream is complete
+  and exact once it reads again.
+
+Run ``python -m puredetok.bench.adversarial`` (or ``puredetok bench --adversarial``).
+"""
+
+from __future__ import annotations
+
+__all__ = ["SHAPES", "shape_batch", "manager_shapes_section", "stop_build_section", "adversarial_main"]
+
+import argparse
+import gc
+import time
+from collections.abc import Callable
+from typing import Any
+
+from puredetok.bench.core import trace_ids
+from puredetok.bench.timing import Result, format_table
+from puredetok.core import Codec
+from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
+from puredetok.serving.messages import DetokenizeBatch, DetokenizeMsg, Opening
+from puredetok.stops import StopRules
+
+SIZES = (2_000, 32_000)
+"""The batch sizes each shape is measured at."""
+
+SHAPE_TARGET = 2.0
+"""Per-message time at 32,000 messages within this factor of that at 2,000, for every shape."""
+
+LIVE_TARGET = 10.0
+"""No shape's per-message time over this many times the all-live batch's."""
+
+BUILD_TARGET = 20.0
+"""The stop rules of a 16k-character stop string built within this many times those of 1k."""
+
+_Setup = Callable[[DetokenizeManager], None]
+
+
+def _opened(count: int) -> _Setup:
+    def setup(manager: DetokenizeManager) -> None:
+        for uid in range(count):
+            manager.open(uid)
+
+    return setup
+
+
+def _ended(count: int) -> _Setup:
+    def setup(manager: DetokenizeManager) -> None:
+        manager.abort(range(1_000_000, 1_000_000 + count))
+
+    return setup
+
+
+def shape_batch(shape: str, size: int, ids: list[int]) -> tuple[_Setup, list[DetokenizeMsg]]:
+    """The manager's state before the batch (a function that sets it up) and the batch of ``size``
+    messages of ``shape`` (one of :data:`SHAPES`), one id each from ``ids``.
+    """
+    token = ids.__getitem__
+    n = len(ids)
+    if shape == "all live":
+        return _opened(size), [DetokenizeMsg(k, (token(k % n),)) for k in range(size)]
+    if shape == "one request":
+        return _opened(1), [DetokenizeMsg(0, (token(k % n),)) for k in range(size)]
+    if shape == "live and unknown":
+        return _opened(size), [DetokenizeMsg(k if k % 2 else -k - 1, (token(k % n),)) for k in range(size)]
+    if shape == "unknown, finished":
+        return _opened(0), [DetokenizeMsg(-k - 1, (token(k % n),), True) for k in range(size)]
+    if shape == "ended":
+        return _ended(size), [DetokenizeMsg(1_000_000 + k, (token(k % n),)) for k in range(size)]
+    if shape == "two requests":
+        return _opened(2), [DetokenizeMsg(k % 2, (token(k % n),)) for k in range(size)]
+    if shape == "open, tokens, end":
+        # Each request opens, gets a message and ends, in turn: many openings and ends in one batch.
+        messages = []
+        for k in range(size):
+            uid, step = k // 3, k % 3
+            opening = Opening() if step == 0 else None
+            messages.append(DetokenizeMsg(uid, (token(k % n),), step == 2, opening))
+        return _opened(0), messages
+    if shape == "open repeated":
+        # The same uid opened again and again: one opening taken, the rest refused.
+        return _opened(0), [DetokenizeMsg(7, (token(k % n),), False, Opening()) for k in range(size)]
+    raise ValueError(f"unknown shape {shape!r}")
+
+
+SHAPES = (
+    "all live",
+    "one request",
+    "two requests",
+    "live and unknown",
+    "unknown, finished",
+    "ended",
+    "open, tokens, end",
+    "open repeated",
+)
+"""The batch shapes: distinct live requests (the reference), then the adversarial ones."""
+
+
+def _time_shape(
+    tokenizer: Any, codecs: dict[CodecKey, Codec], shape: str, size: int, ids: list[int]
+) -> float:
+    """Best of three: nanoseconds per message of ``handle_batch`` on a fresh manager."""
+    setup, messages = shape_batch(shape, size, ids)
+    batch = DetokenizeBatch.of(messages)
+    best = float("inf")
+    for _ in range(3):
+        manager = DetokenizeManager(tokenizer, codecs=codecs, max_live=2 * size + 1)
+        setup(manager)
+        gc.collect()
+        gc.disable()  # as in the worker, which collects between batches (see Worker's collector)
+        try:
+            began = time.perf_counter_ns()
+            manager.handle_batch(batch)
+            best = min(best, (time.perf_counter_ns() - began) / size)
+        finally:
+            gc.enable()
+    return best
+
+
+def manager_shapes_section(tokenizer: Any, sizes: tuple[int, int] = SIZES) -> list[Result]:
+    """Per shape and size, ns per message; ratio: 32k against 2k of the shape (for the large size)
+    and, on a second line, the shape against the all-live batch at the large size.
+    """
+    ids = trace_ids(tokenizer, 4_096)
+    codecs: dict[CodecKey, Codec] = {}
+    small, large = sizes
+    times = {
+        (shape, size): _time_shape(tokenizer, codecs, shape, size, ids) for shape in SHAPES for size in sizes
+    }
+    results = []
+    for shape in SHAPES:
+        results.append(Result(f"{shape}, {small:,} messages", times[shape, small]))
+        growth = times[shape, large] / times[shape, small]
+        results.append(
+            Result(
+                f"{shape}, {large:,} messages (ratio: to {small:,})",
+                times[shape, large],
+                growth,
+                f"<= {SHAPE_TARGET:g}",
+                growth <= SHAPE_TARGET,
+            )
+        )
+    for shape in SHAPES[1:]:
+        against = max(times[shape, size] / times["all live", size] for size in sizes)
+        results.append(
+            Result(
+                f"{shape} / all live (worse of the two sizes)",
+                times[shape, large],
+                against,
+                f"<= {LIVE_TARGET:g}",
+                against <= LIVE_TARGET,
+            )
+        )
+    return results
+
+
+def _build_ns(stop: str) -> float:
+    best = float("inf")
+    for _ in range(3):
+        began = time.perf_counter_ns()
+        StopRules(stop=(stop,))
+        best = min(best, time.perf_counter_ns() - began)
+    return best
+
+
+def stop_build_section(lengths: tuple[int, ...] = (1_000, 4_000, 16_000)) -> list[Result]:
+    """Build time of the stop rules of one stop string per length (ns per character; ratio of the
+    whole build to that of the first length).
+    """
+    results = []
+    # A stop string that repeats itself (the worst case for failure links) and one that does not.
+    for name, make in (
+        ("repetitive", lambda size: ("ab" * size)[:size]),
+        ("varied", lambda size: "".join(chr(0x4E00 + (k * 7919) % 20_000) for k in range(size))),
+    ):
+        base = _build_ns(make(lengths[0]))
+        for length in lengths:
+            took = _build_ns(make(length))
+            ratio = took / base
+            last = length == lengths[-1]
+            results.append(
+                Result(
+                    f"stop rules, one {name} stop string of {length:,} chars",
+                    took / length,
+                    ratio,
+                    f"<= {BUILD_TARGET:g}" if last else "",
+                    ratio <= BUILD_TARGET if last else None,
+                )
+            )
+    return results
+
+
+def adversarial_main(argv: list[str] | None = None) -> int:
+    """Print the adversarial sections."""
+    from puredetok.serving.loading import load_tokenizer
+
+    parser = argparse.ArgumentParser(prog="python -m puredetok.bench.adversarial", description=__doc__)
+    parser.add_argument("--tokenizer", default=None, help="tokenizer name or path (default: the bundled one)")
+    parser.add_argument("--no-worker", action="store_true", help="skip the sections that start a worker")
+    args = parser.parse_args(argv)
+    tokenizer = load_tokenizer(args.tokenizer)
+    print(format_table("manager, adversarial batches (ns per message)", manager_shapes_section(tokenizer)))
+    print(format_table("stop rules build (ns per character)", stop_build_section()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(adversarial_main())
