@@ -9,7 +9,7 @@ import sys
 from types import FrameType
 
 from puredetok.cli.options import add_tokenizer_option
-from puredetok.serving.detokenize_manager import DEFAULT_MAX_LIVE
+from puredetok.serving.detokenize_manager import DEFAULT_MAX_LIVE, DEFAULT_MAX_STOP_CHARS, DEFAULT_MAX_STOPS
 from puredetok.serving.messages import ReadyMsg
 from puredetok.worker.addresses import check_bind_address, default_address
 from puredetok.worker.routing import WorkerProcesses
@@ -25,7 +25,7 @@ from puredetok.worker.worker import (
 NAME = "serve"
 HELP = "run the ZeroMQ tokenizer/detokenizer worker process (a supervised pool of N with --workers N)"
 
-_LIMITS = ("max_frame_bytes", "max_text_chars", "max_ids", "max_live")
+_LIMITS = ("max_frame_bytes", "max_text_chars", "max_ids", "max_live", "max_stops", "max_stop_chars")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -89,6 +89,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_MAX_LIVE,
         help="most live requests per worker: past it a new request is refused (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-stops",
+        type=int,
+        default=DEFAULT_MAX_STOPS,
+        help="most stop strings of one request: past it the request is refused (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-stop-chars",
+        type=int,
+        default=DEFAULT_MAX_STOP_CHARS,
+        help="most characters of one request's stop strings together: past it the request is refused "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--max-byte-run",

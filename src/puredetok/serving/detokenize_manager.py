@@ -19,7 +19,14 @@ recognise a late message for a request that has already ended; forgetting one ne
 
 from __future__ import annotations
 
-__all__ = ["DetokenizeManager", "DEFAULT_REMEMBER_ENDED", "DEFAULT_MAX_LIVE", "CodecKey"]
+__all__ = [
+    "DetokenizeManager",
+    "DEFAULT_REMEMBER_ENDED",
+    "DEFAULT_MAX_LIVE",
+    "DEFAULT_MAX_STOPS",
+    "DEFAULT_MAX_STOP_CHARS",
+    "CodecKey",
+]
 
 from bisect import bisect_left
 from collections import Counter, OrderedDict
@@ -63,6 +70,13 @@ DEFAULT_REMEMBER_ENDED = 65_536
 DEFAULT_MAX_LIVE = 65_536
 """How many requests a manager holds at once by default (about 16 MB of records at 240 B each)."""
 
+DEFAULT_MAX_STOPS = 256
+"""How many stop strings one request may have by default."""
+
+DEFAULT_MAX_STOP_CHARS = 16_384
+"""How many characters one request's stop strings may have together by default (their rules are
+built in time linear in it: about 20 ms for 16,384 characters)."""
+
 CodecKey: TypeAlias = tuple[bool, bool | None, bool | None, int | None, str]
 """The decode options a codec is built for: ``(skip_special_tokens, clean_up_tokenization_spaces,
 spaces_between_special_tokens, max_byte_run, out_of_vocab)``."""
@@ -96,11 +110,16 @@ class DetokenizeManager:
         max_byte_run: int | None = None,
         out_of_vocab: OutOfVocab = "raise",
         max_live: int = DEFAULT_MAX_LIVE,
+        max_stops: int = DEFAULT_MAX_STOPS,
+        max_stop_chars: int = DEFAULT_MAX_STOP_CHARS,
     ) -> None:
         if remember_ended < 0:
             raise ValueError(f"remember_ended must be >= 0, got {remember_ended}")
         if type(max_live) is not int or max_live < 1:
             raise ValueError(f"max_live must be an int >= 1, not {max_live!r}")
+        for name, limit in (("max_stops", max_stops), ("max_stop_chars", max_stop_chars)):
+            if type(limit) is not int or limit < 0:
+                raise ValueError(f"{name} must be an int >= 0, not {limit!r}")
         if max_byte_run is not None and (type(max_byte_run) is not int or max_byte_run < 1):
             raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
         if out_of_vocab not in OUT_OF_VOCAB:
@@ -109,6 +128,10 @@ class DetokenizeManager:
         self.remember_ended = remember_ended
         self.max_live = max_live
         """The most requests live at once: past it, a new request gets an error."""
+        self.max_stops = max_stops
+        """The most stop strings of one request: past it, the request is refused."""
+        self.max_stop_chars = max_stop_chars
+        """The most characters of one request's stop strings together: past it, it is refused."""
         self.max_byte_run = max_byte_run
         """The cap on held byte-fallback runs of requests that do not set one (None: no cap)."""
         self.out_of_vocab: OutOfVocab = out_of_vocab
@@ -191,6 +214,7 @@ class DetokenizeManager:
         key = _rules_key(params)
         rules = self._rules.get(key)
         if rules is None:
+            self._check_stops(params.stop)
             rules = StopRules(
                 stop=params.stop,
                 stop_token_ids=params.stop_token_ids,
@@ -204,6 +228,26 @@ class DetokenizeManager:
                 self._rules.clear()
             self._rules[key] = rules
         return rules
+
+    def _check_stops(self, stop: object) -> None:
+        """Raises ValueError if ``stop`` has more stop strings, or more characters, than the limits
+        (before its rules are built: their cost grows with both).
+        """
+        if isinstance(stop, str):
+            stop = (stop,)
+        if not isinstance(stop, tuple | list):
+            return  # not stop strings at all: StopRules names the error
+        if len(stop) > self.max_stops:
+            raise ValueError(
+                f"request refused: {len(stop):,} stop strings > the limit of {self.max_stops:,} (max_stops)"
+            )
+        chars = sum(len(one) for one in stop if isinstance(one, str))
+        if chars > self.max_stop_chars:
+            raise ValueError(
+                f"request refused: stop strings of {chars:,} characters > the limit of "
+                f"{self.max_stop_chars:,} "
+                "(max_stop_chars)"
+            )
 
     def _fresh_stream(self, params: SamplingParams) -> Stream:
         """A request's record with these parameters before any token (one shared record, as
