@@ -235,8 +235,8 @@ def test_a_stalled_frontend_bounds_memory_and_loses_nothing(harness: Harness) ->
                 sent += 1
             except zmq.Again:
                 time.sleep(0.01)
-        stalled = memory(ready.pid)
-        assert sent < len(frames), "the worker went on taking input while its frontend did not read"
+        stalled, taken = memory(ready.pid), sent
+        assert taken < len(frames), "the worker went on taking input while its frontend did not read"
         texts = {uid: "" for uid in range(requests)}
         finished: set[int] = set()
         deadline = time.monotonic() + 120
@@ -257,7 +257,8 @@ def test_a_stalled_frontend_bounds_memory_and_loses_nothing(harness: Harness) ->
     finally:
         sender.close(linger=0)
     print(
-        f"\nstalled frontend: {sent} frames taken of {len(frames)}; RSS {before >> 20} -> {stalled >> 20} MB"
+        f"\nstalled frontend: {taken} frames taken of {len(frames)} while it did not read; "
+        f"RSS {before >> 20} -> {stalled >> 20} MB"
     )
     assert stalled - before < 64 << 20
     for uid in range(requests):

@@ -233,8 +233,10 @@ def test_health_probe_is_answered_by_the_loop_even_after_work(harness: Harness, 
     worker.send([HealthCheckMsg(42)])
     got = harness.receive(
         harness.frontend,
-        lambda got: any(isinstance(m, HealthReply) for m in got)
-        and sum(isinstance(m, UserReply) for m in got) == 2000,
+        lambda got: (
+            any(isinstance(m, HealthReply) for m in got)
+            and sum(isinstance(m, UserReply) for m in got) == 2000
+        ),
     )
     [health] = [m for m in got if isinstance(m, HealthReply)]
     answered = [m for m in got if isinstance(m, UserReply)]
