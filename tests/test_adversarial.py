@@ -33,7 +33,7 @@ from puredetok.serving.messages import (
     SamplingParams,
     UserReply,
 )
-from puredetok.worker.flow import slices
+from puredetok.worker.flow import Backlog, slices
 from puredetok.worker.wire import Decoded, encode_batch, encode_frame
 from test_worker import NO_EOS, core_text, encode
 from zmq_harness import Harness
@@ -173,6 +173,35 @@ def test_slices_are_the_frame(batch: list[DetokenizeMsg], size: int) -> None:
     parts = list(slices(Decoded(whole), size))
     assert all(len(part.batch) <= size for part in parts)
     assert [m for part in parts for m in part.batch.items] == list(whole.items)
+
+
+@given(st.lists(messages(), min_size=1, max_size=60), st.integers(1, 9), st.randoms())
+def test_slices_of_positions_in_any_order_are_the_frame(
+    batch: list[DetokenizeMsg], size: int, rng: Any
+) -> None:
+    """A sender may list a batch's ends, openings and reasons in any order."""
+    whole = DetokenizeBatch.of(batch)
+    shuffled = [list(whole.finished), list(whole.opens), list(whole.reasons)]
+    for column in shuffled:
+        rng.shuffle(column)
+    mixed = DetokenizeBatch(whole.uids, whole.token_ids, whole.counts, *map(tuple, shuffled))
+    assert [m for part in slices(Decoded(mixed), size) for m in part.batch.items] == list(whole.items)
+
+
+def test_the_backlog_hands_slices_out_in_order_and_counts_what_waits() -> None:
+    frames = [
+        DetokenizeBatch(tuple(range(n, n + size)), (32,) * size) for n, size in ((0, 10), (100, 3), (200, 7))
+    ]
+    backlog = Backlog(4)
+    for frame in frames:
+        backlog.add(Decoded(frame), 1000)
+    assert backlog.waiting_bytes == 2000
+    taken = []
+    while len(backlog):
+        got = backlog.take(8)
+        assert 1 <= len(got) <= 2 and all(len(part.batch) <= 4 for part in got)
+        taken += [uid for part in got for uid in part.batch.uids]
+    assert taken == [uid for frame in frames for uid in frame.uids] and backlog.waiting_bytes == 0
 
 
 # Real processes.

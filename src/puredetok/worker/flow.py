@@ -17,8 +17,9 @@ from __future__ import annotations
 
 __all__ = ["Backlog", "Outgoing", "slices"]
 
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import zmq
@@ -31,26 +32,23 @@ def slices(decoded: Decoded, size: int) -> Iterator[Decoded]:
     """``decoded`` cut into frames of at most ``size`` messages (a detokenize batch; any other
     batch is left whole), in order; the frame's rejected messages go with the last slice.
 
-    Linear in the batch: its positions lists are split in one pass.
+    Lazy, and linear in the batch overall: each slice costs its own messages (its positions are
+    found by bisection in the batch's sorted positions), so the first slice of a frame of
+    millions of messages is ready at once.
     """
     batch = decoded.batch
     if not isinstance(batch, DetokenizeBatch) or len(batch) <= size:
         yield decoded
         return
     total = len(batch)
-    parts = range(0, total, size)
-    finished: list[list[int]] = [[] for _ in parts]
-    opens: list[list[Any]] = [[] for _ in parts]
-    reasons: list[list[Any]] = [[] for _ in parts]
-    for position in batch.finished:
-        finished[position // size].append(position % size)
-    for position, opening in batch.opens:
-        opens[position // size].append((position % size, opening))
-    for position, reason, matched in batch.reasons:
-        reasons[position // size].append((position % size, reason, matched))
+    finished = _ascending(batch.finished, _itself)
+    opens = _ascending(batch.opens, _first)
+    reasons = _ascending(batch.reasons, _first)
+    opened = [position for position, _ in opens]
+    explained = [position for position, _, _ in reasons]
     counts = batch.counts
     cursor = 0
-    for part, begin in enumerate(parts):
+    for begin in range(0, total, size):
         end = min(total, begin + size)
         if counts is None:
             ids, part_counts = batch.token_ids[begin:end], None
@@ -58,15 +56,29 @@ def slices(decoded: Decoded, size: int) -> Iterator[Decoded]:
             part_counts = counts[begin:end]
             step = sum(part_counts)
             ids, cursor = batch.token_ids[cursor : cursor + step], cursor + step
+        low, high = bisect_left(finished, begin), bisect_left(finished, end)
+        part_finished = tuple(position - begin for position in finished[low:high])
+        low, high = bisect_left(opened, begin), bisect_left(opened, end)
+        part_opens = tuple((position - begin, opening) for position, opening in opens[low:high])
+        low, high = bisect_left(explained, begin), bisect_left(explained, end)
+        part_reasons = tuple(
+            (position - begin, reason, matched) for position, reason, matched in reasons[low:high]
+        )
         piece = DetokenizeBatch(
-            batch.uids[begin:end],
-            ids,
-            part_counts,
-            tuple(sorted(finished[part])),
-            tuple(sorted(opens[part], key=_first)),
-            tuple(sorted(reasons[part], key=_first)),
+            batch.uids[begin:end], ids, part_counts, part_finished, part_opens, part_reasons
         )
         yield Decoded(piece, decoded.rejected if end == total else ())
+
+
+def _ascending(items: Sequence[Any], key: Callable[[Any], int]) -> Sequence[Any]:
+    """``items`` in ascending order of ``key`` (as they come from an encoder: then in one pass)."""
+    listed = list(items)
+    ordered = sorted(listed, key=key)
+    return listed if ordered == listed else ordered
+
+
+def _itself(position: int) -> int:
+    return position
 
 
 def _first(item: tuple[Any, ...]) -> int:
@@ -84,7 +96,9 @@ class Backlog:
 
     def __init__(self, slice_size: int) -> None:
         self.slice_size = slice_size
-        self._frames: deque[tuple[deque[Decoded], int]] = deque()
+        self._frames: deque[tuple[Iterator[Decoded], int]] = deque()
+        self._next: Decoded | None = None
+        """The next slice of the first frame (cut when the one before it is taken)."""
         self.waiting_bytes = 0
         """Bytes of the frames waiting behind the first."""
 
@@ -95,18 +109,19 @@ class Backlog:
         """A frame of ``size`` bytes, decoded, to handle after those already here."""
         if self._frames:
             self.waiting_bytes += size
-        self._frames.append((deque(slices(decoded, self.slice_size)), size))
+        self._frames.append((slices(decoded, self.slice_size), size))
 
     def take(self, most: int) -> list[Decoded]:
         """Slices from the front, about ``most`` messages of them (at least one slice)."""
         taken: list[Decoded] = []
         count = 0
         while self._frames and (not taken or count + self.slice_size <= most):
-            parts, _ = self._frames[0]
-            piece = parts.popleft()
+            parts = self._frames[0][0]
+            piece = self._next if self._next is not None else next(parts)
             taken.append(piece)
             count += len(piece.batch)
-            if not parts:
+            self._next = next(parts, None)
+            if self._next is None:
                 self._frames.popleft()
                 if self._frames:
                     self.waiting_bytes -= self._frames[0][1]
