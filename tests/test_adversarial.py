@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import zmq
@@ -59,12 +59,10 @@ def messages(draw: st.DrawFn) -> DetokenizeMsg:
     ids = tuple(draw(st.lists(st.sampled_from(IDS), max_size=3)))
     opening = draw(st.one_of(st.none(), st.sampled_from(PARAMS).map(lambda p: Opening((), p))))
     finished = draw(st.booleans())
-    reason = matched = None
+    why: tuple[Any, Any] = (None, None)
     if finished and draw(st.booleans()):
-        reason, matched = draw(
-            st.sampled_from([("stop", EOS), ("stop", "lo"), ("length", None), ("abort", None)])
-        )
-    return DetokenizeMsg(uid, ids, finished, opening, reason, matched)
+        why = draw(st.sampled_from([("stop", EOS), ("stop", "lo"), ("length", None), ("abort", None)]))
+    return DetokenizeMsg(uid, ids, finished, opening, *why)
 
 
 @st.composite
@@ -181,10 +179,12 @@ def test_slices_of_positions_in_any_order_are_the_frame(
 ) -> None:
     """A sender may list a batch's ends, openings and reasons in any order."""
     whole = DetokenizeBatch.of(batch)
-    shuffled = [list(whole.finished), list(whole.opens), list(whole.reasons)]
-    for column in shuffled:
+    finished, opens, reasons = list(whole.finished), list(whole.opens), list(whole.reasons)
+    for column in (finished, opens, reasons):
         rng.shuffle(column)
-    mixed = DetokenizeBatch(whole.uids, whole.token_ids, whole.counts, *map(tuple, shuffled))
+    mixed = DetokenizeBatch(
+        whole.uids, whole.token_ids, whole.counts, tuple(finished), tuple(opens), tuple(reasons)
+    )
     assert [m for part in slices(Decoded(mixed), size) for m in part.batch.items] == list(whole.items)
 
 
@@ -196,12 +196,13 @@ def test_the_backlog_hands_slices_out_in_order_and_counts_what_waits() -> None:
     for frame in frames:
         backlog.add(Decoded(frame), 1000)
     assert backlog.waiting_bytes == 2000
-    taken = []
+    taken: list[tuple[Any, ...]] = []
     while len(backlog):
         got = backlog.take(8)
         assert 1 <= len(got) <= 2 and all(len(part.batch) <= 4 for part in got)
-        taken += [uid for part in got for uid in part.batch.uids]
-    assert taken == [uid for frame in frames for uid in frame.uids] and backlog.waiting_bytes == 0
+        taken += [cast(DetokenizeBatch, part.batch).uids for part in got]
+    assert [uid for uids in taken for uid in uids] == [uid for frame in frames for uid in frame.uids]
+    assert backlog.waiting_bytes == 0
 
 
 # Real processes.
@@ -280,6 +281,7 @@ def test_a_stalled_frontend_bounds_memory_and_loses_nothing(harness: Harness) ->
             if h.frontend.poll(20):
                 for reply in h.from_frontend.decode(h.frontend.recv()).batch.items:
                     assert isinstance(reply, UserReply) and reply.error is None
+                    assert isinstance(reply.uid, int)
                     texts[reply.uid] += reply.incremental_output
                     if reply.finished:
                         finished.add(reply.uid)
