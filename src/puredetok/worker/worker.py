@@ -4,8 +4,8 @@ A worker PULLs frames on its own address (it binds), and PUSHes token ids and ab
 scheduler (``backend``) and text to the API server (``frontend``); it connects to both, so any
 number of workers can share them. Each loop reads up to ``local_bs`` waiting messages (and about
 :data:`LOOP_BYTES` of frames), handles up to ``local_bs`` of those waiting, kind by kind (keeping
-the order of each request's messages), and sends one frame per kind. Tokenizing runs in a thread beside the loop
-(:mod:`puredetok.serving.tokenizing`), so a long prompt never holds up the streams.
+the order of each request's messages), and sends one frame per kind. Tokenizing runs in a thread
+beside the loop (:mod:`puredetok.serving.tokenizing`), so a long prompt never holds up the streams.
 
 Limits (:class:`Limits`) bound what one frame, one request and the whole worker may hold: a frame
 over ``max_frame_bytes`` is refused by ZeroMQ before it is read; a text over ``max_text_chars``
