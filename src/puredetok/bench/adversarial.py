@@ -352,7 +352,7 @@ def stalled_section(
     keeps trying, while its frontend does not read for ``seconds``: its memory growth (MB), then,
     once the frontend reads, whether every stream is complete and exact.
     """
-    requests, per_message, steps = 256, 64, 400
+    requests, per_message, steps = 256, 64, 1_200  # some 80 MB of replies: past the outbox bound
     ids = trace_ids(tokenizer, 4_096)
     rows = {
         uid: [ids[(uid * 97 + k) % len(ids)] for k in range(per_message * steps)] for uid in range(requests)
@@ -392,7 +392,7 @@ def stalled_section(
                 peak = max(peak, served.rss())
                 if sent >= steps:
                     break  # every frame taken: the worker did not push back
-            stalled = served.rss()
+            stalled, taken = served.rss(), sent
             texts = {uid: "" for uid in range(requests)}
             finished: set[int] = set()
             deadline = time.monotonic() + 600
@@ -415,7 +415,8 @@ def stalled_section(
     growth = peak - before
     return [
         Result(
-            f"stalled frontend {seconds:g} s: RSS {before >> 20} -> {stalled >> 20} MB (peak +MB)",
+            f"stalled frontend {seconds:g} s: {taken} of {steps} frames taken; RSS {before >> 20} -> "
+            f"{stalled >> 20} MB (peak +MB)",
             growth / (1 << 20),
             growth / GROWTH_TARGET,
             f"< {GROWTH_TARGET >> 20} MB",
