@@ -199,10 +199,14 @@ def test_the_backlog_hands_slices_out_in_order_and_counts_what_waits() -> None:
     taken: list[tuple[Any, ...]] = []
     while len(backlog):
         got = backlog.take(8)
-        assert 1 <= len(got) <= 2 and all(len(part.batch) <= 4 for part in got)
+        assert 1 <= len(got) <= 3 and all(len(part.batch) <= 4 for part in got)
+        assert sum(len(part.batch) for part in got) <= 8
         taken += [cast(DetokenizeBatch, part.batch).uids for part in got]
     assert [uid for uids in taken for uid in uids] == [uid for frame in frames for uid in frame.uids]
     assert backlog.waiting_bytes == 0
+    for frame in frames:  # small frames go out together
+        backlog.add(Decoded(DetokenizeBatch(frame.uids[:2], (32,) * 2)), 10)
+    assert len(backlog.take(8)) == 3 and not len(backlog)
 
 
 # Real processes.

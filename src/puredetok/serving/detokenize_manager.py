@@ -75,7 +75,7 @@ DEFAULT_MAX_STOPS = 256
 
 DEFAULT_MAX_STOP_CHARS = 16_384
 """How many characters one request's stop strings may have together by default (their rules are
-built in time linear in it: about 20 ms for 16,384 characters)."""
+built in time linear in it: 11 - 15 ms of CPU for 16,384 characters, see docs/benchmarks.md)."""
 
 CodecKey: TypeAlias = tuple[bool, bool | None, bool | None, int | None, str]
 """The decode options a codec is built for: ``(skip_special_tokens, clean_up_tokenization_spaces,
@@ -245,8 +245,7 @@ class DetokenizeManager:
         if chars > self.max_stop_chars:
             raise ValueError(
                 f"request refused: stop strings of {chars:,} characters > the limit of "
-                f"{self.max_stop_chars:,} "
-                "(max_stop_chars)"
+                f"{self.max_stop_chars:,} (max_stop_chars)"
             )
 
     def _fresh_stream(self, params: SamplingParams) -> Stream:

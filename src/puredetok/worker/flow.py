@@ -98,7 +98,7 @@ class Backlog:
         self.slice_size = slice_size
         self._frames: deque[tuple[Iterator[Decoded], int]] = deque()
         self._next: Decoded | None = None
-        """The next slice of the first frame (cut when the one before it is taken)."""
+        """The next slice of the first frame, once cut (None: not cut yet)."""
         self.waiting_bytes = 0
         """Bytes of the frames waiting behind the first."""
 
@@ -112,12 +112,18 @@ class Backlog:
         self._frames.append((slices(decoded, self.slice_size), size))
 
     def take(self, most: int) -> list[Decoded]:
-        """Slices from the front, about ``most`` messages of them (at least one slice)."""
+        """Slices from the front, at most ``most`` messages of them (at least one slice): many small
+        frames are handled together, as one batch per kind.
+        """
         taken: list[Decoded] = []
         count = 0
-        while self._frames and (not taken or count + self.slice_size <= most):
+        while self._frames:
             parts = self._frames[0][0]
-            piece = self._next if self._next is not None else next(parts)
+            if self._next is None:
+                self._next = next(parts)
+            piece = self._next
+            if taken and count + len(piece.batch) > most:
+                break
             taken.append(piece)
             count += len(piece.batch)
             self._next = next(parts, None)
