@@ -73,14 +73,50 @@ def _fill(template: bytes, value: bytes) -> bytes:
     return template.replace(marker, value, 1)
 
 
+ADVERSARIAL = ("one_request", "unknown_uids", "reopened", "open_and_end")
+"""Valid frames shaped to cost the most per message (issue 25): many messages of one request,
+uids the worker never opened, one uid opened again and again, requests opened and ended in turn."""
+
+
+def adversarial_batch(kind: str, serial: int, rng: random.Random) -> bytes:
+    """A valid detokenize frame of ``kind`` (one of :data:`ADVERSARIAL`); its uids are its own."""
+    size = rng.choice((1, 30, 300))  # their replies are read by the test in Python: keep them few
+    ids = [rng.choice((32, 33, 13, 151645, 220, 99999)) for _ in range(size)]
+    uid = f"adversary-{serial}"
+    messages = []
+    for k, token in enumerate(ids):
+        if kind == "one_request":
+            message = DetokenizeMsg(uid, (token,), k == size - 1, Opening() if k == 0 else None)
+        elif kind == "unknown_uids":
+            message = DetokenizeMsg(f"{uid}-{k}", (token,), rng.random() < 0.5)
+        elif kind == "reopened":
+            message = DetokenizeMsg(uid, (token,), k == size - 1, Opening())
+        else:
+            opening = Opening() if k % 3 == 0 else None
+            message = DetokenizeMsg(f"{uid}-{k // 3}", (token,), k % 3 == 2 or k == size - 1, opening)
+        messages.append(message)
+    return encode_batch(messages)
+
+
 def hostile_frames(count: int, seed: int, valid: list[bytes]) -> Iterator[tuple[str, bytes]]:
     """``count`` hostile frames: ``(kind, bytes)``; ``valid`` are frames to cut and flip."""
     rng = random.Random(seed)
-    kinds = ("nested", "nested_batch", "nested_field", "random", "truncated", "flipped", "huge_length")
+    kinds = (
+        "nested",
+        "nested_batch",
+        "nested_field",
+        "random",
+        "truncated",
+        "flipped",
+        "huge_length",
+        *ADVERSARIAL,
+    )
     for serial in range(count):
         kind = kinds[serial % len(kinds)]
         depth = rng.choice(DEPTHS)
-        if kind == "nested":
+        if kind in ADVERSARIAL:
+            frame = adversarial_batch(kind, serial, rng)
+        elif kind == "nested":
             frame = nested(depth, rng)
         elif kind == "nested_batch":
             name = rng.choice(("detokenize", "tokenize", "abort", "health"))

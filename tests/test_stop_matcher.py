@@ -6,10 +6,11 @@ proper prefix of a stop string).
 
 from __future__ import annotations
 
+import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from puredetok.stops.matcher import SKIP, Match, compile_stops, find_stop, held_from, scan
+from puredetok.stops.matcher import SHALLOW, SKIP, Match, compile_stops, find_stop, held_from, scan
 
 # A small alphabet, so that stop strings overlap, nest and repeat (the automaton's failure links).
 ALPHABET = "ab\nc<|"
@@ -56,3 +57,59 @@ def test_no_stop_strings_hold_nothing() -> None:
     matcher = compile_stops([])
     assert scan(matcher, "", "anything at all, long enough to skip") == (None, "")
     assert scan(matcher, "", "ab", search=False) == (None, "")
+
+
+# Stop strings longer than the prefixes kept by their text (SHALLOW): held text past it is found by
+# its fingerprint; built from repeated pieces, so that long prefixes overlap and nest.
+pieces = st.lists(st.sampled_from(["ab", "a", "b\n", "<|", "c" * (SHALLOW // 2)]), min_size=1, max_size=40)
+long_stop_sets = st.lists(pieces.map("".join), min_size=1, max_size=3)
+
+
+@given(long_stop_sets, pieces.map("".join), pieces.map("".join))
+def test_long_stop_strings_scan_as_their_definitions(stops: list[str], before: str, text: str) -> None:
+    matcher = compile_stops(stops)
+    cut = find_stop(matcher, before, 0)
+    if cut is not None:
+        before = before[: cut.end - 1]
+    held = before[held_from(matcher, before) :]
+    assert held == "" or held in matcher.prefixes
+    match, state = scan(matcher, held, text)
+    whole = held + text
+    expected = find_stop(matcher, whole, len(held))
+    assert match == expected
+    assert state == ("" if expected is not None else whole[held_from(matcher, whole) :])
+
+
+@given(long_stop_sets, st.integers(0, 10_000))
+def test_each_prefix_is_found_and_no_other_text(stops: list[str], cut: int) -> None:
+    matcher = compile_stops(stops)
+    stop = stops[cut % len(stops)]
+    size = cut % len(stop)
+    prefix = stop[:size]
+    assert (prefix in matcher.prefixes) == (size > 0)
+    if size:
+        state = matcher.state_of(prefix)
+        assert state is not None and matcher.text_of(state) == prefix
+    assert matcher.state_of(stop + "\x00") is None
+    assert (prefix + "\x00") not in matcher.prefixes
+
+
+def test_a_fingerprint_that_collides_falls_back_to_the_trie() -> None:
+    """A long held text whose fingerprint names another state is still found (by the walk)."""
+    stop = "x" * (SHALLOW + 5) + "y"
+    matcher = compile_stops([stop])
+    held = stop[: SHALLOW + 3]
+    wrong = attrs.evolve(matcher, deep={key: 1 for key in matcher.deep})  # every key names state 1
+    assert wrong.state_of(held) == matcher.state_of(held)
+    assert scan(wrong, held, "xxy") == (Match(stop, 0, len(stop)), "")
+
+
+def test_building_a_long_stop_string_makes_no_table_of_its_prefixes() -> None:
+    """The matcher of a 100,000-character stop string holds no text but the stop string and
+    prefixes up to SHALLOW characters (a table of every prefix would hold 5e9 characters).
+    """
+    stop = "ab" * 50_000
+    matcher = compile_stops([stop])
+    assert sum(map(len, matcher.shallow)) <= SHALLOW * SHALLOW
+    assert len(matcher.depth) == len(stop) + 1
+    assert scan(matcher, stop[:-1], stop[-1]) == (Match(stop, 0, len(stop)), "")

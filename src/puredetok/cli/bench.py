@@ -39,10 +39,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-worker", action="store_true", help="skip the worker section (it starts a process)"
     )
+    parser.add_argument(
+        "--adversarial",
+        action="store_true",
+        help="print only the adversarial sections (issue 25: batch shapes, stop rules build, health "
+        "probe behind the worst frame, memory under a stalled frontend; see puredetok.bench.adversarial)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Print every section."""
+    if args.adversarial:
+        from puredetok.bench.adversarial import adversarial_main
+
+        tokenizer = [] if args.tokenizer is None else ["--tokenizer", str(args.tokenizer)]
+        return adversarial_main([*tokenizer, *(["--no-worker"] if args.no_worker else [])])
     if args.tokens < 100 or args.long < 1_000 or args.requests < 1 or args.repeats < 1:
         raise ValueError("--tokens must be >= 100, --long >= 1000, --requests and --repeats >= 1")
     tokenizer = load_tokenizer(args.tokenizer)

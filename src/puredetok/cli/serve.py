@@ -9,7 +9,7 @@ import sys
 from types import FrameType
 
 from puredetok.cli.options import add_tokenizer_option
-from puredetok.serving.detokenize_manager import DEFAULT_MAX_LIVE
+from puredetok.serving.detokenize_manager import DEFAULT_MAX_LIVE, DEFAULT_MAX_STOP_CHARS, DEFAULT_MAX_STOPS
 from puredetok.serving.messages import ReadyMsg
 from puredetok.worker.addresses import check_bind_address, default_address
 from puredetok.worker.routing import WorkerProcesses
@@ -17,6 +17,7 @@ from puredetok.worker.wire import DEFAULT_MAX_FRAME_BYTES
 from puredetok.worker.worker import (
     DEFAULT_LOCAL_BS,
     DEFAULT_MAX_IDS,
+    DEFAULT_MAX_OUTBOX_BYTES,
     DEFAULT_MAX_TEXT_CHARS,
     Limits,
     tokenize_worker,
@@ -25,7 +26,15 @@ from puredetok.worker.worker import (
 NAME = "serve"
 HELP = "run the ZeroMQ tokenizer/detokenizer worker process (a supervised pool of N with --workers N)"
 
-_LIMITS = ("max_frame_bytes", "max_text_chars", "max_ids", "max_live")
+_LIMITS = (
+    "max_frame_bytes",
+    "max_text_chars",
+    "max_ids",
+    "max_live",
+    "max_stops",
+    "max_stop_chars",
+    "max_outbox_bytes",
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -91,6 +100,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="most live requests per worker: past it a new request is refused (default: %(default)s)",
     )
     parser.add_argument(
+        "--max-stops",
+        type=int,
+        default=DEFAULT_MAX_STOPS,
+        help="most stop strings of one request: past it the request is refused (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-stop-chars",
+        type=int,
+        default=DEFAULT_MAX_STOP_CHARS,
+        help="most characters of one request's stop strings together: past it the request is refused "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-outbox-bytes",
+        type=int,
+        default=DEFAULT_MAX_OUTBOX_BYTES,
+        help="bytes of frames waiting for a peer that does not read, past which the worker stops taking "
+        "input until it reads again (default: %(default)s)",
+    )
+    parser.add_argument(
         "--max-byte-run",
         type=int,
         default=None,
@@ -115,7 +144,10 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1 or args.local_bs < 1 or args.index < 0 or args.incarnation < 0:
         raise ValueError("--workers and --local-bs must be >= 1, --index >= 0")
     if any(getattr(args, name) < 1 for name in _LIMITS):
-        raise ValueError("--max-frame-bytes, --max-text-chars, --max-ids and --max-live must be >= 1")
+        raise ValueError(
+            "--max-frame-bytes, --max-text-chars, --max-ids, --max-live, --max-stops, --max-stop-chars "
+            "and --max-outbox-bytes must be >= 1"
+        )
     if args.max_byte_run is not None and args.max_byte_run < 1:
         raise ValueError("--max-byte-run must be >= 1 (leave it out for no cap)")
     args.listen = args.listen or default_address("worker-{index}")

@@ -19,7 +19,14 @@ recognise a late message for a request that has already ended; forgetting one ne
 
 from __future__ import annotations
 
-__all__ = ["DetokenizeManager", "DEFAULT_REMEMBER_ENDED", "DEFAULT_MAX_LIVE", "CodecKey"]
+__all__ = [
+    "DetokenizeManager",
+    "DEFAULT_REMEMBER_ENDED",
+    "DEFAULT_MAX_LIVE",
+    "DEFAULT_MAX_STOPS",
+    "DEFAULT_MAX_STOP_CHARS",
+    "CodecKey",
+]
 
 from bisect import bisect_left
 from collections import Counter, OrderedDict
@@ -63,6 +70,13 @@ DEFAULT_REMEMBER_ENDED = 65_536
 DEFAULT_MAX_LIVE = 65_536
 """How many requests a manager holds at once by default (about 16 MB of records at 240 B each)."""
 
+DEFAULT_MAX_STOPS = 256
+"""How many stop strings one request may have by default."""
+
+DEFAULT_MAX_STOP_CHARS = 16_384
+"""How many characters one request's stop strings may have together by default (their rules are
+built in time linear in it: 11 - 15 ms of CPU for 16,384 characters, see docs/benchmarks.md)."""
+
 CodecKey: TypeAlias = tuple[bool, bool | None, bool | None, int | None, str]
 """The decode options a codec is built for: ``(skip_special_tokens, clean_up_tokenization_spaces,
 spaces_between_special_tokens, max_byte_run, out_of_vocab)``."""
@@ -96,11 +110,16 @@ class DetokenizeManager:
         max_byte_run: int | None = None,
         out_of_vocab: OutOfVocab = "raise",
         max_live: int = DEFAULT_MAX_LIVE,
+        max_stops: int = DEFAULT_MAX_STOPS,
+        max_stop_chars: int = DEFAULT_MAX_STOP_CHARS,
     ) -> None:
         if remember_ended < 0:
             raise ValueError(f"remember_ended must be >= 0, got {remember_ended}")
         if type(max_live) is not int or max_live < 1:
             raise ValueError(f"max_live must be an int >= 1, not {max_live!r}")
+        for name, limit in (("max_stops", max_stops), ("max_stop_chars", max_stop_chars)):
+            if type(limit) is not int or limit < 0:
+                raise ValueError(f"{name} must be an int >= 0, not {limit!r}")
         if max_byte_run is not None and (type(max_byte_run) is not int or max_byte_run < 1):
             raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
         if out_of_vocab not in OUT_OF_VOCAB:
@@ -109,6 +128,10 @@ class DetokenizeManager:
         self.remember_ended = remember_ended
         self.max_live = max_live
         """The most requests live at once: past it, a new request gets an error."""
+        self.max_stops = max_stops
+        """The most stop strings of one request: past it, the request is refused."""
+        self.max_stop_chars = max_stop_chars
+        """The most characters of one request's stop strings together: past it, it is refused."""
         self.max_byte_run = max_byte_run
         """The cap on held byte-fallback runs of requests that do not set one (None: no cap)."""
         self.out_of_vocab: OutOfVocab = out_of_vocab
@@ -191,6 +214,7 @@ class DetokenizeManager:
         key = _rules_key(params)
         rules = self._rules.get(key)
         if rules is None:
+            self._check_stops(params.stop)
             rules = StopRules(
                 stop=params.stop,
                 stop_token_ids=params.stop_token_ids,
@@ -204,6 +228,25 @@ class DetokenizeManager:
                 self._rules.clear()
             self._rules[key] = rules
         return rules
+
+    def _check_stops(self, stop: object) -> None:
+        """Raises ValueError if ``stop`` has more stop strings, or more characters, than the limits
+        (before its rules are built: their cost grows with both).
+        """
+        if isinstance(stop, str):
+            stop = (stop,)
+        if not isinstance(stop, tuple | list):
+            return  # not stop strings at all: StopRules names the error
+        if len(stop) > self.max_stops:
+            raise ValueError(
+                f"request refused: {len(stop):,} stop strings > the limit of {self.max_stops:,} (max_stops)"
+            )
+        chars = sum(len(one) for one in stop if isinstance(one, str))
+        if chars > self.max_stop_chars:
+            raise ValueError(
+                f"request refused: stop strings of {chars:,} characters > the limit of "
+                f"{self.max_stop_chars:,} (max_stop_chars)"
+            )
 
     def _fresh_stream(self, params: SamplingParams) -> Stream:
         """A request's record with these parameters before any token (one shared record, as
@@ -274,10 +317,17 @@ class DetokenizeManager:
         if opens:
             apart |= opens.keys() - self._open_ahead(uids, opens, apart)
         closing = sorted(ends)
+        live = self._live
         position = 0
         for special in [*sorted(apart), len(uids)]:
             while position < special:
-                position = self._run(uids, messages, counts, position, special, ends, closing, replies)
+                stop = _run_end(uids, position, special, live)
+                if stop - position < SHORT_RUN:
+                    for at in range(position, max(stop, position + 1)):
+                        self._one(at, uids[at], messages[at], None, ends.get(at), replies)
+                    position = at + 1
+                    continue
+                position = self._run(uids, messages, counts, position, stop, ends, closing, replies)
                 if position < special:
                     self._one(position, uids[position], messages[position], None, ends.get(position), replies)
                     position += 1
@@ -327,20 +377,14 @@ class DetokenizeManager:
         closing: list[int],
         replies: _Replies,
     ) -> int:
-        """The messages from ``begin`` on, up to ``end`` at most, of live requests, each uid once,
-        advanced at once, and those the scheduler ends (``ends``, by position; ``closing``: their
-        positions in order) ended; returns where it stopped (a message the run cannot take).
+        """The messages from ``begin`` to ``end`` (of live requests, each uid once: see
+        :func:`_run_end`), advanced at once, and those the scheduler ends (``ends``, by position;
+        ``closing``: their positions in order) ended; returns where it stopped (before ``end`` if
+        a message would raise: it takes the per-message path).
         """
         live = self._live
         run = uids[begin:end] if begin or end != len(uids) else uids
-        try:
-            streams = list(map(live.__getitem__, run))
-        except KeyError:
-            run = run[: next(n for n, uid in enumerate(run) if uid not in live)]
-            streams = list(map(live.__getitem__, run))
-        if len(set(run)) != len(run):
-            run = run[: _first_repeat(run)]
-            streams = streams[: len(run)]
+        streams = list(map(live.__getitem__, run))
         news, texts, ended = advance_each(streams, messages[begin : begin + len(run)])
         done = len(news)
         taken = run if done == len(run) else run[:done]
@@ -369,9 +413,14 @@ class DetokenizeManager:
         """A message that needs more than a run gives: it may open its request (``opening``), end
         it (``end``: the scheduler's reason), name a uid that is not live, or hold an invalid id.
         """
+        stream = self._live.get(uid)
+        if stream is None and opening is None:  # not live: an error reply, nothing changes
+            replies.ended.append((position, None, None))
+            replies.errors.append((position, self._not_live(uid)))
+            replies.outputs.append("")
+            return
         many = type(tokens) is not int
         count = len(tokens) if many else 1
-        stream = self._live.get(uid)
         self._consumed[uid] += count
         if stream is None or opening is not None:
             stream = self._first(position, uid, stream, opening, count, replies)
@@ -505,10 +554,10 @@ class DetokenizeManager:
         stored), or why not: ``(finished, error)``.
         """
         ended = stream is None and uid in self._ended
+        if opening is None:
+            return True, self._not_live(uid)
         if stream is None and len(self._live) >= self.max_live:
             return True, self._full(uid)
-        if opening is None:
-            return True, self._late(uid) if ended else self._unknown(uid)
         try:
             return self._opened(uid, opening)
         except ValueError as error:
@@ -541,6 +590,12 @@ class DetokenizeManager:
             return stream
         codec, _, hold, held, min_left, max_left, reason = stream.fields()
         return Stream(codec, shared, hold, held, min_left, max_left, reason)
+
+    def _not_live(self, uid: Uid) -> str:
+        """The error of a message without an opening for a uid that is not live."""
+        if len(self._live) >= self.max_live:
+            return self._full(uid)
+        return self._late(uid) if uid in self._ended else self._unknown(uid)
 
     def _check_room(self, uid: Uid) -> None:
         if len(self._live) >= self.max_live:
@@ -628,14 +683,48 @@ def _rules_key(params: SamplingParams) -> tuple[object, ...]:
     )
 
 
-def _first_repeat(uids: Sequence[Uid]) -> int:
-    """The position of the first uid that came before in ``uids`` (there is one)."""
+SHORT_RUN = 4
+"""A run of fewer messages takes the per-message path: it costs less than a run's setting up."""
+
+RUN_PROBE = 16
+"""The first stretch of a batch a run looks at, in uids: each next stretch is twice as long, so
+finding where a run ends costs at most about twice its length plus this, whatever follows it."""
+
+
+def _run_end(uids: Sequence[Uid], begin: int, end: int, live: dict[Uid, Stream]) -> int:
+    """Where the run from ``begin`` ends (at most ``end``): before the first uid that is not live
+    or that came before in the run. The uids are looked at in stretches of doubling length, so the
+    cost is linear in the run's length (a batch of many short runs costs linear time too).
+    """
+    # The shortest runs (a uid that is not live, one repeated at once) are settled first: they are
+    # what a batch of many messages for few or unknown requests is made of.
     seen: set[Uid] = set()
-    for position, uid in enumerate(uids):
-        if uid in seen:
+    for position in range(begin, min(end, begin + SHORT_RUN)):
+        uid = uids[position]
+        if uid in seen or uid not in live:
             return position
         seen.add(uid)
-    raise AssertionError("no uid repeats")  # pragma: no cover
+    contains = live.__contains__
+    position, stretch = begin + len(seen), RUN_PROBE
+    while position < end:
+        chunk = uids[position : min(end, position + stretch)]
+        known = list(map(contains, chunk))
+        if False in known:
+            chunk = chunk[: known.index(False)]
+        distinct = set(chunk)
+        if len(distinct) != len(chunk) or not seen.isdisjoint(distinct):
+            for uid in chunk:
+                if uid in seen:
+                    return position
+                seen.add(uid)
+                position += 1
+            raise AssertionError("a repeat was found")  # pragma: no cover
+        position += len(chunk)
+        if len(chunk) < len(known):
+            return position
+        seen |= distinct
+        stretch *= 2
+    return position
 
 
 def _summed(uids: Sequence[Uid], counts: Sequence[int]) -> Counter[Uid]:

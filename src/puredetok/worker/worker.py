@@ -2,16 +2,22 @@
 
 A worker PULLs frames on its own address (it binds), and PUSHes token ids and aborts to the
 scheduler (``backend``) and text to the API server (``frontend``); it connects to both, so any
-number of workers can share them. Each loop drains up to ``local_bs`` waiting messages (and about
-one frame's worth of bytes), handles them kind by kind (keeping the order of each request's
-messages), and sends one frame per kind. Tokenizing runs in a thread beside the loop
-(:mod:`puredetok.serving.tokenizing`), so a long prompt never holds up the streams.
+number of workers can share them. Each loop reads up to ``local_bs`` waiting messages (and about
+:data:`LOOP_BYTES` of frames), handles up to ``local_bs`` of those waiting, kind by kind (keeping
+the order of each request's messages), and sends one frame per kind. Tokenizing runs in a thread
+beside the loop (:mod:`puredetok.serving.tokenizing`), so a long prompt never holds up the streams.
 
 Limits (:class:`Limits`) bound what one frame, one request and the whole worker may hold: a frame
 over ``max_frame_bytes`` is refused by ZeroMQ before it is read; a text over ``max_text_chars``
 is refused before it is tokenized; a request carrying more than ``max_ids`` ids in one message,
-or tokenizing to more, is refused; past ``max_live`` live requests, a new one is refused. Each
+or tokenizing to more, is refused; past ``max_live`` live requests, a new one is refused; so is a
+request with more than ``max_stops`` stop strings or ``max_stop_chars`` characters of them. Each
 refusal is an error reply to that request alone.
+
+Fairness and backpressure (:mod:`puredetok.worker.flow`): a large detokenize frame is handled in
+slices of ``local_bs`` messages, with reads between them (health probes are answered as they are
+read); frames a peer does not take wait in a bounded queue, and past ``max_outbox_bytes`` of them
+the worker stops reading and handling input until the peer reads again.
 
 Shutdown: SIGINT or SIGTERM (or ``stop_event``) ends the loop after the current batch; the frames
 already waiting are still handled (for up to :data:`DRAIN_SECONDS`), the tokenizing thread
@@ -34,6 +40,9 @@ __all__ = [
     "DEFAULT_LOCAL_BS",
     "DEFAULT_MAX_TEXT_CHARS",
     "DEFAULT_MAX_IDS",
+    "DEFAULT_MAX_OUTBOX_BYTES",
+    "QUEUE_FRAMES",
+    "BACKLOG_BYTES",
     "DRAIN_SECONDS",
 ]
 
@@ -53,7 +62,13 @@ import zmq
 from zmq.utils.monitor import parse_monitor_message
 
 from puredetok.core import OutOfVocab
-from puredetok.serving.detokenize_manager import DEFAULT_MAX_LIVE, ENDED_ALREADY, DetokenizeManager
+from puredetok.serving.detokenize_manager import (
+    DEFAULT_MAX_LIVE,
+    DEFAULT_MAX_STOP_CHARS,
+    DEFAULT_MAX_STOPS,
+    ENDED_ALREADY,
+    DetokenizeManager,
+)
 from puredetok.serving.loading import load_tokenizer
 from puredetok.serving.messages import (
     HANDED_BACK,
@@ -76,6 +91,7 @@ from puredetok.serving.messages import (
 from puredetok.serving.tokenize_manager import TokenizeManager, TokenizeResult
 from puredetok.serving.tokenizing import TokenizeThread, text_chars, trim_memory
 from puredetok.worker.addresses import AddressError, check_bind_address, claim, default_address, loopback
+from puredetok.worker.flow import Backlog, Outgoing
 from puredetok.worker.wire import (
     DEFAULT_MAX_FRAME_BYTES,
     Decoded,
@@ -102,6 +118,19 @@ LOOP_BYTES = 1 << 18
 what one loop decodes, and so how long a probe waits behind frames that came before it on other
 connections, stays bounded whatever the frames hold (a detokenize frame of 4,096 requests is
 some 40 KB)."""
+
+DEFAULT_MAX_OUTBOX_BYTES = 32 << 20
+"""Bytes of frames waiting to be sent (their peer not reading) past which the worker stops reading
+and handling its input, 32 MiB: see :mod:`puredetok.worker.flow`."""
+
+QUEUE_FRAMES = 64
+"""ZeroMQ's high-water mark of every socket of a worker, in frames: what ZeroMQ queues per peer
+(frames beyond it wait in the worker's own bounded queue, or in the sender's)."""
+
+BACKLOG_BYTES = 4 * LOOP_BYTES
+"""Bytes of frames read but not handled, behind the one being handled, past which the loop stops
+reading: a large frame is handled a slice at a time while the loop goes on reading (and answering
+health probes) behind it, up to this much."""
 
 TRIM_BYTES = 8 << 20
 """After a loop that took in this many bytes of frames or more, freed memory goes back to the system."""
@@ -135,6 +164,15 @@ class Limits:
     """The most ids of one message, prompt included, or of a tokenized prompt (:data:`DEFAULT_MAX_IDS`)."""
     max_live: int = DEFAULT_MAX_LIVE
     """The most live requests (see :data:`~puredetok.serving.detokenize_manager.DEFAULT_MAX_LIVE`)."""
+    max_stops: int = DEFAULT_MAX_STOPS
+    """The most stop strings of one request
+    (:data:`~puredetok.serving.detokenize_manager.DEFAULT_MAX_STOPS`)."""
+    max_stop_chars: int = DEFAULT_MAX_STOP_CHARS
+    """The most characters of one request's stop strings together
+    (:data:`~puredetok.serving.detokenize_manager.DEFAULT_MAX_STOP_CHARS`)."""
+    max_outbox_bytes: int = DEFAULT_MAX_OUTBOX_BYTES
+    """Bytes waiting to be sent past which the worker stops taking input
+    (:data:`DEFAULT_MAX_OUTBOX_BYTES`)."""
 
     def __attrs_post_init__(self) -> None:
         for name, value in attrs.asdict(self).items():
@@ -210,7 +248,10 @@ class Worker:
         self._monitor = self._pull.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         for push in (self._backend, self._frontend):
             push.setsockopt(zmq.SNDTIMEO, send_timeout_ms)
-            push.setsockopt(zmq.SNDHWM, 100_000)
+        self._backlog = Backlog(local_bs)
+        self._outgoing = Outgoing()
+        self._linger_seconds = min(send_timeout_ms, 10_000) / 1000
+        """At shutdown, how long frames not yet sent wait for their peer to read them."""
 
     def _setup(
         self,
@@ -232,6 +273,8 @@ class Worker:
             max_byte_run=max_byte_run,
             out_of_vocab=out_of_vocab,
             max_live=limits.max_live,
+            max_stops=limits.max_stops,
+            max_stop_chars=limits.max_stop_chars,
         )
         self.decoder = FrameDecoder(max_frame_bytes=limits.max_frame_bytes)
         self.drops = DropCounter(logger)
@@ -254,9 +297,10 @@ class Worker:
     def _socket(self, kind: int, address: str, *, bind: bool) -> zmq.Socket[bytes]:
         socket: zmq.Socket[bytes] = self._context.socket(kind)
         socket.setsockopt(zmq.LINGER, 10_000)
+        socket.setsockopt(zmq.SNDHWM, QUEUE_FRAMES)
         try:
             if bind:
-                socket.setsockopt(zmq.RCVHWM, 100_000)
+                socket.setsockopt(zmq.RCVHWM, QUEUE_FRAMES)
                 socket.setsockopt(zmq.MAXMSGSIZE, self.limits.max_frame_bytes)
                 socket.bind(address)
             else:
@@ -278,40 +322,76 @@ class Worker:
         logger.info("%s ready on %s", self.name, self.address)
         if on_ready is not None:
             on_ready(ready)
-        reading, waiting = zmq.Poller(), zmq.Poller()
-        for poller in (reading, waiting):
-            poller.register(self._tokenizer.fd, zmq.POLLIN)
-            poller.register(self._monitor, zmq.POLLIN)
-        reading.register(self._pull, zmq.POLLIN)
         collector = _Collector()
         try:
             while not self._stop.is_set():
-                backlog = self._waiting_chars > TOKENIZE_BACKLOG * self.limits.max_text_chars
-                events = dict((waiting if backlog else reading).poll(self.poll_ms))
-                if not events:
-                    collector.idle()
-                    continue
-                if self._tokenizer.fd in events:
-                    self._tokenized()
-                if self._monitor in events:
-                    self._disconnections()
-                if self._pull in events:
-                    self._take()
-                    collector.between_batches()
+                self._loop(collector)
             # Shutting down: answer everything that has already arrived, including frames the I/O
             # thread is still delivering (a short quiet period ends it, or DRAIN_SECONDS), then
             # what is tokenizing, then hand every open request back.
             deadline = time.monotonic() + DRAIN_SECONDS
             while time.monotonic() < deadline and self._pull.poll(50):
-                self._take()
+                self._read()
+            while len(self._backlog):
+                self._handle_slices()
+            waiting = zmq.Poller()
+            waiting.register(self._tokenizer.fd, zmq.POLLIN)
             while self._tokenizer.pending:
                 if waiting.poll(1000):
                     self._tokenized()
             self._hand_back()
+            self._send_waiting(self._linger_seconds)
         finally:
             collector.stop()
             self.close()
         return self.stats()
+
+    def _loop(self, collector: _Collector) -> None:
+        """One turn: send what waits, read what came (health probes answered at once), handle one
+        slice of what waits to be handled. Input is neither read nor handled while too much waits
+        to be sent (backpressure); it is not read while too much waits behind the frame at hand.
+        """
+        assert self._tokenizer is not None
+        full = self._outgoing.bytes > self.limits.max_outbox_bytes
+        backlog = self._waiting_chars > TOKENIZE_BACKLOG * self.limits.max_text_chars
+        poller = zmq.Poller()
+        poller.register(self._tokenizer.fd, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
+        if not (full or backlog) and self._backlog.waiting_bytes < BACKLOG_BYTES:
+            poller.register(self._pull, zmq.POLLIN)
+        blocked = self._outgoing.blocked()
+        for socket in blocked:
+            poller.register(socket, zmq.POLLOUT)
+        work = len(self._backlog) and not full
+        events = dict(poller.poll(0 if work else self.poll_ms))
+        for socket in blocked:
+            if events.get(socket, 0) & zmq.POLLOUT:
+                self._outgoing.pump(socket)
+        if self._tokenizer.fd in events:
+            self._tokenized()
+        if self._monitor in events:
+            self._disconnections()
+        if self._pull in events:
+            self._read()
+        if len(self._backlog) and self._outgoing.bytes <= self.limits.max_outbox_bytes:
+            self._handle_slices()
+            collector.between_batches()
+        elif not events:
+            collector.idle()
+
+    def _send_waiting(self, seconds: float) -> None:
+        """Send what waits to be sent, for up to ``seconds`` (a peer that never reads loses it)."""
+        deadline = time.monotonic() + seconds
+        while (blocked := self._outgoing.blocked()) and time.monotonic() < deadline:
+            poller = zmq.Poller()
+            for socket in blocked:
+                poller.register(socket, zmq.POLLOUT)
+            for socket, _ in poller.poll(100):
+                self._outgoing.pump(cast(zmq.Socket[bytes], socket))
+        if self._outgoing.bytes:
+            self.drops.drop(
+                "not_sent", f"{self._outgoing.frames()} frames: their peer did not read them in {seconds:g} s"
+            )
 
     def stats(self) -> WorkerStats:
         """The counters so far."""
@@ -338,9 +418,9 @@ class Worker:
         self._frontend.close()
         self._claim.release()
 
-    def _drain(self) -> Iterator[Decoded]:
-        """Frames waiting now, decoded, until ``local_bs`` messages (or :data:`LOOP_BYTES` bytes of
-        frames) are in hand.
+    def _drain(self) -> Iterator[tuple[Decoded, int]]:
+        """Frames waiting now, decoded, with their sizes, until ``local_bs`` messages (or
+        :data:`LOOP_BYTES` bytes of frames) are in hand.
         """
         count = self._taken = 0
         while count < self.local_bs and self._taken < LOOP_BYTES:
@@ -356,15 +436,23 @@ class Worker:
                 self.drops.drop(error.reason, error.detail)
                 continue
             count += len(decoded.batch)
-            yield decoded
+            yield decoded, len(frame)
 
-    def _take(self) -> None:
-        """One loop's frames: drained, handled; after large frames, freed memory goes back to the
-        system.
+    def _read(self) -> None:
+        """One loop's frames: health probes answered now, the rest put in the backlog; after large
+        frames, freed memory goes back to the system.
         """
-        self.handle(list(self._drain()))
+        for decoded, size in self._drain():
+            if decoded.batch.kind == HealthCheckMsg.KIND:
+                self.handle([decoded])
+            else:
+                self._backlog.add(decoded, size)
         if self._taken >= TRIM_BYTES:
             trim_memory()
+
+    def _handle_slices(self) -> None:
+        """Handle about ``local_bs`` messages from the front of the backlog."""
+        self.handle(self._backlog.take(self.local_bs))
 
     def _disconnections(self) -> None:
         while self._monitor.poll(0):
@@ -552,12 +640,8 @@ class Worker:
         )
 
     def _send(self, socket: zmq.Socket[bytes], batch: Sequence[Message] | ReplyBatch) -> None:
-        try:
-            frame = encode_frame(batch) if isinstance(batch, ReplyBatch) else encode_batch(batch)
-            socket.send(frame, copy=False)
-        except zmq.Again:
-            kind = batch.kind if isinstance(batch, ReplyBatch) else type(batch[0]).KIND
-            self.drops.drop(f"send_timeout_{kind}", f"{len(batch)} messages: no reader in time")
+        frame = encode_frame(batch) if isinstance(batch, ReplyBatch) else encode_batch(batch)
+        self._outgoing.send(socket, frame)
 
 
 class _Collector:

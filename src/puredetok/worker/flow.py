@@ -1,0 +1,173 @@
+"""The worker's flow control: frames waiting to be handled, in slices (fairness), and frames waiting
+to be sent (backpressure).
+
+A frame of many detokenize messages is cut into slices of at most ``local_bs`` messages; the loop
+handles one slice, then reads what has arrived meanwhile, so a health probe behind a large frame
+is answered after one slice instead of after the whole frame. Frames wait in a :class:`Backlog`
+in arrival order (the order of each request's messages is kept).
+
+Frames the worker could not send at once (the peer is not reading, ZeroMQ's high-water mark is
+reached) wait in the :class:`Outgoing` queue, in order, and go out as soon as the peer can take
+them: nothing is dropped. While that queue holds more than the worker's limit, the worker stops
+reading its input: the senders' own queues fill and block them in turn (backpressure), and the
+worker's memory stays bounded whatever its peers do.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Backlog", "Outgoing", "slices"]
+
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import zmq
+
+from puredetok.serving.messages import DetokenizeBatch
+from puredetok.worker.wire import Decoded
+
+
+def slices(decoded: Decoded, size: int) -> Iterator[Decoded]:
+    """``decoded`` cut into frames of at most ``size`` messages (a detokenize batch; any other
+    batch is left whole), in order; the frame's rejected messages go with the last slice.
+
+    Lazy, and linear in the batch overall: each slice costs its own messages (its positions are
+    found by bisection in the batch's sorted positions), so the first slice of a frame of
+    millions of messages is ready at once.
+    """
+    batch = decoded.batch
+    if not isinstance(batch, DetokenizeBatch) or len(batch) <= size:
+        yield decoded
+        return
+    total = len(batch)
+    finished = _ascending(batch.finished, _itself)
+    opens = _ascending(batch.opens, _first)
+    reasons = _ascending(batch.reasons, _first)
+    opened = [position for position, _ in opens]
+    explained = [position for position, _, _ in reasons]
+    counts = batch.counts
+    cursor = 0
+    for begin in range(0, total, size):
+        end = min(total, begin + size)
+        if counts is None:
+            ids, part_counts = batch.token_ids[begin:end], None
+        else:
+            part_counts = counts[begin:end]
+            step = sum(part_counts)
+            ids, cursor = batch.token_ids[cursor : cursor + step], cursor + step
+        low, high = bisect_left(finished, begin), bisect_left(finished, end)
+        part_finished = tuple(position - begin for position in finished[low:high])
+        low, high = bisect_left(opened, begin), bisect_left(opened, end)
+        part_opens = tuple((position - begin, opening) for position, opening in opens[low:high])
+        low, high = bisect_left(explained, begin), bisect_left(explained, end)
+        part_reasons = tuple(
+            (position - begin, reason, matched) for position, reason, matched in reasons[low:high]
+        )
+        piece = DetokenizeBatch(
+            batch.uids[begin:end], ids, part_counts, part_finished, part_opens, part_reasons
+        )
+        yield Decoded(piece, decoded.rejected if end == total else ())
+
+
+def _ascending(items: Sequence[Any], key: Callable[[Any], int]) -> Sequence[Any]:
+    """``items`` in ascending order of ``key`` (as they come from an encoder: then in one pass)."""
+    listed = list(items)
+    ordered = sorted(listed, key=key)
+    return listed if ordered == listed else ordered
+
+
+def _itself(position: int) -> int:
+    return position
+
+
+def _first(item: tuple[Any, ...]) -> int:
+    position: int = item[0]
+    return position
+
+
+class Backlog:
+    """Decoded frames waiting to be handled, in arrival order, cut in slices.
+
+    ``waiting_bytes`` counts the bytes of the frames behind the one being handled: the loop reads
+    more while it is under its bound, so a large frame at the front does not stop the loop from
+    reading (and answering health probes), and what waits behind it stays bounded.
+    """
+
+    def __init__(self, slice_size: int) -> None:
+        self.slice_size = slice_size
+        self._frames: deque[tuple[Iterator[Decoded], int]] = deque()
+        self._next: Decoded | None = None
+        """The next slice of the first frame, once cut (None: not cut yet)."""
+        self.waiting_bytes = 0
+        """Bytes of the frames waiting behind the first."""
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def add(self, decoded: Decoded, size: int) -> None:
+        """A frame of ``size`` bytes, decoded, to handle after those already here."""
+        if self._frames:
+            self.waiting_bytes += size
+        self._frames.append((slices(decoded, self.slice_size), size))
+
+    def take(self, most: int) -> list[Decoded]:
+        """Slices from the front, at most ``most`` messages of them (at least one slice): many small
+        frames are handled together, as one batch per kind.
+        """
+        taken: list[Decoded] = []
+        count = 0
+        while self._frames:
+            parts = self._frames[0][0]
+            if self._next is None:
+                self._next = next(parts)
+            piece = self._next
+            if taken and count + len(piece.batch) > most:
+                break
+            taken.append(piece)
+            count += len(piece.batch)
+            self._next = next(parts, None)
+            if self._next is None:
+                self._frames.popleft()
+                if self._frames:
+                    self.waiting_bytes -= self._frames[0][1]
+        return taken
+
+
+class Outgoing:
+    """Frames not yet sent, per socket, in order; sent as soon as the socket takes them."""
+
+    def __init__(self) -> None:
+        self._queues: dict[zmq.Socket[bytes], deque[bytes]] = {}
+        self.bytes = 0
+        """Bytes of the frames waiting."""
+
+    def send(self, socket: zmq.Socket[bytes], frame: bytes) -> None:
+        """Send ``frame`` now if nothing waits before it and the socket takes it, else queue it."""
+        queue = self._queues.get(socket)
+        if not queue:
+            try:
+                socket.send(frame, zmq.NOBLOCK, copy=False)
+                return
+            except zmq.Again:
+                queue = self._queues.setdefault(socket, deque())
+        queue.append(frame)
+        self.bytes += len(frame)
+
+    def pump(self, socket: zmq.Socket[bytes]) -> None:
+        """Send what waits for ``socket``, until it takes no more."""
+        queue = self._queues.get(socket)
+        while queue:
+            try:
+                socket.send(queue[0], zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self.bytes -= len(queue.popleft())
+
+    def blocked(self) -> list[zmq.Socket[bytes]]:
+        """The sockets with frames waiting."""
+        return [socket for socket, queue in self._queues.items() if queue]
+
+    def frames(self) -> int:
+        """How many frames wait."""
+        return sum(map(len, self._queues.values()))
