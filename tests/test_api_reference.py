@@ -14,6 +14,7 @@ import pytest
 
 import puredetok
 import puredetok.audit
+import puredetok.client
 import puredetok.engines
 import puredetok.replay
 import puredetok.serving
@@ -30,12 +31,19 @@ def public_names(module: str) -> list[str]:
     return list(names)
 
 
-ROOMS = (puredetok.serving, puredetok.worker, puredetok.replay, puredetok.audit, puredetok.engines)
+ROOMS = (
+    puredetok.serving,
+    puredetok.worker,
+    puredetok.client,
+    puredetok.replay,
+    puredetok.audit,
+    puredetok.engines,
+)
 """The rooms whose every module is documented."""
 
 
 def test_the_page_documents_every_public_module() -> None:
-    """The package, its errors, the stop layer, every module of the serving, worker, replay and
+    """The package, its errors, the stop layer, every module of the serving, worker, client, replay,
     audit and engines rooms, the streamers, the conformance kit and the command line (the core's own
     modules are implementation: the package re-exports them)."""
     adapters = [

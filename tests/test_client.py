@@ -18,15 +18,7 @@ import zmq
 import zmq.asyncio
 
 from helpers import tokenizer
-from puredetok.serving.messages import (
-    UNKNOWN_REQUEST,
-    AbortBackendMsg,
-    DetokenizeMsg,
-    Opening,
-    SamplingParams,
-    UserMsg,
-)
-from puredetok.worker.client import (
+from puredetok.client import (
     AsyncBackendClient,
     AsyncFrontendClient,
     BackendClient,
@@ -36,6 +28,14 @@ from puredetok.worker.client import (
     RequestHandedBack,
     RequestLost,
     RequestTimeout,
+)
+from puredetok.serving.messages import (
+    UNKNOWN_REQUEST,
+    AbortBackendMsg,
+    DetokenizeMsg,
+    Opening,
+    SamplingParams,
+    UserMsg,
 )
 from zmq_harness import stop_processes
 

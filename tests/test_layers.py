@@ -82,6 +82,7 @@ LAYERS: dict[str, int] = {
     "serving": 3,
     "replay": 4,
     "worker": 4,
+    "client": 5,  # the two sides of the worker's wire
     "engines": 4,
     "audit": 5,  # reads traces through replay
     "bench": 6,

@@ -1,1 +1,1 @@
-"""The worker process: the ZeroMQ loop, its wire format, clients for both sides, routing and addresses."""
+"""The worker process: the ZeroMQ loop, its wire format, flow control, routing and addresses."""
