@@ -395,6 +395,23 @@ def build_window(
     )
     trim_probes = (trim_probe,) if trim_probe else ()
     anchor_text = decode(list(anchor)) if anchor else ""
+    # The bytes also hide a rule of the text's start (CLIP strips the leading space of the whole
+    # text): an id whose text begins with a space after the anchor but not alone is a second trim
+    # probe, alone, so that a context is not cut to nothing where the next id would lose its space.
+    if anchor:
+        after = batch([[*anchor, i] for i in ids])
+        starter = next(
+            (
+                i
+                for i, alone_text, text in zip(ids, texts, after)
+                if text is not None
+                and text[len(anchor_text) :].startswith(" ")
+                and not alone_text.startswith(" ")
+            ),
+            None,
+        )
+        if starter is not None:
+            trim_probes += ((starter,),)
     return Window(
         decode=decode,
         probes=probes,
