@@ -393,7 +393,7 @@ def build_window(
     trim_probe = ((continuation,) * 3 if continuation is not None else ()) + (
         (word,) if word is not None else ()
     )
-    trim_probes = (trim_probe,) if trim_probe else ()
+    trim_probes: tuple[tuple[int, ...], ...] = (trim_probe,) if trim_probe else ()
     anchor_text = decode(list(anchor)) if anchor else ""
     # The bytes also hide a rule of the text's start (CLIP strips the leading space of the whole
     # text): an id whose text begins with a space after the anchor but not alone is a second trim
