@@ -6,6 +6,7 @@ import argparse
 import gc
 import os
 import platform
+from typing import Any
 
 from puredetok.bench.core import byte_run_section, core_section
 from puredetok.bench.manager import manager_section, memory_section
@@ -52,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
     if args.adversarial:
         from puredetok.bench.adversarial import adversarial_main
 
-        tokenizer = [] if args.tokenizer is None else ["--tokenizer", str(args.tokenizer)]
-        return adversarial_main([*tokenizer, *(["--no-worker"] if args.no_worker else [])])
+        named = [] if args.tokenizer is None else ["--tokenizer", str(args.tokenizer)]
+        return adversarial_main([*named, *(["--no-worker"] if args.no_worker else [])])
     if args.tokens < 100 or args.long < 1_000 or args.requests < 1 or args.repeats < 1:
         raise ValueError("--tokens must be >= 100, --long >= 1000, --requests and --repeats >= 1")
     tokenizer = load_tokenizer(args.tokenizer)
@@ -78,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     if tekken is not None:  # mistral-common installed (puredetok[mistral])
         title = f"Tekken ({TEKKEN_FILE}) beside Qwen3 (both byte-level): step on the same texts"
         print(format_table(title, tekken_section(load_tokenizer(), tekken, args.tokens, args.repeats)))
-    vocab = getattr(tokenizer, "backend_tokenizer", tokenizer).get_vocab(with_added_tokens=True)
+    backend: Any = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    vocab = backend.get_vocab(with_added_tokens=True)
     if "<0xE4>" in vocab:
         print(format_table("byte fallback (an endless valid run)", byte_run_section(tokenizer, args.long)))
     # A serving process freezes its start-up objects (see the worker); measure under the same rule.

@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     )
     ids = _ids(args, tokenizer)
     decode_kwargs: dict[str, Any] = {"skip_special_tokens": args.skip_special_tokens}
-    rows, state = [], start(codec)
+    rows: list[dict[str, Any]] = []
+    state = start(codec)
     for token_id in ids:
         state, delta = step(state, token_id)
         rows.append({"id": token_id, "alone": tokenizer.decode([token_id], **decode_kwargs), "delta": delta})

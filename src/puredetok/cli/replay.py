@@ -41,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print one JSON line per reply and per request, then a summary"
     )
-    parser.add_argument("--quiet", action="store_true", help="print only the summary")
+    parser.add_argument("--quiet", action="store_true", help="print only the summary and each input error")
     parser.add_argument(
         "--progress", action="store_true", help="show the progress bar even if stderr is not a terminal"
     )
@@ -110,7 +110,9 @@ def _notes(report: RequestReport) -> list[str]:
 
 def _header(report: RequestReport) -> str:
     """One line that says how a request ended and what its checks found."""
-    what = f"{_show_finish(report)}, {_plural(len(report.ids), 'token')}, {_plural(report.events, 'event')}"
+    decoded = len(report.ids) if report.decoded is None else report.decoded
+    after = f", {report.after_end:,} after the end" if report.after_end else ""
+    what = f"{_show_finish(report)}, {_plural(decoded, 'token')}{after}, {_plural(report.events, 'event')}"
     notes = "".join(f"; {note}" for note in _notes(report))
     return f"--- request {report.uid} ({what}) {_verdicts(report)}{notes} ---"
 
@@ -129,7 +131,8 @@ def _json_reply(reply: UserReply) -> str:
 def _json_request(report: RequestReport) -> str:
     record = {
         "uid": report.uid,
-        "tokens": len(report.ids),
+        "tokens": len(report.ids) if report.decoded is None else report.decoded,
+        "after_end": report.after_end,
         "events": report.events,
         "finish_reason": report.finish_reason,
         "matched_stop": report.matched,
@@ -148,8 +151,9 @@ def _summary_line(summary: ReplaySummary, elapsed: float) -> str:
         if summary.ignored_after_stop
         else ""
     )
+    after = f" ({summary.after_end:,} more after their request's end)" if summary.after_end else ""
     return (
-        f"{_plural(summary.requests, 'request')}, {_plural(summary.tokens, 'token')}, "
+        f"{_plural(summary.requests, 'request')}, {_plural(summary.tokens, 'token')}{after}, "
         f"{summary.failed:,} failed, {summary.with_input_errors:,} with input errors{ignored} "
         f"[{elapsed:.2f} s{rate}]"
     )
@@ -168,6 +172,7 @@ def _summary_json(summary: ReplaySummary, elapsed: float) -> str:
     record = {
         "requests": summary.requests,
         "tokens": summary.tokens,
+        "after_end": summary.after_end,
         "events": summary.events,
         "failed": summary.failed,
         "with_input_errors": summary.with_input_errors,
@@ -221,7 +226,14 @@ def _replay(args: argparse.Namespace) -> int:
 def _print(args: argparse.Namespace, replayer: Replayer, replies: Iterable[UserReply]) -> None:
     """JSON lines of the replies and of each request that just ended, or its text."""
     ended, notes = replayer.take_ended(), replayer.take_notes()
-    if args.quiet:
+    if args.quiet:  # the summary, and every input error still named
+        errors = [f"request {report.uid}: {error}" for report in ended for error in report.errors]
+        for error in errors + notes:
+            print(
+                json.dumps({"input_error": error}, ensure_ascii=False)
+                if args.json
+                else f"--- {error} (input error) ---"
+            )
         return
     if args.json:
         for reply in replies:

@@ -11,7 +11,7 @@ from types import FrameType
 from puredetok.cli.options import add_tokenizer_option
 from puredetok.serving.detokenize_manager import DEFAULT_MAX_LIVE, DEFAULT_MAX_STOP_CHARS, DEFAULT_MAX_STOPS
 from puredetok.serving.messages import ReadyMsg
-from puredetok.worker.addresses import check_bind_address, default_address
+from puredetok.worker.addresses import check_address, check_bind_address, default_address
 from puredetok.worker.routing import WorkerProcesses
 from puredetok.worker.wire import DEFAULT_MAX_FRAME_BYTES
 from puredetok.worker.worker import (
@@ -157,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(
             "with --workers > 1, --listen must contain '{index}' (each worker binds its own address)"
         )
+    check_address(args.backend)
+    check_address(args.frontend)
     check_bind_address(args.listen.replace("{index}", str(args.index)), allow_remote=args.allow_remote)
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO,

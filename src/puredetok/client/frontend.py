@@ -31,6 +31,7 @@ from puredetok.serving.messages import (
     Uid,
     UserReply,
 )
+from puredetok.serving.uids import check_uid
 from puredetok.worker.routing import WorkerPool
 
 
@@ -138,9 +139,10 @@ class FrontendClient(_Frontend):
 
     def abort(self, uid: Uid) -> None:
         """The client is gone: drop the request at its worker and at the scheduler. Its iterator
-        ends with the abort reply.
+        ends with the abort reply. ``uid`` is one request's id (an ``int`` or ``str``); anything
+        else (a list, bytes) raises ``TypeError``.
         """
-        self.pool.send([AbortMsg(uid)])
+        self.pool.send([AbortMsg(check_uid(uid))])
 
     def poll(self, timeout: float = 0.0) -> None:
         """Take in whatever has arrived, waiting up to ``timeout`` seconds for the first frame."""
@@ -265,7 +267,7 @@ class AsyncFrontendClient(_Frontend):
 
     def abort(self, uid: Uid) -> None:
         """As :meth:`FrontendClient.abort`."""
-        self.pool.send([AbortMsg(uid)])
+        self.pool.send([AbortMsg(check_uid(uid))])
 
     async def health(self, timeout: float = 10.0) -> list[HealthReply]:
         """As :meth:`FrontendClient.health`."""

@@ -73,6 +73,9 @@ class RequestReport:
     codec: Codec
     ids: list[int] = attrs.field(factory=list)
     """The valid ids it was sent (invalid ones are skipped, as the manager skips them)."""
+    decoded: int | None = None
+    """How many of :attr:`ids` it decoded, once it ended: up to the id that ended it (a stop or
+    its ``max_tokens``); the rest came after its end (see :attr:`after_end`)."""
     pieces: list[str] = attrs.field(factory=list)
     """The text streamed, one piece per reply (see :attr:`text`)."""
     length: int = 0
@@ -103,6 +106,11 @@ class RequestReport:
         return self.pieces[0] if self.pieces else ""
 
     @property
+    def after_end(self) -> int:
+        """Valid ids sent after the request had ended (its limit or a stop): not its text."""
+        return 0 if self.decoded is None else len(self.ids) - self.decoded
+
+    @property
     def ok(self) -> bool:
         """No check failed."""
         return not self.failures
@@ -119,6 +127,9 @@ class ReplaySummary:
 
     requests: int = 0
     tokens: int = 0
+    """Ids decoded (see :attr:`RequestReport.decoded`)."""
+    after_end: int = 0
+    """Ids sent after their request had ended (see :attr:`RequestReport.after_end`)."""
     events: int = 0
     failed: int = 0
     with_input_errors: int = 0
@@ -131,7 +142,8 @@ class ReplaySummary:
     def count(self, report: RequestReport) -> None:
         """Count one ended request."""
         self.requests += 1
-        self.tokens += len(report.ids)
+        self.tokens += len(report.ids) if report.decoded is None else report.decoded
+        self.after_end += report.after_end
         self.events += report.events
         if not report.ok:
             self.failed += 1
@@ -321,7 +333,7 @@ class Replayer:
 
     def verify(self, report: RequestReport) -> None:
         """Run the final checks of one ended request."""
-        consumed = self._consumed(report)
+        consumed = report.decoded = self._consumed(report)
         reference = self._continuation(report, report.ids[:consumed])
         text = report.text
         self.work += len(text)

@@ -30,7 +30,7 @@ __all__ = [
 
 from bisect import bisect_left
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 import attrs
@@ -51,6 +51,7 @@ from puredetok.serving.messages import (
     Uid,
     UserReply,
 )
+from puredetok.serving.uids import Uids, uid_list
 from puredetok.stops import (
     FinishReason,
     StopRules,
@@ -489,14 +490,17 @@ class DetokenizeManager:
         """One incremental text per message, in order (see :meth:`handle` for errors and endings)."""
         return list(self.handle_batch(DetokenizeBatch.of(messages)).outputs)
 
-    def abort(self, uids: Iterable[Uid]) -> list[UserReply]:
+    def abort(self, uids: Uids) -> list[UserReply]:
         """Drop these requests: one reply each, ``finish_reason="abort"``; nothing held is emitted.
 
-        A uid that is not live gets an error in its reply (it is remembered as ended all the same,
-        so that its late messages are refused).
+        ``uids`` is a collection (:data:`~puredetok.serving.uids.Uids`): a bare ``str`` or
+        ``bytes`` raises ``TypeError`` (for one request, pass ``[uid]``), and so does an item
+        that is not an ``int`` or ``str``; nothing is aborted then. A uid that is not live gets
+        an error in its reply (it is remembered as ended all the same, so that its late messages
+        are refused).
         """
         replies = []
-        for uid in uids:
+        for uid in uid_list(uids):
             stream = self._live.pop(uid, None)
             self._consumed.pop(uid, None)
             if stream is not None:

@@ -9,6 +9,7 @@ __all__ = [
     "load_tokenizer",
     "TokenizerLoadError",
     "is_mistral_file",
+    "LoadedTokenizer",
 ]
 
 import contextlib
@@ -18,7 +19,9 @@ import re
 import warnings
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+from puredetok.core import TokenizerLike
 
 DEFAULT_TOKENIZER = "qwen3"
 """The name that stands for the embedded tokenizer (also used when no name is given)."""
@@ -26,6 +29,22 @@ DEFAULT_TOKENIZER = "qwen3"
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "tokenizer.model")
 """Files one of which a tokenizer folder usually has (named in the error when none is there)."""
+
+
+class LoadedTokenizer(TokenizerLike, Protocol):
+    """What puredetok uses of a tokenizer :func:`load_tokenizer` gives: a ``transformers``
+    tokenizer, a ``tokenizers.Tokenizer`` or ``transformers``' ``MistralCommonBackend`` all have it.
+
+    ``decode`` and ``get_vocab`` (:class:`~puredetok.core.TokenizerLike`: what
+    :func:`~puredetok.codec_for` models), and ``encode`` (text to ids; its result is a list of ids
+    for ``transformers``, an ``Encoding`` with ``.ids`` for ``tokenizers``). What only some kinds
+    have (``apply_chat_template``, ``backend_tokenizer``) is read where it is needed, by
+    attribute, and its absence is a clear error.
+    """
+
+    def encode(self, text: str, /, *args: Any, **kwargs: Any) -> Any:
+        """The ids of ``text`` (a list, or an ``Encoding`` whose ``.ids`` they are)."""
+        ...
 
 
 class TokenizerLoadError(ValueError):
@@ -49,7 +68,7 @@ def is_mistral_file(path: Path) -> bool:
     return tekken or _MISTRAL_MODEL.fullmatch(name) is not None
 
 
-def _mistral(path: Path) -> Any:
+def _mistral(path: Path) -> LoadedTokenizer:
     """A mistral-common file as ``transformers``' ``MistralCommonBackend`` (its encode and decode are
     ``transformers``' own; :func:`puredetok.codec_for` models it).
     """
@@ -62,7 +81,8 @@ def _mistral(path: Path) -> Any:
         ) from None
     transformers = _quietly(__import__, "transformers")
     try:
-        return _quietly(transformers.MistralCommonBackend, tokenizer_path=str(path))
+        loaded: LoadedTokenizer = _quietly(transformers.MistralCommonBackend, tokenizer_path=str(path))
+        return loaded
     except Exception as error:
         reason = " ".join(str(error).split()) or type(error).__name__
         raise TokenizerLoadError(f"cannot read {str(path)!r} as a mistral-common file: {reason}") from None
@@ -76,7 +96,7 @@ def _quietly(function: Any, *args: Any, **kwargs: Any) -> Any:
         return function(*args, **kwargs)
 
 
-def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> Any:
+def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> LoadedTokenizer:
     """A ``transformers`` tokenizer from a local folder, never from the network.
 
     ``None`` or ``"qwen3"`` gives the embedded default. A ``tokenizer.json`` file is loaded as a
@@ -104,7 +124,10 @@ def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> Any:
             raise TokenizerLoadError(f"cannot read {str(path)!r} as a tokenizer.json: {error}") from None
     transformers = _quietly(__import__, "transformers")
     try:
-        return _quietly(transformers.AutoTokenizer.from_pretrained, str(path), local_files_only=True)
+        tokenizer: LoadedTokenizer = _quietly(
+            transformers.AutoTokenizer.from_pretrained, str(path), local_files_only=True
+        )
+        return tokenizer
     except Exception as error:
         reason = " ".join(str(error).split()) or type(error).__name__  # all of it, on one line
         if not any((path / name).exists() for name in TOKENIZER_FILES):

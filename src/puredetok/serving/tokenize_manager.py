@@ -1,14 +1,18 @@
 """``TokenizeManager``: plain text or chat messages to int32 token ids, many requests at a time.
 
-Chat input is data. The text of a chat message (and every other value a request puts into the
-template: names, tool calls, tool definitions) is never parsed for special tokens: a user who
-writes ``<|im_end|>`` gets the ids of those characters, and only the special tokens the chat
-template writes itself are control tokens. How: the request's special-token text is masked with
-private-use characters, the template is rendered (and checked to render the request's own text
-exactly when unmasked), the template's own special tokens are found in that rendering by the
-tokenizer itself, and the text between them is encoded with special tokens not parsed, each piece
-as the tokenizer's pipeline encodes it between two special tokens. A trusted caller may ask for
-the old behaviour per request (``TokenizeMsg(parse_special_tokens=True)``).
+Chat input is data. The text the caller puts into a chat (the content of user, system and tool
+messages, every other value of those messages, tool definitions and every template option) never
+becomes a control id, special or merely added: a user who writes ``<|im_end|>``, ``<think>`` or
+``<tool_call>`` gets the ids of those characters. The template's own markers keep their ids, and
+so does what the model itself produced: assistant messages (content, tool calls, reasoning) are
+rendered as they are. How: every added token's text in the caller's values is masked with
+private-use characters, the template is rendered (and checked to render the caller's text exactly
+when unmasked), the added tokens left in that rendering (the template's, the assistant turns') are
+found by the tokenizer itself, and the text between them is encoded with no added token parsed,
+each piece as the tokenizer's pipeline encodes the text between two added tokens. A trusted caller
+may ask for every value parsed per request (``TokenizeMsg(parse_special_tokens=True)``). A plain
+completion prompt (``text``) is the caller's whole prompt: it is encoded as the tokenizer encodes
+it, added tokens and all, as engines' completion endpoints do.
 """
 
 from __future__ import annotations
@@ -106,7 +110,7 @@ def normalize_messages(messages: Any) -> list[dict[str, Any]]:
 
 
 _PRIVATE_USE = 0xF0000
-"""Where the characters that mask special-token text are looked for (Supplementary Private Use
+"""Where the characters that mask added-token text are looked for (Supplementary Private Use
 Area-A: no tokenizer's template writes them)."""
 
 
@@ -156,15 +160,17 @@ def _without_first_prepend(config: Any) -> tuple[Any, bool]:
 
 
 class ContentAsData:
-    """Encodes rendered chat prompts in which only the template's own special tokens are special.
+    """Encodes rendered chat prompts in which only the template's own added tokens are tokens.
 
     One per tokenizer (it needs a ``tokenizers`` backend). :meth:`encode` takes the prompt rendered
-    from masked values (each special-token text in them replaced by one private-use character) and
-    the table that unmasks them, and returns the ids: the template's special tokens, found by the
-    tokenizer itself (with its own rules for the spaces around them), and between them the unmasked
-    text, encoded with special tokens not parsed, each piece as the pipeline encodes the text
-    between two special tokens (a Metaspace that prepends ``▁`` to the first piece only does so to
-    the first). The two copies of the backend this takes are made on first use.
+    from masked values (each added token's text in them replaced by one private-use character) and
+    the table that unmasks them, and returns the ids: the added tokens left in the rendering (the
+    template's, and those of assistant turns), found by the tokenizer itself (with its own rules
+    for the spaces around them), and between them the unmasked text, encoded with no added token
+    parsed (special or not: Qwen3's ``<think>`` and ``<tool_call>`` are added tokens not marked
+    special), each piece as the pipeline encodes the text between two added tokens (a Metaspace
+    that prepends ``▁`` to the first piece only does so to the first). The two copies of the
+    backend this takes are made on first use.
     """
 
     def __init__(self, backend: tokenizers.Tokenizer) -> None:
@@ -172,12 +178,16 @@ class ContentAsData:
         added = backend.get_added_tokens_decoder()
         self.specials = {token.content: token_id for token_id, token in added.items() if token.special}
         """Each special token's text, and its id."""
+        self.controls = {token.content: token_id for token_id, token in added.items() if token.content}
+        """Each added token's text (special or not), and its id: what caller text never becomes."""
         self._first: tokenizers.Tokenizer | None = None
         self._later: tokenizers.Tokenizer | None = None
 
     def _encoders(self) -> tuple[tokenizers.Tokenizer, tokenizers.Tokenizer]:
         if self._first is None or self._later is None:
             config = json.loads(self.backend.to_str())
+            # Marked special, every added token is skipped by ``encode_special_tokens``: text.
+            config["added_tokens"] = [{**token, "special": True} for token in config.get("added_tokens", [])]
             self._first = tokenizers.Tokenizer.from_str(json.dumps(config))
             self._first.encode_special_tokens = True
             later, changed = _without_first_prepend(config.get("pre_tokenizer"))
@@ -190,7 +200,7 @@ class ContentAsData:
     def encode(self, masked: str, unmask: Mapping[int, str]) -> list[int]:
         """The ids of the prompt rendered from masked values (see the class)."""
         encoding = self.backend.encode(masked, add_special_tokens=False)
-        by_id = {token_id: content for content, token_id in self.specials.items()}
+        by_id = {token_id: content for content, token_id in self.controls.items()}
         pieces: list[tuple[int, str | int]] = []  # (where it starts, text or a special id)
         cursor = 0
         for token_id, (start, end) in zip(encoding.ids, encoding.offsets):
@@ -221,6 +231,14 @@ class ContentAsData:
         return ids
 
 
+def _added_vocab(tokenizer: Any) -> list[str]:
+    """The added tokens' texts of a tokenizer without a ``tokenizers`` backend (where it says)."""
+    try:
+        return list(tokenizer.get_added_vocab())
+    except Exception:  # not every tokenizer has it, or can answer it
+        return []
+
+
 class TokenizeManager:
     """Tokenizes requests for one tokenizer (a ``transformers`` tokenizer or a ``tokenizers.Tokenizer``).
 
@@ -241,11 +259,11 @@ class TokenizeManager:
         )
         self._data = None if backend is None else ContentAsData(backend)
         specials = (
-            self._data.specials
+            list(self._data.controls)
             if self._data is not None
             else [
                 token
-                for token in getattr(tokenizer, "all_special_tokens", ())
+                for token in [*getattr(tokenizer, "all_special_tokens", ()), *_added_vocab(tokenizer)]
                 if isinstance(token, str) and token
             ]
         )
@@ -258,7 +276,7 @@ class TokenizeManager:
         """
         if self._data is None:
             raise TokenizeError(
-                f"tokenizer {self.name!r} has no tokenizers backend: special-token text in chat "
+                f"tokenizer {self.name!r} has no tokenizers backend: added-token text in chat "
                 "messages cannot be kept as data (remove it, or send parse_special_tokens=True if trusted)"
             )
         return self._data
@@ -273,13 +291,14 @@ class TokenizeManager:
         return self._render(conversation, options)
 
     def chat_ids(self, messages: Any, options: Mapping[str, Any] | None = None) -> list[int] | None:
-        """The ids of a chat whose values hold special-token text, kept as data (see the module);
-        None when they hold none (then encoding :meth:`render_chat` gives the ids). Raises
-        :class:`TokenizeError`, also when the template changes such values so that its own text
-        cannot be told from theirs.
+        """The ids of a chat whose caller values hold added-token text, kept as data (see the
+        module); None when they hold none (then encoding :meth:`render_chat` gives the ids).
+        Raises :class:`TokenizeError`, also when the template changes such values so that its own
+        text cannot be told from theirs.
         """
         conversation, options = self._chat(messages, options)
-        strings = _strings([conversation, options])
+        caller = [message for message in conversation if message["role"] != "assistant"]
+        strings = _strings([caller, options])
         present = sorted({found for text in strings for found in self._specials.findall(text)})
         if not present:
             return None
@@ -296,7 +315,11 @@ class TokenizeManager:
         def mask(text: str) -> str:
             return self._specials.sub(lambda found: masks[found.group()], text)
 
-        masked = self._render(_replace_strings(conversation, mask), _replace_strings(options, mask))
+        masked_chat = [
+            message if message["role"] == "assistant" else _replace_strings(message, mask)
+            for message in conversation
+        ]
+        masked = self._render(masked_chat, _replace_strings(options, mask))
         unmask = {ord(char): special for special, char in masks.items()}
         if masked.translate(unmask) != self._render(conversation, options):
             raise TokenizeError(
@@ -361,7 +384,7 @@ class TokenizeManager:
 
     def _prompt(self, msg: TokenizeMsg) -> tuple[str, bool] | list[int]:
         """The text to encode for one request and whether the tokenizer adds its special tokens,
-        or the ids themselves (a chat with special-token text kept as data).
+        or the ids themselves (a chat with added-token text kept as data).
         """
         if (msg.text is None) == (msg.messages is None):
             raise TokenizeError("give exactly one of text and messages")

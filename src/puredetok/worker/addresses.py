@@ -8,6 +8,9 @@ an address claimed by one live worker at a time.
   its host resolves to (every one of them), never by its name: ``tcp://127.evil.example.com:5555``
   is loopback only if it resolves to loopback addresses alone. Binding anything else needs an
   explicit ``allow_remote`` (``--allow-remote``): the protocol has no authentication.
+- :func:`check_address` refuses what is no address at all (``foo``) and ``tcp://`` ports outside
+  1-65535 (``tcp://127.0.0.1:99999``, which ZeroMQ would otherwise bind to some other port), each
+  saying exactly that, before anything asks whether the address is loopback.
 - :func:`claim` makes sure that a second worker never silently takes over the address of a live
   one: ZeroMQ itself would unlink a live ``ipc://`` socket file and bind in its place.
 """
@@ -21,6 +24,7 @@ __all__ = [
     "default_address",
     "loopback",
     "private_folder",
+    "check_address",
     "check_bind_address",
 ]
 
@@ -89,8 +93,38 @@ def _host_port(address: str) -> tuple[str, str]:
         rest = rest.rsplit(";", 1)[1]
     host, _, port = rest.rpartition(":")
     if not host or not port:
-        raise AddressError(f"{address}: a tcp:// address is tcp://HOST:PORT")
+        raise AddressError(f"{address!r} is malformed: a tcp:// address is tcp://HOST:PORT")
     return host.strip("[]"), port
+
+
+TRANSPORTS = ("tcp", "ipc", "inproc", "pgm", "epgm", "vmci", "udp", "ws", "wss", "tipc", "norm")
+"""The transports ZeroMQ names (``TRANSPORT://ENDPOINT``)."""
+
+
+def check_address(address: str) -> None:
+    """Raise :class:`AddressError` unless ``address`` is a well-formed ZeroMQ address:
+    ``TRANSPORT://ENDPOINT`` with a known transport and an endpoint, and for ``tcp://`` a
+    ``HOST:PORT`` whose port is ``*`` (any free port) or a number from 1 to 65535.
+    """
+    transport, separator, endpoint = address.partition("://")
+    if not separator or not transport or not endpoint:
+        raise AddressError(
+            f"{address!r} is not an address: give TRANSPORT://ENDPOINT, for example "
+            "ipc:///path/to/worker.ipc or tcp://127.0.0.1:5555"
+        )
+    if transport not in TRANSPORTS:
+        raise AddressError(
+            f"{address!r}: unknown transport {transport!r} (ZeroMQ's are {', '.join(TRANSPORTS)})"
+        )
+    if transport != "tcp":
+        return
+    _, port = _host_port(address)
+    if port == "*":
+        return
+    if not (port.isascii() and port.isdigit()):
+        raise AddressError(f"{address!r}: port {port!r} is not a number (a tcp:// port is 1-65535, or *)")
+    if not 1 <= int(port) <= 65535:
+        raise AddressError(f"{address!r}: port {port} is out of range (a tcp:// port is 1-65535, or *)")
 
 
 def loopback(address: str, resolve: Resolver = socket.getaddrinfo) -> bool:
@@ -131,8 +165,9 @@ def _interfaces() -> set[str]:
 
 def check_bind_address(address: str, *, allow_remote: bool = False) -> None:
     """Raise :class:`AddressError` unless a worker may bind ``address``: a loopback one, or any
-    with ``allow_remote``.
+    with ``allow_remote``; a malformed one (see :func:`check_address`) never.
     """
+    check_address(address)
     if not allow_remote and not loopback(address):
         raise AddressError(
             f"{address} is reachable from other machines (or does not resolve to loopback addresses "
