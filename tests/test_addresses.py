@@ -5,6 +5,7 @@ non-loopback bind only with an explicit flag."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import stat
@@ -17,7 +18,14 @@ from typing import Any
 import pytest
 
 from puredetok.serving.messages import HealthCheckMsg, HealthReply
-from puredetok.worker.addresses import AddressError, claim, default_address, loopback, private_folder
+from puredetok.worker.addresses import (
+    AddressError,
+    check_address,
+    claim,
+    default_address,
+    loopback,
+    private_folder,
+)
 from puredetok.worker.worker import Worker
 from zmq_harness import Harness, free_port
 
@@ -161,3 +169,49 @@ def test_allow_remote_binds_another_interface(tmp_path: Path) -> None:
         assert ready.address == f"tcp://0.0.0.0:{port}"
     finally:
         h.close()
+
+
+@pytest.mark.parametrize(
+    ("option", "address", "says"),
+    [
+        ("--listen", "tcp://127.0.0.1:99999", "port 99999 is out of range"),
+        ("--listen", "tcp://127.0.0.1:0", "port 0 is out of range"),
+        ("--listen", "tcp://127.0.0.1:http", "port 'http' is not a number"),
+        ("--listen", "tcp://127.0.0.1", "malformed: a tcp:// address is tcp://HOST:PORT"),
+        ("--listen", "foo", "'foo' is not an address"),
+        ("--listen", "udq://x", "unknown transport 'udq'"),
+        ("--backend", "tcp://127.0.0.1:70000", "port 70000 is out of range"),
+        ("--frontend", "bar", "'bar' is not an address"),
+    ],
+)
+def test_serve_refuses_malformed_addresses_and_out_of_range_ports(
+    option: str, address: str, says: str, tmp_path: Path
+) -> None:
+    """Issue 27: ``--listen tcp://127.0.0.1:99999`` printed ready and listened on another port,
+    and ``--listen foo`` was refused as "reachable from other machines". Each is refused for what
+    it is, exit code 2, with or without --allow-remote."""
+    addresses = {
+        "--listen": f"ipc://{tmp_path}/w",
+        "--backend": f"ipc://{tmp_path}/b",
+        "--frontend": f"ipc://{tmp_path}/f",
+        option: address,
+    }
+    for extra in ([], ["--allow-remote"]):
+        refused = serve(*[item for pair in addresses.items() for item in pair], *extra, timeout=60)
+        assert refused.returncode == 2, refused
+        assert refused.stdout == "" and "Traceback" not in refused.stderr
+        [line] = refused.stderr.splitlines()
+        assert says in line and "other machines" not in line, line
+    with pytest.raises(AddressError, match=re.escape(says)):
+        check_address(address)
+
+
+def test_well_formed_addresses_pass_the_check() -> None:
+    for address in (
+        "tcp://127.0.0.1:1",
+        "tcp://[::1]:65535",
+        "tcp://localhost:*",
+        "ipc:///x/y",
+        "inproc://z",
+    ):
+        check_address(address)

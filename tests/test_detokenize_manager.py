@@ -295,6 +295,21 @@ def test_abort_drops_the_state_and_sends_nothing_held() -> None:
     assert aborted == UserReply(1, "", True, "abort") and 1 not in m and len(m) == 0
 
 
+def test_abort_refuses_a_bare_string_and_aborts_nothing() -> None:
+    """Issue 27: ``abort("xy")`` aborted 'x' and 'y' and left 'xy' streaming. A bare str or bytes
+    (or an item that is not a uid) is a TypeError, nothing is aborted; any collection works."""
+    m = manager()
+    for uid in ("xy", "x", "y"):
+        m.handle([DetokenizeMsg(uid, (32,), False, Opening())])
+    for bad in ("xy", b"xy", bytearray(b"xy"), ["xy", b"x"], [1.5], 7):
+        with pytest.raises(TypeError, match="uid"):
+            m.abort(bad)  # type: ignore[arg-type]
+    assert all(uid in m for uid in ("xy", "x", "y")) and len(m) == 3
+    assert m.abort(["xy"]) == [UserReply("xy", "", True, "abort")]
+    assert [r.uid for r in m.abort(uid for uid in ("x",))] == ["x"]  # a generator
+    assert [r.uid for r in m.abort({"y"})] == ["y"] and len(m) == 0
+
+
 def test_an_invalid_opening_is_an_error_for_that_request() -> None:
     m = manager()
     bad = [

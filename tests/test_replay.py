@@ -146,6 +146,51 @@ def test_bad_ids_and_events_after_the_end_are_input_errors(
     assert "---\nAB\n" in out and "2 with input errors" in out
 
 
+def test_a_request_counts_the_ids_it_decoded_and_those_after_its_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 27: max_tokens 4 and 11 ids was "length, 11 tokens"; it decoded 4, 7 came after."""
+    ids = list(range(32, 43))
+    path = write(tmp_path, [{"uid": 1, "tokens": ids, "options": {"max_tokens": 4}, "finished": True}])
+    assert main(["replay", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "--- request 1 (length, 4 tokens, 7 after the end, 1 event) G1 ok, G2 ok, G4 ok ---" in out
+    assert "1 request, 4 tokens (7 more after their request's end), 0 failed" in out
+    assert main(["replay", str(path), "--json"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    [request] = [r["request"] for r in records if "request" in r]
+    [summary] = [r["summary"] for r in records if "summary" in r]
+    assert (request["tokens"], request["after_end"]) == (4, 7)
+    assert (summary["tokens"], summary["after_end"]) == (4, 7)
+
+
+@pytest.mark.parametrize("json_lines", [False, True])
+def test_quiet_still_names_each_input_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], json_lines: bool
+) -> None:
+    """Issue 27: --quiet printed the count of input errors alone; each is named (not the texts)."""
+    path = write(
+        tmp_path,
+        [
+            {"uid": 1, "tokens": [32, 99_999_999, 33], "finished": True},
+            {"uid": 2, "tokens": [34], "finished": True},
+            {"uid": 2, "tokens": [35]},
+        ],
+    )
+    assert main(["replay", str(path), "--quiet", *(["--json"] if json_lines else [])]) == 2
+    out = capsys.readouterr().out.splitlines()
+    named = out[:-1]
+    assert len(named) == 2, out
+    assert "request 1: line 1: invalid token id(s) 99999999 at position 1" in named[0]
+    assert "line 3: event for request 2 after it ended" in named[1]
+    if json_lines:
+        assert all("input_error" in json.loads(line) for line in named)
+    else:
+        assert all(line.startswith("--- ") and line.endswith(" (input error) ---") for line in named)
+    assert "2 with input errors" in out[-1] or '"with_input_errors": 2' in out[-1]
+    assert "AB" not in out  # the texts are not printed
+
+
 def _extra_character(reply: UserReply) -> UserReply:
     if not reply.incremental_output:
         return reply
