@@ -254,3 +254,20 @@ def test_the_asyncio_clients_stream_and_fail_the_same_way(site: Site) -> None:
         context.term()
 
     asyncio.run(main())
+
+
+def test_abort_takes_one_uid_and_refuses_anything_else(tmp_path: Path) -> None:
+    """Issue 27: a client's abort takes one uid (an int or a str); a list, bytes or a float is a
+    TypeError at the call, before anything is sent (mypy --strict refuses them too)."""
+
+    async def refuse_async() -> None:
+        async with AsyncFrontendClient([f"ipc://{tmp_path}/w"], f"ipc://{tmp_path}/af") as api:
+            for bad in (["x"], b"x", 1.5, True):
+                with pytest.raises(TypeError, match="a uid is an int or a str"):
+                    api.abort(bad)  # type: ignore[arg-type]
+
+    with FrontendClient([f"ipc://{tmp_path}/w"], f"ipc://{tmp_path}/f") as client:
+        for bad in (["x"], b"x", 1.5, True):
+            with pytest.raises(TypeError, match="a uid is an int or a str"):
+                client.abort(bad)  # type: ignore[arg-type]
+    asyncio.run(refuse_async())
