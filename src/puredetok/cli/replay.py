@@ -151,7 +151,7 @@ def _summary_line(summary: ReplaySummary, elapsed: float) -> str:
         if summary.ignored_after_stop
         else ""
     )
-    after = f" ({summary.after_end:,} more after their request's end)" if summary.after_end else ""
+    after = f", {summary.after_end:,} after the end" if summary.after_end else ""
     return (
         f"{_plural(summary.requests, 'request')}, {_plural(summary.tokens, 'token')}{after}, "
         f"{summary.failed:,} failed, {summary.with_input_errors:,} with input errors{ignored} "
