@@ -292,11 +292,12 @@ class TokenizeMsg:
     add_special_tokens: bool = True
     """For plain text: let the tokenizer add its BOS/EOS (chat templates add their own)."""
     parse_special_tokens: bool = False
-    """For chat messages: parse special-token text in the messages (and template options) as the
-    special tokens. By default the text is data: ``<|im_end|>`` written in a message is those
-    characters, and only the chat template's own special tokens are control tokens. Only for
-    callers that wrote the messages themselves (never for a user's text). Plain ``text`` is encoded
-    as the tokenizer encodes it (its special-token text parsed)."""
+    """For chat messages: parse added-token text (special or not) in the caller's values (user,
+    system and tool messages, template options) as those tokens. By default it is data:
+    ``<|im_end|>`` or ``<think>`` written in a message is those characters, and only the chat
+    template's own markers and the assistant turns' are control tokens. Only for callers that wrote
+    every value themselves (never for a user's text). Plain ``text`` is encoded as the tokenizer
+    encodes it (its added-token text parsed)."""
 
 
 @attrs.frozen
