@@ -391,7 +391,7 @@ def test_a_template_that_rewrites_special_token_text_is_refused_for_that_request
             TokenizeMsg(2, messages=({"role": "user", "content": "a<|endoftext|>b"},)),
         ]
     )
-    assert rewritten.error is not None and "rewrites special-token text" in rewritten.error
+    assert rewritten.error is not None and "rewrites added-token text" in rewritten.error
     assert fine.error is None and fine.input_ids is not None
 
 

@@ -323,7 +323,7 @@ class TokenizeManager:
         unmask = {ord(char): special for special, char in masks.items()}
         if masked.translate(unmask) != self._render(conversation, options):
             raise TokenizeError(
-                "the chat template rewrites special-token text in the messages: it cannot be kept as "
+                "the chat template rewrites added-token text in the messages: it cannot be kept as "
                 "data with this template (remove it, or send parse_special_tokens=True if trusted)"
             )
         return data.encode(masked, unmask)
