@@ -39,7 +39,8 @@ class LoadedTokenizer(TokenizerLike, Protocol):
     :func:`~puredetok.codec_for` models), and ``encode`` (text to ids; its result is a list of ids
     for ``transformers``, an ``Encoding`` with ``.ids`` for ``tokenizers``). What only some kinds
     have (``apply_chat_template``, ``backend_tokenizer``) is read where it is needed, by
-    attribute, and its absence is a clear error.
+    attribute, and its absence is a clear error; user code that calls such a method narrows the
+    type first (``isinstance(tokenizer, transformers.PreTrainedTokenizerBase)``).
     """
 
     def encode(self, text: str, /, *args: Any, **kwargs: Any) -> Any:
