@@ -36,9 +36,10 @@ __all__ = [
     "step",
     "step_hold",
     "unpack",
+    "with_max_byte_run",
 ]
 
-from puredetok.core.build import codec_for
+from puredetok.core.build import codec_for, with_max_byte_run
 from puredetok.core.classes import ADDED, ALL_CLASSES, class_of
 from puredetok.core.codec import ID_LIMIT, OUT_OF_VOCAB, Codec, DecodeState, OutOfVocab, SavedState
 from puredetok.core.decoders.byte_level import byte_alphabet

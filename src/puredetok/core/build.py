@@ -18,7 +18,7 @@ tokenizer; the fallback calls its ``decode``.
 
 from __future__ import annotations
 
-__all__ = ["codec_for", "MAX_VOCAB"]
+__all__ = ["codec_for", "with_max_byte_run", "MAX_VOCAB"]
 
 import functools
 import hashlib
@@ -29,13 +29,13 @@ import attrs
 import tokenizers
 
 from puredetok.core.backend_model import backend_parts
-from puredetok.core.chain import compile_chain
+from puredetok.core.chain import Chain, compile_chain
 from puredetok.core.codec import OUT_OF_VOCAB, Codec, OutOfVocab
 from puredetok.core.decoders import Unmodelled
 from puredetok.core.decoders.base import Stage
-from puredetok.core.decoders.byte_fallback import byte_token_value
+from puredetok.core.decoders.byte_fallback import ByteFallbackStage, byte_token_value
 from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules, cleanup_stages
-from puredetok.core.out_of_vocab import ignoring_out_of_vocab
+from puredetok.core.out_of_vocab import ignoring_fingerprint, ignoring_out_of_vocab
 from puredetok.core.protocols import TokenizerLike
 from puredetok.core.pyclasses import ClassModel, harmless_reference, model_for_class
 from puredetok.core.pyclasses.mistral import Native, read_native, unreadable
@@ -209,8 +209,6 @@ def _backend_model(source: _Source, max_byte_run: int | None) -> ClassModel:
     tail: Sequence[Stage] = cleanup_stages() if source.cleanup else ()
     chain = compile_chain(parts.decoders, parts.tokens, tail)
     description = parts.names + (" + cleanup" if source.cleanup else "")
-    if max_byte_run is not None and "ByteFallback" in parts.names:
-        description += f" (byte runs held up to {max_byte_run} tokens)"
     family = _FAMILIES.get(parts.names, parts.names)
     return ClassModel(family, description, chain, parts.tokens, fast_oracle=True)
 
@@ -406,15 +404,67 @@ def _codec(source: _Source, max_byte_run: int | None, window: bool) -> Codec:
     )
     if problem is not None:
         return _fallback(source, f"the exact model ({model.description}) disagrees with decode on {problem}")
+    basis = _fingerprint(model.description, source.skip, model.vocabulary)
+    cap = max_byte_run if _caps_runs(model.chain) else None
     return Codec(
         family=model.family,
         exact=True,
-        reason=f"exact model: {model.description}",
+        reason=_exact_reason(model.description, cap),
         vocab_size=source.size,
         skip_special_tokens=source.skip,
         clean_up_tokenization_spaces=source.cleanup,
-        fingerprint=_fingerprint(model.description, max_byte_run, source.skip, model.vocabulary),
+        fingerprint=_fingerprint(basis, cap),
         name=source.name,
         decoding=model.chain,
         added_ids=source.added,
+        basis=basis,
+    )
+
+
+def _caps_runs(decoding: object) -> bool:
+    """Whether a byte-run cap can change this decoding: its first stage collects byte-fallback runs
+    and some id is a byte token (a cap on any other decoding changes nothing, and is ignored).
+    """
+    return (
+        isinstance(decoding, Chain)
+        and bool(decoding.stages)
+        and isinstance(decoding.stages[0], ByteFallbackStage)
+        and any(type(value) is int for value in decoding.table)
+    )
+
+
+def _exact_reason(description: str, cap: int | None) -> str:
+    held = "" if cap is None else f" (byte runs held up to {cap} tokens)"
+    return f"exact model: {description}{held}"
+
+
+def with_max_byte_run(codec: Codec, max_byte_run: int | None) -> Codec | None:
+    """``codec`` with another cap on held byte-fallback runs (as ``codec_for(...,
+    max_byte_run=...)``), derived from its tables instead of rebuilt; None where it cannot be
+    (the generic fallback: build it with :func:`codec_for`).
+
+    The derived codec equals (its fingerprint too) and decodes exactly as the one ``codec_for``
+    builds from the same tokenizer and options with that cap: the cap only changes the byte-run
+    stage, never the per-id tables, which it shares with ``codec`` (no copy). Where a cap changes
+    nothing (no byte-fallback stage, or no byte token), ``codec`` itself is returned.
+    """
+    if max_byte_run is not None and (type(max_byte_run) is not int or max_byte_run < 1):
+        raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
+    decoding = codec.decoding
+    if not codec.exact or not codec.basis or not isinstance(decoding, Chain):
+        return None
+    if not _caps_runs(decoding):
+        return codec
+    stage = decoding.stages[0]
+    assert isinstance(stage, ByteFallbackStage)
+    if stage.max_run == max_byte_run:
+        return codec
+    old = "" if stage.max_run is None else f" (byte runs held up to {stage.max_run} tokens)"
+    description = codec.reason.removeprefix("exact model: ").removesuffix(old)
+    fingerprint = _fingerprint(codec.basis, max_byte_run)
+    chain = attrs.evolve(decoding, stages=(ByteFallbackStage(max_byte_run), *decoding.stages[1:]))
+    return codec.sharing(
+        reason=_exact_reason(description, max_byte_run),
+        fingerprint=ignoring_fingerprint(fingerprint) if codec.out_of_vocab == "ignore" else fingerprint,
+        decoding=chain,
     )

@@ -60,6 +60,10 @@ class Codec:
     """What an id in ``[vocab_size, 2**32)`` does: ``"raise"`` (:class:`InvalidTokenError`) or
     ``"ignore"`` (it decodes to nothing, as in ``tokenizer.decode``; see
     ``codec_for(..., out_of_vocab=...)``). Negative and non-integer ids always raise."""
+    basis: str = attrs.field(default="", eq=False, repr=False)
+    """For an exact codec: the digest of everything that decides its text but the byte-run cap
+    (from which :func:`~puredetok.core.build.with_max_byte_run` derives another cap's codec); ""
+    for the fallback."""
     classes: tuple[int, ...] = attrs.field(init=False, eq=False, repr=False)
     """Per id, the character classes of its fast text and whether it is an added token (see
     :mod:`puredetok.core.classes`): lets a layer above skip tokens that cannot hold what it looks
@@ -70,6 +74,15 @@ class Codec:
 
     def __copy__(self) -> Codec:
         return self
+
+    def sharing(self, **changes: Any) -> Codec:
+        """This codec with ``changes`` to its fields, sharing its per-id ``classes`` (only for a
+        change that leaves the fast texts, ``decoding.fast``, as they are: it is not recomputed).
+        """
+        derived: Codec = object.__new__(Codec)
+        for field in attrs.fields(Codec):
+            object.__setattr__(derived, field.name, changes.get(field.name, getattr(self, field.name)))
+        return derived
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Codec:
         return self

@@ -16,7 +16,7 @@ ignore them.
 
 from __future__ import annotations
 
-__all__ = ["ignoring_out_of_vocab"]
+__all__ = ["ignoring_out_of_vocab", "ignoring_fingerprint"]
 
 import hashlib
 from collections.abc import Callable
@@ -57,5 +57,9 @@ def ignoring_out_of_vocab(codec: Codec, decode: Callable[[list[int]], str], name
             f"(size {codec.vocab_size}), but {name}.decode({probe}) {problem}; "
             "use out_of_vocab='raise'"
         )
-    digest = hashlib.sha256(f"{codec.fingerprint}\x1dout_of_vocab=ignore".encode()).hexdigest()[:32]
-    return attrs.evolve(codec, out_of_vocab="ignore", fingerprint=digest)
+    return attrs.evolve(codec, out_of_vocab="ignore", fingerprint=ignoring_fingerprint(codec.fingerprint))
+
+
+def ignoring_fingerprint(fingerprint: str) -> str:
+    """The fingerprint of a codec that ignores ids past the vocabulary, from its own."""
+    return hashlib.sha256(f"{fingerprint}\x1dout_of_vocab=ignore".encode()).hexdigest()[:32]
