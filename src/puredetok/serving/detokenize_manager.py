@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_MAX_LIVE",
     "DEFAULT_MAX_STOPS",
     "DEFAULT_MAX_STOP_CHARS",
+    "DEFAULT_MAX_CODECS",
     "CodecKey",
 ]
 
@@ -35,7 +36,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
-from puredetok.core import OUT_OF_VOCAB, Codec, OutOfVocab, codec_for
+from puredetok.core import OUT_OF_VOCAB, Codec, OutOfVocab, codec_for, with_max_byte_run
 from puredetok.errors import InvalidTokenError
 from puredetok.serving.eos import eos_token_ids
 from puredetok.serving.messages import (
@@ -78,6 +79,9 @@ DEFAULT_MAX_STOP_CHARS = 16_384
 """How many characters one request's stop strings may have together by default (their rules are
 built in time linear in it: 11 - 15 ms of CPU for 16,384 characters, see docs/benchmarks.md)."""
 
+DEFAULT_MAX_CODECS = 16
+"""How many codecs (distinct sets of decode options) a manager keeps by default."""
+
 CodecKey: TypeAlias = tuple[bool, bool | None, bool | None, int | None, str]
 """The decode options a codec is built for: ``(skip_special_tokens, clean_up_tokenization_spaces,
 spaces_between_special_tokens, max_byte_run, out_of_vocab)``."""
@@ -97,7 +101,12 @@ class DetokenizeManager:
     None. Codecs are built once per set of codec options (:data:`CodecKey`) and shared by every
     request with those options; pass the same ``codecs`` dict to several managers of one tokenizer
     to share them between managers too; the codec of the engines' default options
-    (``SamplingParams()``) is built with the manager, so no request waits for it. ``max_live``
+    (``SamplingParams()``) is built with the manager, so no request waits for it. At most
+    ``max_codecs`` codecs are kept: past it the least recently used one is dropped, unless a live
+    request of this manager uses it (while more option sets than that are in use, all of them are
+    kept). A codec for a new ``max_byte_run`` is derived from one already built with the same
+    other options (:func:`~puredetok.core.with_max_byte_run`: no rebuild, shared tables), and
+    options that decode identically share one codec object. ``max_live``
     bounds the requests live at once: a request that would open past it is refused (an error
     reply, or ``ValueError`` from :meth:`open` and :meth:`attach`).
     """
@@ -113,11 +122,14 @@ class DetokenizeManager:
         max_live: int = DEFAULT_MAX_LIVE,
         max_stops: int = DEFAULT_MAX_STOPS,
         max_stop_chars: int = DEFAULT_MAX_STOP_CHARS,
+        max_codecs: int = DEFAULT_MAX_CODECS,
     ) -> None:
         if remember_ended < 0:
             raise ValueError(f"remember_ended must be >= 0, got {remember_ended}")
         if type(max_live) is not int or max_live < 1:
             raise ValueError(f"max_live must be an int >= 1, not {max_live!r}")
+        if type(max_codecs) is not int or max_codecs < 1:
+            raise ValueError(f"max_codecs must be an int >= 1, not {max_codecs!r}")
         for name, limit in (("max_stops", max_stops), ("max_stop_chars", max_stop_chars)):
             if type(limit) is not int or limit < 0:
                 raise ValueError(f"{name} must be an int >= 0, not {limit!r}")
@@ -133,6 +145,8 @@ class DetokenizeManager:
         """The most stop strings of one request: past it, the request is refused."""
         self.max_stop_chars = max_stop_chars
         """The most characters of one request's stop strings together: past it, it is refused."""
+        self.max_codecs = max_codecs
+        """The most codecs kept (least recently used dropped first, never one a live request uses)."""
         self.max_byte_run = max_byte_run
         """The cap on held byte-fallback runs of requests that do not set one (None: no cap)."""
         self.out_of_vocab: OutOfVocab = out_of_vocab
@@ -174,6 +188,22 @@ class DetokenizeManager:
         transformers' decode (see :func:`~puredetok.codec_for`); for every other one the codec
         built without it is shared.
         """
+        key = self._key(
+            skip_special_tokens, clean_up_tokenization_spaces, spaces_between_special_tokens, max_byte_run, out_of_vocab
+        )
+        codec = self.cached_codec(key)
+        if codec is None:
+            codec = self.add_codec(key, self.build_codec(key))
+        return codec
+
+    def _key(
+        self,
+        skip_special_tokens: bool,
+        clean_up_tokenization_spaces: bool | None,
+        spaces_between_special_tokens: bool | None,
+        max_byte_run: int | None,
+        out_of_vocab: OutOfVocab | None,
+    ) -> CodecKey:
         if max_byte_run is None:
             cap = self.max_byte_run
         elif type(max_byte_run) is not int or max_byte_run < 0:
@@ -183,18 +213,66 @@ class DetokenizeManager:
         ignore = self.out_of_vocab if out_of_vocab is None else out_of_vocab
         if spaces_between_special_tokens is not None and _ignores_spaces_option(self.tokenizer):
             spaces_between_special_tokens = None
-        key = (skip_special_tokens, clean_up_tokenization_spaces, spaces_between_special_tokens, cap, ignore)
-        codec = self._codecs.get(key)
-        if codec is None:
-            codec = codec_for(
-                self.tokenizer,
-                skip_special_tokens=skip_special_tokens,
-                clean_up_tokenization_spaces=clean_up_tokenization_spaces,
-                spaces_between_special_tokens=spaces_between_special_tokens,
-                max_byte_run=cap,
-                out_of_vocab=ignore,
-            )
-            self._codecs[key] = codec
+        return (skip_special_tokens, clean_up_tokenization_spaces, spaces_between_special_tokens, cap, ignore)
+
+    def codec_key(self, params: SamplingParams) -> CodecKey:
+        """The codec options of ``params`` (raises ``ValueError`` for an invalid one)."""
+        return self._key(
+            params.skip_special_tokens,
+            params.clean_up_tokenization_spaces,
+            params.spaces_between_special_tokens,
+            params.max_byte_run,
+            params.out_of_vocab,
+        )
+
+    def cached_codec(self, key: CodecKey) -> Codec | None:
+        """The codec for ``key`` if it is kept, or can be derived at once from one that is (another
+        ``max_byte_run`` of the same other options); None if it must be built (:meth:`build_codec`).
+        """
+        codecs = self._codecs
+        codec = codecs.pop(key, None)
+        if codec is not None:
+            codecs[key] = codec  # the most recently used
+            return codec
+        for other, kept in reversed(codecs.items()):
+            if other[:3] == key[:3] and other[4] == key[4]:
+                derived = with_max_byte_run(kept, key[3])
+                if derived is not None:
+                    return self.add_codec(key, derived)
+        return None
+
+    def build_codec(self, key: CodecKey) -> Codec:
+        """Build the codec for ``key`` from the tokenizer (a pure function of the two: it may run in
+        another thread; :meth:`add_codec` then keeps it).
+        """
+        skip, cleanup, spaces, cap, ignore = key
+        return codec_for(
+            self.tokenizer,
+            skip_special_tokens=skip,
+            clean_up_tokenization_spaces=cleanup,
+            spaces_between_special_tokens=spaces,
+            max_byte_run=cap,
+            out_of_vocab=ignore,
+        )
+
+    def add_codec(self, key: CodecKey, codec: Codec) -> Codec:
+        """Keep ``codec`` for ``key`` and return the codec kept: an equal one already kept (options
+        that decode identically share one object), else ``codec``. Past :attr:`max_codecs`, the
+        least recently used codecs that no live request uses are dropped.
+        """
+        codecs = self._codecs
+        codec = next((kept for kept in codecs.values() if kept == codec), codec)
+        codecs.pop(key, None)
+        codecs[key] = codec
+        if len(codecs) > self.max_codecs:
+            in_use = {id(stream.codec) for stream in self._live.values()}
+            in_use.add(id(codec))
+            for old in [k for k, kept in codecs.items() if id(kept) not in in_use]:
+                if len(codecs) <= self.max_codecs:
+                    break
+                del codecs[old]
+            kept_ids = {id(kept) for kept in codecs.values()}
+            self._fresh = {k: fresh for k, fresh in self._fresh.items() if id(fresh.codec) in kept_ids}
         return codec
 
     def codec_of(self, params: SamplingParams) -> Codec:

@@ -91,6 +91,7 @@ from puredetok.serving.messages import (
 from puredetok.serving.tokenize_manager import TokenizeManager, TokenizeResult
 from puredetok.serving.tokenizing import TokenizeThread, text_chars, trim_memory
 from puredetok.worker.addresses import AddressError, check_bind_address, claim, default_address, loopback
+from puredetok.worker.codecs import CodecBuilder, Parking
 from puredetok.worker.flow import Backlog, Outgoing
 from puredetok.worker.wire import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -291,6 +292,9 @@ class Worker:
         self._waiting_chars = 0
         """Characters of text given to the tokenizing thread, not yet tokenized."""
         self._tokenizer: TokenizeThread | None = None
+        self._builder = CodecBuilder(self.detokenize_manager.build_codec)
+        self._parking = Parking(self.detokenize_manager, self._builder)
+        """Requests waiting for a codec being built (new decode options), their messages in order."""
         self._taken = 0
         """Bytes of frames the last loop took in."""
 
@@ -332,8 +336,14 @@ class Worker:
             deadline = time.monotonic() + DRAIN_SECONDS
             while time.monotonic() < deadline and self._pull.poll(50):
                 self._read()
-            while len(self._backlog):
+            while len(self._backlog) or self._parking.ready:
                 self._handle_slices()
+            building = zmq.Poller()
+            building.register(self._builder.fd, zmq.POLLIN)
+            while self._parking.building:
+                if building.poll(1000):
+                    self._built()
+                    self._handle_slices()
             waiting = zmq.Poller()
             waiting.register(self._tokenizer.fd, zmq.POLLIN)
             while self._tokenizer.pending:
@@ -356,24 +366,27 @@ class Worker:
         backlog = self._waiting_chars > TOKENIZE_BACKLOG * self.limits.max_text_chars
         poller = zmq.Poller()
         poller.register(self._tokenizer.fd, zmq.POLLIN)
+        poller.register(self._builder.fd, zmq.POLLIN)
         poller.register(self._monitor, zmq.POLLIN)
         if not (full or backlog) and self._backlog.waiting_bytes < BACKLOG_BYTES:
             poller.register(self._pull, zmq.POLLIN)
         blocked = self._outgoing.blocked()
         for socket in blocked:
             poller.register(socket, zmq.POLLOUT)
-        work = len(self._backlog) and not full
+        work = (len(self._backlog) or self._parking.ready) and not full
         events = dict(poller.poll(0 if work else self.poll_ms))
         for socket in blocked:
             if events.get(socket, 0) & zmq.POLLOUT:
                 self._outgoing.pump(socket)
         if self._tokenizer.fd in events:
             self._tokenized()
+        if self._builder.fd in events:
+            self._built()
         if self._monitor in events:
             self._disconnections()
         if self._pull in events:
             self._read()
-        if len(self._backlog) and self._outgoing.bytes <= self.limits.max_outbox_bytes:
+        if (len(self._backlog) or self._parking.ready) and self._outgoing.bytes <= self.limits.max_outbox_bytes:
             self._handle_slices()
             collector.between_batches()
         elif not events:
@@ -410,6 +423,7 @@ class Worker:
         if self._tokenizer is not None:
             self._tokenizer.close()
             self._tokenizer = None
+        self._builder.close()
         if hasattr(self, "_monitor"):
             self._pull.disable_monitor()
             self._monitor.close(linger=0)
@@ -451,8 +465,25 @@ class Worker:
             trim_memory()
 
     def _handle_slices(self) -> None:
-        """Handle about ``local_bs`` messages from the front of the backlog."""
-        self.handle(self._backlog.take(self.local_bs))
+        """Handle the messages whose codec is now ready (they come before any later message of
+        their requests), then about ``local_bs`` messages from the front of the backlog.
+        """
+        released = self._parking.release()
+        if released is not None:
+            self.handle([Decoded(released, ())])
+        if len(self._backlog):
+            self.handle(self._backlog.take(self.local_bs))
+
+    def _built(self) -> None:
+        """Take the codecs built beside the loop; a request whose codec failed ends with the error
+        (and the scheduler is told to drop it).
+        """
+        out = _Outbox()
+        for uid, error in self._parking.built():
+            self.detokenize_manager.abort([uid])  # remembered as ended: its late messages are refused
+            out.reply(UserReply(uid, "", True, error=error))
+            out.to_backend.setdefault(AbortBackendMsg.KIND, []).append(AbortBackendMsg(uid))
+        self._flush(out)
 
     def _disconnections(self) -> None:
         while self._monitor.poll(0):
@@ -505,8 +536,11 @@ class Worker:
             self._tokenize(cast(list[TokenizeMsg], messages), out)
         elif kind == AbortMsg.KIND:
             uids = [message.uid for message in messages if isinstance(message, AbortMsg)]
+            waited = self._parking.drop(uids)
             for reply in self.detokenize_manager.abort(uids):
-                if reply.uid in self._tokenizing:  # aborted before its ids went out: they never will
+                if reply.uid in waited:  # aborted while its codec was being built
+                    reply = UserReply(reply.uid, "", True, "abort")
+                elif reply.uid in self._tokenizing:  # aborted before its ids went out: they never will
                     self._cancelled.add(reply.uid)
                     reply = UserReply(reply.uid, "", True, "abort")
                 out.reply(reply)
@@ -517,7 +551,7 @@ class Worker:
             )
 
     def _detokenize(self, batch: DetokenizeBatch, out: _Outbox) -> None:
-        batch = self._within_limits(batch, out)
+        batch = self._within_limits(self._parking.sort(batch), out)
         if not len(batch):
             return
         replies = self.detokenize_manager.handle_batch(batch)
