@@ -9,8 +9,13 @@ import sys
 from types import FrameType
 
 from puredetok.cli.options import add_tokenizer_option
-from puredetok.serving.detokenize_manager import DEFAULT_MAX_LIVE, DEFAULT_MAX_STOP_CHARS, DEFAULT_MAX_STOPS
-from puredetok.serving.messages import ReadyMsg
+from puredetok.serving.detokenize_manager import (
+    DEFAULT_MAX_CODECS,
+    DEFAULT_MAX_LIVE,
+    DEFAULT_MAX_STOP_CHARS,
+    DEFAULT_MAX_STOPS,
+)
+from puredetok.serving.messages import ReadyMsg, SamplingParams
 from puredetok.worker.addresses import check_address, check_bind_address, default_address
 from puredetok.worker.routing import WorkerProcesses
 from puredetok.worker.wire import DEFAULT_MAX_FRAME_BYTES
@@ -34,6 +39,15 @@ _LIMITS = (
     "max_stops",
     "max_stop_chars",
     "max_outbox_bytes",
+    "max_codecs",
+)
+
+_CODEC_FIELDS = (
+    "skip_special_tokens",
+    "clean_up_tokenization_spaces",
+    "spaces_between_special_tokens",
+    "max_byte_run",
+    "out_of_vocab",
 )
 
 
@@ -136,7 +150,52 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "for that request, or nothing, as tokenizer.decode skips it (models pad their embedding table "
         "and can sample such ids) (default: %(default)s)",
     )
+    parser.add_argument(
+        "--max-codecs",
+        type=int,
+        default=DEFAULT_MAX_CODECS,
+        help="most codecs (sets of decode options) kept per worker, the least recently used dropped "
+        "first, never one a live request uses (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--codec-options",
+        action="append",
+        default=[],
+        type=_codec_options,
+        metavar="KEY=VALUE,...",
+        help="build the codec of these decode options before the worker is ready (repeat it for several "
+        "sets), e.g. 'skip_special_tokens=false' or 'clean_up_tokenization_spaces=true,max_byte_run=8'; "
+        f"keys: {', '.join(_CODEC_FIELDS)}; any other set is built beside the loop when a request first "
+        "asks for it (only that request waits)",
+    )
     parser.add_argument("--quiet", action="store_true", help="log warnings only")
+
+
+def _codec_options(text: str) -> SamplingParams:
+    """``KEY=VALUE,...`` of the decode options of :class:`SamplingParams`."""
+    values: dict[str, object] = {}
+    for part in text.split(","):
+        key, equals, value = part.strip().partition("=")
+        if not equals or key not in _CODEC_FIELDS:
+            raise argparse.ArgumentTypeError(
+                f"{part.strip()!r} is not KEY=VALUE with KEY one of {', '.join(_CODEC_FIELDS)}"
+            )
+        word = value.strip().lower()
+        if word == "none" and key != "skip_special_tokens":
+            values[key] = None  # the worker's setting
+        elif key == "out_of_vocab":
+            if word not in ("raise", "ignore"):
+                raise argparse.ArgumentTypeError(f"out_of_vocab must be raise or ignore, not {value!r}")
+            values[key] = word
+        elif key == "max_byte_run":
+            if not word.isdigit():
+                raise argparse.ArgumentTypeError(f"max_byte_run must be an int >= 0 (0: no cap), not {value!r}")
+            values[key] = int(word)
+        elif word in ("true", "false"):
+            values[key] = word == "true"
+        else:
+            raise argparse.ArgumentTypeError(f"{key} must be true or false (or none), not {value!r}")
+    return SamplingParams(**values)  # type: ignore[arg-type]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -145,11 +204,13 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--workers and --local-bs must be >= 1, --index >= 0")
     if any(getattr(args, name) < 1 for name in _LIMITS):
         raise ValueError(
-            "--max-frame-bytes, --max-text-chars, --max-ids, --max-live, --max-stops, --max-stop-chars "
-            "and --max-outbox-bytes must be >= 1"
+            "--max-frame-bytes, --max-text-chars, --max-ids, --max-live, --max-stops, --max-stop-chars, "
+            "--max-outbox-bytes and --max-codecs must be >= 1"
         )
     if args.max_byte_run is not None and args.max_byte_run < 1:
         raise ValueError("--max-byte-run must be >= 1 (leave it out for no cap)")
+    if len(args.codec_options) > args.max_codecs:
+        raise ValueError(f"{len(args.codec_options)} --codec-options sets > --max-codecs {args.max_codecs}")
     args.listen = args.listen or default_address("worker-{index}")
     args.backend = args.backend or default_address("backend")
     args.frontend = args.frontend or default_address("frontend")
@@ -184,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
         out_of_vocab=args.out_of_vocab,
         allow_remote=args.allow_remote,
         incarnation=args.incarnation,
+        codec_options=args.codec_options,
     )
     return 0
 
@@ -195,6 +257,8 @@ def _pool(args: argparse.Namespace) -> int:
         arguments += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
     if args.max_byte_run is not None:
         arguments += ["--max-byte-run", str(args.max_byte_run)]
+    for options in args.codec_options:
+        arguments += ["--codec-options", _spelled(options)]
     for flag in ("allow_remote", "quiet"):
         if getattr(args, flag):
             arguments.append(f"--{flag.replace('_', '-')}")
@@ -206,3 +270,13 @@ def _pool(args: argparse.Namespace) -> int:
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, forward)
     return pool.run()
+
+
+def _spelled(params: SamplingParams) -> str:
+    """The decode options of ``params`` as ``--codec-options`` takes them."""
+    words = {True: "true", False: "false", None: "none"}
+    parts = []
+    for key in _CODEC_FIELDS:
+        value = getattr(params, key)
+        parts.append(f"{key}={words[value] if value is None or type(value) is bool else value}")
+    return ",".join(parts)

@@ -103,8 +103,8 @@ class DetokenizeManager:
     to share them between managers too; the codec of the engines' default options
     (``SamplingParams()``) is built with the manager, so no request waits for it. At most
     ``max_codecs`` codecs are kept: past it the least recently used one is dropped, unless a live
-    request of this manager uses it (while more option sets than that are in use, all of them are
-    kept). A codec for a new ``max_byte_run`` is derived from one already built with the same
+    request of this manager uses it or it is the default options' one (while more option sets
+    than that are in use, all of them are kept; a codec dropped is built again when asked for). A codec for a new ``max_byte_run`` is derived from one already built with the same
     other options (:func:`~puredetok.core.with_max_byte_run`: no rebuild, shared tables), and
     options that decode identically share one codec object. ``max_live``
     bounds the requests live at once: a request that would open past it is refused (an error
@@ -161,6 +161,7 @@ class DetokenizeManager:
         """Per live request, how many generated ids it has been sent since it opened (for a
         hand-back: where the ids of its re-opening start)."""
         self._ended: OrderedDict[Uid, str] = OrderedDict()
+        self._default_key = self.codec_key(DEFAULT_PARAMS)
         self.codec_of(DEFAULT_PARAMS)  # built now: the first request should not wait for it
 
     def __len__(self) -> int:
@@ -258,7 +259,8 @@ class DetokenizeManager:
     def add_codec(self, key: CodecKey, codec: Codec) -> Codec:
         """Keep ``codec`` for ``key`` and return the codec kept: an equal one already kept (options
         that decode identically share one object), else ``codec``. Past :attr:`max_codecs`, the
-        least recently used codecs that no live request uses are dropped.
+        least recently used codecs are dropped, but never ``codec``, the one of the
+        default options nor one a live request uses.
         """
         codecs = self._codecs
         codec = next((kept for kept in codecs.values() if kept == codec), codec)
@@ -266,8 +268,8 @@ class DetokenizeManager:
         codecs[key] = codec
         if len(codecs) > self.max_codecs:
             in_use = {id(stream.codec) for stream in self._live.values()}
-            in_use.add(id(codec))
-            for old in [k for k, kept in codecs.items() if id(kept) not in in_use]:
+            keep = (key, self._default_key)
+            for old in [k for k, kept in codecs.items() if k not in keep and id(kept) not in in_use]:
                 if len(codecs) <= self.max_codecs:
                     break
                 del codecs[old]

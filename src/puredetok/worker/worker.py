@@ -63,6 +63,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from puredetok.core import OutOfVocab
 from puredetok.serving.detokenize_manager import (
+    DEFAULT_MAX_CODECS,
     DEFAULT_MAX_LIVE,
     DEFAULT_MAX_STOP_CHARS,
     DEFAULT_MAX_STOPS,
@@ -83,6 +84,7 @@ from puredetok.serving.messages import (
     Message,
     ReadyMsg,
     ReplyBatch,
+    SamplingParams,
     TokenizeMsg,
     Uid,
     UserMsg,
@@ -174,6 +176,9 @@ class Limits:
     max_outbox_bytes: int = DEFAULT_MAX_OUTBOX_BYTES
     """Bytes waiting to be sent past which the worker stops taking input
     (:data:`DEFAULT_MAX_OUTBOX_BYTES`)."""
+    max_codecs: int = DEFAULT_MAX_CODECS
+    """The most codecs (sets of decode options) kept, least recently used dropped first
+    (:data:`~puredetok.serving.detokenize_manager.DEFAULT_MAX_CODECS`)."""
 
     def __attrs_post_init__(self) -> None:
         for name, value in attrs.asdict(self).items():
@@ -197,7 +202,10 @@ class Worker:
 
     ``tokenizer`` is a loaded tokenizer, or a name or path for :func:`load_tokenizer`.
     ``max_byte_run`` and ``out_of_vocab`` are the detokenizer's setting of those codec options
-    for requests that do not set them (see :class:`DetokenizeManager`). ``listen`` must be a
+    for requests that do not set them (see :class:`DetokenizeManager`); the codecs of
+    ``codec_options`` (the decode options of each :class:`SamplingParams`) are built before the
+    worker is ready, any other is built beside the loop when a request first asks for it
+    (:mod:`puredetok.worker.codecs`). ``listen`` must be a
     loopback address (``ipc://`` or a ``tcp://`` host that resolves to loopback addresses only)
     unless ``allow_remote``; it must not be held by a live worker (see
     :func:`~puredetok.worker.addresses.claim`). ``incarnation`` is how many times a pool has
@@ -221,6 +229,7 @@ class Worker:
         out_of_vocab: OutOfVocab = "raise",
         allow_remote: bool = False,
         incarnation: int = 0,
+        codec_options: Sequence[SamplingParams] = (),
     ) -> None:
         if local_bs < 1:
             raise ValueError(f"local_bs must be >= 1, got {local_bs}")
@@ -229,6 +238,8 @@ class Worker:
         self._claim = claim(self.address)  # fails now if a live worker holds the address
         try:
             self._setup(tokenizer, backend, frontend, limits, context, max_byte_run, out_of_vocab)
+            for params in codec_options:
+                self.detokenize_manager.codec_of(params)
             self._pull = self._socket(zmq.PULL, self.address, bind=True)
         except BaseException:
             self._claim.release()
@@ -276,6 +287,7 @@ class Worker:
             max_live=limits.max_live,
             max_stops=limits.max_stops,
             max_stop_chars=limits.max_stop_chars,
+            max_codecs=limits.max_codecs,
         )
         self.decoder = FrameDecoder(max_frame_bytes=limits.max_frame_bytes)
         self.drops = DropCounter(logger)
@@ -781,6 +793,7 @@ def tokenize_worker(
     out_of_vocab: OutOfVocab = "raise",
     allow_remote: bool = False,
     incarnation: int = 0,
+    codec_options: Sequence[SamplingParams] = (),
 ) -> WorkerStats:
     """Run a worker until SIGINT/SIGTERM (in the main thread) or ``stop_event``; its stats at the end.
 
@@ -799,6 +812,7 @@ def tokenize_worker(
         out_of_vocab=out_of_vocab,
         allow_remote=allow_remote,
         incarnation=incarnation,
+        codec_options=codec_options,
     )
     previous: dict[signal.Signals, Any] = {}
 
