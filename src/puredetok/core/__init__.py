@@ -31,6 +31,7 @@ __all__ = [
     "finish_hold",
     "mistral_tokenizer_of",
     "pack",
+    "read_vocabulary",
     "start",
     "steady",
     "step",
@@ -39,7 +40,7 @@ __all__ = [
     "with_max_byte_run",
 ]
 
-from puredetok.core.build import codec_for, with_max_byte_run
+from puredetok.core.build import codec_for, read_vocabulary, with_max_byte_run
 from puredetok.core.classes import ADDED, ALL_CLASSES, class_of
 from puredetok.core.codec import ID_LIMIT, OUT_OF_VOCAB, Codec, DecodeState, OutOfVocab, SavedState
 from puredetok.core.decoders.byte_level import byte_alphabet

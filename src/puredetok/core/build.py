@@ -18,11 +18,11 @@ tokenizer; the fallback calls its ``decode``.
 
 from __future__ import annotations
 
-__all__ = ["codec_for", "with_max_byte_run", "MAX_VOCAB"]
+__all__ = ["codec_for", "with_max_byte_run", "read_vocabulary", "MAX_VOCAB"]
 
 import functools
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import attrs
@@ -63,6 +63,11 @@ _CHECK_TEXT = (
     " Ελληνικά Русский 🏳️‍🌈👍🏽 ┌──┐ it's don't . <|0.50|> a photo"
 )
 """Text whose ids the check decodes in short slices (split characters, byte runs, cleanup)."""
+
+
+_DECODE_CHUNK = 8_192
+"""Sequences per call of the crate's ``decode_batch``, which holds the interpreter's lock throughout:
+a codec built in a thread then lets the others run between two calls."""
 
 
 @attrs.frozen(eq=False)
@@ -121,7 +126,9 @@ class _Source:
             skip, cleanup = self.skip, self.cleanup
 
             def batched(sequences: Sequence[Sequence[int]]) -> list[str | None]:
-                texts = backend.decode_batch(sequences, skip_special_tokens=skip)
+                texts: list[str] = []
+                for start in range(0, len(sequences), _DECODE_CHUNK):
+                    texts += backend.decode_batch(sequences[start : start + _DECODE_CHUNK], skip_special_tokens=skip)
                 return [apply_rules(TRANSFORMERS_RULES, t) if cleanup else t for t in texts]
 
             return _guarded(batched, self.decode())
@@ -242,7 +249,28 @@ def _long_byte_runs(model: ClassModel, max_byte_run: int | None) -> Callable[[Se
     return lambda ids: sum(i in byte_ids for i in ids) >= max_byte_run
 
 
-def _read(tokenizer: TokenizerLike, skip: bool, cleanup_request: bool | None, spaces: bool | None) -> _Source:
+def read_vocabulary(tokenizer: TokenizerLike) -> dict[str, int] | None:
+    """The vocabulary with added tokens of the ``tokenizers`` backend that ``codec_for`` reads
+    (None for a tokenizer without one): pass it to ``codec_for(..., vocabulary=...)`` to build
+    several codecs of one tokenizer without reading it again (the crate's ``get_vocab`` takes
+    0.2 - 0.8 s on a 150,000-token vocabulary, holding the interpreter's lock all along).
+    """
+    try:
+        if read_native(tokenizer, skip=False, cleanup_request=None) is not None:
+            return None
+        backend = backend_of(tokenizer)
+        return None if backend is None else backend.get_vocab(with_added_tokens=True)
+    except (AttributeError, TypeError, LookupError):  # codec_for names what it cannot read
+        return None
+
+
+def _read(
+    tokenizer: TokenizerLike,
+    skip: bool,
+    cleanup_request: bool | None,
+    spaces: bool | None,
+    known: Mapping[str, int] | None = None,
+) -> _Source:
     native = read_native(tokenizer, skip=skip, cleanup_request=cleanup_request)
     if native is not None:
         # Their decode has no spaces_between_special_tokens option (as a tokenizers.Tokenizer's).
@@ -263,7 +291,7 @@ def _read(tokenizer: TokenizerLike, skip: bool, cleanup_request: bool | None, sp
     name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
     by_token = None
     if backend is not None:
-        by_token = backend.get_vocab(with_added_tokens=True)
+        by_token = backend.get_vocab(with_added_tokens=True) if known is None else known if isinstance(known, dict) else dict(known)
         size = max(by_token.values(), default=-1) + 1
         added = frozenset(backend.get_added_tokens_decoder())
     elif callable(getattr(tokenizer, "decode", None)) and callable(getattr(tokenizer, "get_vocab", None)):
@@ -325,6 +353,7 @@ def codec_for(
     out_of_vocab: OutOfVocab = "raise",
     window: bool = False,
     spaces_between_special_tokens: bool | None = None,
+    vocabulary: Mapping[str, int] | None = None,
 ) -> Codec:
     """Build the codec of a ``transformers`` tokenizer or a ``tokenizers.Tokenizer``.
 
@@ -338,7 +367,9 @@ def codec_for(
     ``spaces_between_special_tokens`` is passed to ``tokenizer.decode`` (None: not passed):
     transformers' tokenizers-backed decode ignores it, and the build-time check then finds the
     exact model agrees; a class that acts on it (Wav2Vec2's CTC classes) is modelled without it or
-    gets the fallback. A ``tokenizers.Tokenizer`` has no such option.
+    gets the fallback. A ``tokenizers.Tokenizer`` has no such option. ``vocabulary`` is
+    :func:`read_vocabulary` of this tokenizer, if the caller already has it (read once for
+    several codecs; the build-time check below still holds the model to ``tokenizer.decode``).
 
     The codec is exact (``codec.exact``) when puredetok recognises every part of how the tokenizer
     decodes and its model agrees with ``tokenizer.decode`` on the build-time check; otherwise it is
@@ -353,7 +384,11 @@ def codec_for(
         raise ValueError(f"out_of_vocab must be 'raise' or 'ignore', not {out_of_vocab!r}")
     try:
         source = _read(
-            tokenizer, bool(skip_special_tokens), clean_up_tokenization_spaces, spaces_between_special_tokens
+            tokenizer,
+            bool(skip_special_tokens),
+            clean_up_tokenization_spaces,
+            spaces_between_special_tokens,
+            vocabulary,
         )
     except (AttributeError, TypeError, LookupError) as error:
         if isinstance(error, UnsupportedTokenizerError):

@@ -36,7 +36,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
-from puredetok.core import OUT_OF_VOCAB, Codec, OutOfVocab, codec_for, with_max_byte_run
+from puredetok.core import OUT_OF_VOCAB, Codec, OutOfVocab, codec_for, read_vocabulary, with_max_byte_run
 from puredetok.errors import InvalidTokenError
 from puredetok.serving.eos import eos_token_ids
 from puredetok.serving.messages import (
@@ -161,6 +161,8 @@ class DetokenizeManager:
         """Per live request, how many generated ids it has been sent since it opened (for a
         hand-back: where the ids of its re-opening start)."""
         self._ended: OrderedDict[Uid, str] = OrderedDict()
+        self._vocabulary = read_vocabulary(tokenizer)
+        """Read once for every codec this manager builds (see :meth:`build_codec`)."""
         self._default_key = self.codec_key(DEFAULT_PARAMS)
         self.codec_of(DEFAULT_PARAMS)  # built now: the first request should not wait for it
 
@@ -244,7 +246,9 @@ class DetokenizeManager:
 
     def build_codec(self, key: CodecKey) -> Codec:
         """Build the codec for ``key`` from the tokenizer (a pure function of the two: it may run in
-        another thread; :meth:`add_codec` then keeps it).
+        another thread; :meth:`add_codec` then keeps it). The tokenizer's vocabulary is read once,
+        with the manager: reading it holds the interpreter's lock for up to a second, which would
+        stall a loop running beside the build.
         """
         skip, cleanup, spaces, cap, ignore = key
         return codec_for(
@@ -254,6 +258,7 @@ class DetokenizeManager:
             spaces_between_special_tokens=spaces,
             max_byte_run=cap,
             out_of_vocab=ignore,
+            vocabulary=self._vocabulary,
         )
 
     def add_codec(self, key: CodecKey, codec: Codec) -> Codec:

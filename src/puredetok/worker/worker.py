@@ -394,14 +394,16 @@ class Worker:
             self._tokenized()
         if self._builder.fd in events:
             self._built()
+            collector.settle()
         if self._monitor in events:
             self._disconnections()
         if self._pull in events:
             self._read()
         if (len(self._backlog) or self._parking.ready) and self._outgoing.bytes <= self.limits.max_outbox_bytes:
             self._handle_slices()
-            collector.between_batches()
-        elif not events:
+            if not self._parking.building:  # a collection now would walk the codec being built
+                collector.between_batches()
+        elif not events and not self._parking.building:
             collector.idle()
 
     def _send_waiting(self, seconds: float) -> None:
@@ -694,7 +696,8 @@ class _Collector:
     """Keeps Python's cyclic garbage collector out of the middle of a batch.
 
     The tokenizer and codecs are a million long-lived objects: they are frozen out of every
-    collection. In a worker process (``serve`` on the main thread), automatic collection is then
+    collection (a codec built later too, once built; no collection runs while one is being built,
+    as it would walk the new objects and stall the loop). In a worker process (``serve`` on the main thread), automatic collection is then
     turned off: the worker collects when it is idle, or between two batches once many objects have
     piled up (a safety valve under endless load); every ``FULL_EVERY``-th collection also takes the
     oldest generation. An automatic collection could start in the middle of a batch and delay every
@@ -726,6 +729,11 @@ class _Collector:
         if self._managed and gc.get_count()[0] > threshold:
             self._collections += 1
             gc.collect(2 if self._collections % self.FULL_EVERY == 0 else 1)
+
+    def settle(self) -> None:
+        """A codec was built: its million objects leave every collection, as the first ones did."""
+        if self._managed:
+            gc.freeze()  # not collected first: that would walk them all, the stall this avoids
 
     def stop(self) -> None:
         if self._managed:
