@@ -18,12 +18,19 @@ __all__ = ["CodecBuilder", "Parking"]
 import collections
 import os
 import queue
+import sys
 import threading
 from collections.abc import Callable, Iterable
 
 from puredetok.core import Codec
 from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
 from puredetok.serving.messages import DetokenizeBatch, DetokenizeMsg, Uid
+
+
+SWITCH_SECONDS = 0.0005
+"""While a codec is built, the interpreter switches threads this often (Python's default is every
+5 ms): the loop, waking for a frame, waits that long at most for the build to let it run (but not
+through one long C call: a pass over the whole vocabulary)."""
 
 
 class CodecBuilder:
@@ -76,10 +83,14 @@ class CodecBuilder:
     def _run(self) -> None:
         while (key := self._jobs.get()) is not None:
             result: Codec | Exception
+            usual = sys.getswitchinterval()
+            sys.setswitchinterval(SWITCH_SECONDS)
             try:
                 result = self._build(key)
             except Exception as error:  # the request that asked gets the error, the thread lives on
                 result = error
+            finally:
+                sys.setswitchinterval(usual)
             self._done.append((key, result))
             os.write(self._wake_write, b"\0")
 
