@@ -44,7 +44,12 @@ def test_a_new_option_sets_first_request_stalls_no_other_stream(tmp_path: Path) 
         h.start(1, "--quiet")
         h.wait_ready(1)
         pool = h.pool([0])
-        pool.send([DetokenizeMsg(uid, (9707,), False, Opening((), SamplingParams(ignore_eos=True))) for uid in STREAMS])
+        pool.send(
+            [
+                DetokenizeMsg(uid, (9707,), False, Opening((), SamplingParams(ignore_eos=True)))
+                for uid in STREAMS
+            ]
+        )
         got: dict[object, list[UserReply]] = {}
 
         def take(count: int) -> None:
@@ -160,12 +165,14 @@ def test_options_that_decode_alike_share_one_codec() -> None:
     assert qwen.codec(True, True) is base
     llama = DetokenizeManager(tokenizer("llama2"))
     capped = llama.codec(max_byte_run=4)
-    assert capped != llama.codec() and capped.decoding.fast is llama.codec().decoding.fast  # type: ignore[attr-defined]
+    assert capped != llama.codec() and capped.decoding.fast is llama.codec().decoding.fast
 
 
 def test_codec_options_are_built_before_the_worker_is_ready(tmp_path: Path) -> None:
     options = _codec_options("skip_special_tokens=false, clean_up_tokenization_spaces=true,max_byte_run=4")
-    assert options == SamplingParams(skip_special_tokens=False, clean_up_tokenization_spaces=True, max_byte_run=4)
+    assert options == SamplingParams(
+        skip_special_tokens=False, clean_up_tokenization_spaces=True, max_byte_run=4
+    )
     assert _codec_options(_spelled(options)) == options
     for bad in ("skip=false", "max_byte_run=x", "skip_special_tokens=none", "out_of_vocab=skip"):
         with pytest.raises(argparse.ArgumentTypeError):

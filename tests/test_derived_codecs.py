@@ -36,7 +36,9 @@ def _deltas(c: puredetok.Codec, ids: list[int]) -> list[str]:
 @pytest.mark.parametrize("name", SHARED)
 @pytest.mark.parametrize("start_cap", CAPS)
 @pytest.mark.parametrize("cap", CAPS)
-def test_a_derived_codec_is_the_one_built_from_scratch(name: str, start_cap: int | None, cap: int | None) -> None:
+def test_a_derived_codec_is_the_one_built_from_scratch(
+    name: str, start_cap: int | None, cap: int | None
+) -> None:
     derived = with_max_byte_run(built(name, start_cap), cap)
     scratch = built(name, cap)
     assert derived is not None
@@ -45,7 +47,7 @@ def test_a_derived_codec_is_the_one_built_from_scratch(name: str, start_cap: int
     if byte_ids(name) and name != "qwen3" and start_cap != cap:
         # A cap on a byte-fallback vocabulary is a new stage over the very same per-id tables.
         assert derived is not built(name, start_cap)
-        assert derived.decoding.fast is built(name, start_cap).decoding.fast  # type: ignore[attr-defined]
+        assert derived.decoding.fast is built(name, start_cap).decoding.fast
 
 
 @pytest.mark.parametrize("name", SHARED)

@@ -49,9 +49,14 @@ NEW_OPTIONS = (
 def _latencies(served: _Served, ids: Sequence[int], options: SamplingParams) -> tuple[float, float]:
     """Median round latency before the new request, and the worst while its codec was built (s)."""
     opening = Opening((), SamplingParams(ignore_eos=True))
-    served.push.send(encode_batch([DetokenizeMsg(f"s{n}", (ids[0],), False, opening) for n in range(STREAMS)]))
+    served.push.send(
+        encode_batch([DetokenizeMsg(f"s{n}", (ids[0],), False, opening) for n in range(STREAMS)])
+    )
     served.replies(STREAMS)
-    rounds = [encode_batch([DetokenizeMsg(f"s{n}", (ids[(k + n) % len(ids)],)) for n in range(STREAMS)]) for k in range(64)]
+    rounds = [
+        encode_batch([DetokenizeMsg(f"s{n}", (ids[(k + n) % len(ids)],)) for n in range(STREAMS)])
+        for k in range(64)
+    ]
     steady = []
     for frame in rounds * 4:
         began = time.perf_counter()
@@ -115,8 +120,12 @@ def _span(values: Sequence[float], scale: float, unit: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print both sections for each tokenizer."""
-    parser = argparse.ArgumentParser(prog="python -m puredetok.bench.codecs", description=__doc__.split("\n")[0])
-    parser.add_argument("--tokenizer", action="append", default=None, help="name or folder (repeatable; default: qwen3)")
+    parser = argparse.ArgumentParser(
+        prog="python -m puredetok.bench.codecs", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--tokenizer", action="append", default=None, help="name or folder (repeatable; default: qwen3)"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="repeats, at least 3 (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.repeats > len(NEW_OPTIONS):
@@ -138,14 +147,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             finally:
                 served.close()
         runs = [_byte_run(tokenizer, 3 + repeat) for repeat in range(args.repeats)]
+        rows = [
+            ("other streams, steady round latency", _span(steady, 1e3, "ms"), ""),
+            ("other streams, worst while a codec builds", _span(worst, 1e3, "ms"), "target <= 50 ms"),
+            ("the codec's build (the stall before)", _span(built, 1e3, "ms"), ""),
+            ("new max_byte_run, derived: time", _span([r[0] for r in runs], 1e3, "ms"), "target <= 50 ms"),
+            (
+                "new max_byte_run, derived: memory",
+                _span([r[1] for r in runs], 1 / 2**10, "KB"),
+                "target <= 5 MB",
+            ),
+            ("new max_byte_run, rebuilt: time", _span([r[2] for r in runs], 1e3, "ms"), ""),
+            ("new max_byte_run, rebuilt: memory", _span([r[3] for r in runs], 1 / 2**20, "MB"), ""),
+        ]
         print(f"\n{name}: {args.repeats} repeats")
-        print(f"  other streams, steady round latency        {_span(steady, 1e3, 'ms')}")
-        print(f"  other streams, worst while a codec builds  {_span(worst, 1e3, 'ms')}   target <= 50 ms")
-        print(f"  the codec's build (the stall before)       {_span(built, 1e3, 'ms')}")
-        print(f"  new max_byte_run, derived: time            {_span([r[0] for r in runs], 1e3, 'ms')}   target <= 50 ms")
-        print(f"  new max_byte_run, derived: memory          {_span([r[1] for r in runs], 1 / 2**10, 'KB')}   target <= 5 MB")
-        print(f"  new max_byte_run, rebuilt: time            {_span([r[2] for r in runs], 1e3, 'ms')}")
-        print(f"  new max_byte_run, rebuilt: memory          {_span([r[3] for r in runs], 1 / 2**20, 'MB')}")
+        for label, value, target in rows:
+            print(f"  {label:<44}{value:<22}{target}")
     print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

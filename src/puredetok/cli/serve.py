@@ -189,7 +189,9 @@ def _codec_options(text: str) -> SamplingParams:
             values[key] = word
         elif key == "max_byte_run":
             if not word.isdigit():
-                raise argparse.ArgumentTypeError(f"max_byte_run must be an int >= 0 (0: no cap), not {value!r}")
+                raise argparse.ArgumentTypeError(
+                    f"max_byte_run must be an int >= 0 (0: no cap), not {value!r}"
+                )
             values[key] = int(word)
         elif word in ("true", "false"):
             values[key] = word == "true"

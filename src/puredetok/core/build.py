@@ -128,7 +128,9 @@ class _Source:
             def batched(sequences: Sequence[Sequence[int]]) -> list[str | None]:
                 texts: list[str] = []
                 for start in range(0, len(sequences), _DECODE_CHUNK):
-                    texts += backend.decode_batch(sequences[start : start + _DECODE_CHUNK], skip_special_tokens=skip)
+                    texts += backend.decode_batch(
+                        sequences[start : start + _DECODE_CHUNK], skip_special_tokens=skip
+                    )
                 return [apply_rules(TRANSFORMERS_RULES, t) if cleanup else t for t in texts]
 
             return _guarded(batched, self.decode())
@@ -291,7 +293,13 @@ def _read(
     name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
     by_token = None
     if backend is not None:
-        by_token = backend.get_vocab(with_added_tokens=True) if known is None else known if isinstance(known, dict) else dict(known)
+        by_token = (
+            backend.get_vocab(with_added_tokens=True)
+            if known is None
+            else known
+            if isinstance(known, dict)
+            else dict(known)
+        )
         size = max(by_token.values(), default=-1) + 1
         added = frozenset(backend.get_added_tokens_decoder())
     elif callable(getattr(tokenizer, "decode", None)) and callable(getattr(tokenizer, "get_vocab", None)):

@@ -32,7 +32,7 @@ __all__ = [
 from bisect import bisect_left
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import attrs
 
@@ -96,19 +96,19 @@ RULES_CACHE = 4_096
 class DetokenizeManager:
     """Streams text for many requests of one tokenizer.
 
-    ``max_byte_run`` and ``out_of_vocab`` are the manager's setting of those codec options
-    (see :func:`puredetok.codec_for`), for every request whose :class:`SamplingParams` leave them
-    None. Codecs are built once per set of codec options (:data:`CodecKey`) and shared by every
-    request with those options; pass the same ``codecs`` dict to several managers of one tokenizer
-    to share them between managers too; the codec of the engines' default options
-    (``SamplingParams()``) is built with the manager, so no request waits for it. At most
-    ``max_codecs`` codecs are kept: past it the least recently used one is dropped, unless a live
-    request of this manager uses it or it is the default options' one (while more option sets
-    than that are in use, all of them are kept; a codec dropped is built again when asked for). A codec for a new ``max_byte_run`` is derived from one already built with the same
-    other options (:func:`~puredetok.core.with_max_byte_run`: no rebuild, shared tables), and
-    options that decode identically share one codec object. ``max_live``
-    bounds the requests live at once: a request that would open past it is refused (an error
-    reply, or ``ValueError`` from :meth:`open` and :meth:`attach`).
+    ``max_byte_run`` and ``out_of_vocab`` are the manager's setting of those codec options (see
+    :func:`puredetok.codec_for`), for every request whose :class:`SamplingParams` leave them None.
+    Codecs are built once per set of codec options (:data:`CodecKey`) and shared by every request
+    with those options; pass the same ``codecs`` dict to several managers of one tokenizer to share
+    them between managers too; the codec of the engines' default options (``SamplingParams()``) is
+    built with the manager, so no request waits for it. At most ``max_codecs`` codecs are kept: past
+    it the least recently used one is dropped, unless a live request of this manager uses it or it
+    is the default options' one (while more option sets than that are in use, all of them are kept;
+    a codec dropped is built again when asked for). A codec for a new ``max_byte_run`` is derived
+    from one already built with the same other options (:func:`~puredetok.core.with_max_byte_run`:
+    no rebuild, shared tables), and options that decode identically share one codec object.
+    ``max_live`` bounds the requests live at once: a request that would open past it is refused (an
+    error reply, or ``ValueError`` from :meth:`open` and :meth:`attach`).
     """
 
     def __init__(
@@ -192,7 +192,11 @@ class DetokenizeManager:
         built without it is shared.
         """
         key = self._key(
-            skip_special_tokens, clean_up_tokenization_spaces, spaces_between_special_tokens, max_byte_run, out_of_vocab
+            skip_special_tokens,
+            clean_up_tokenization_spaces,
+            spaces_between_special_tokens,
+            max_byte_run,
+            out_of_vocab,
         )
         codec = self.cached_codec(key)
         if codec is None:
@@ -257,7 +261,7 @@ class DetokenizeManager:
             clean_up_tokenization_spaces=cleanup,
             spaces_between_special_tokens=spaces,
             max_byte_run=cap,
-            out_of_vocab=ignore,
+            out_of_vocab=cast(OutOfVocab, ignore),
             vocabulary=self._vocabulary,
         )
 

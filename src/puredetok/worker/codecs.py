@@ -26,7 +26,6 @@ from puredetok.core import Codec
 from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
 from puredetok.serving.messages import DetokenizeBatch, DetokenizeMsg, Uid
 
-
 SWITCH_SECONDS = 0.0005
 """While a codec is built, the interpreter switches threads this often (Python's default is every
 5 ms): the loop, waking for a frame, waits that long at most for the build to let it run (but not
@@ -140,15 +139,15 @@ class Parking:
                 new[position] = key
         if not new and not (waiting and any(uid in waiting for uid in batch.uids)):
             return batch
-        kept = []
+        kept: list[DetokenizeMsg] = []
         for position, message in enumerate(batch.items):
-            key = new.get(position)
-            if key is not None:
+            wanted = new.get(position)
+            if wanted is not None:
                 waiting[message.uid] = [message]
-                if key not in self._waiting:
-                    self._waiting[key] = []
-                    self._builder.submit(key)
-                self._waiting[key].append(message.uid)
+                if wanted not in self._waiting:
+                    self._waiting[wanted] = []
+                    self._builder.submit(wanted)
+                self._waiting[wanted].append(message.uid)
             elif message.uid in waiting:
                 waiting[message.uid].append(message)
             else:

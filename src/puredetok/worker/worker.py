@@ -399,7 +399,9 @@ class Worker:
             self._disconnections()
         if self._pull in events:
             self._read()
-        if (len(self._backlog) or self._parking.ready) and self._outgoing.bytes <= self.limits.max_outbox_bytes:
+        if (
+            len(self._backlog) or self._parking.ready
+        ) and self._outgoing.bytes <= self.limits.max_outbox_bytes:
             self._handle_slices()
             if not self._parking.building:  # a collection now would walk the codec being built
                 collector.between_batches()
@@ -696,13 +698,14 @@ class _Collector:
     """Keeps Python's cyclic garbage collector out of the middle of a batch.
 
     The tokenizer and codecs are a million long-lived objects: they are frozen out of every
-    collection (a codec built later too, once built; no collection runs while one is being built,
-    as it would walk the new objects and stall the loop). In a worker process (``serve`` on the main thread), automatic collection is then
-    turned off: the worker collects when it is idle, or between two batches once many objects have
-    piled up (a safety valve under endless load); every ``FULL_EVERY``-th collection also takes the
-    oldest generation. An automatic collection could start in the middle of a batch and delay every
-    reply of it; on the development machine such pauses made most of the round trips over 5 ms. A
-    worker running in a thread of another program leaves that program's collector alone.
+    collection (a codec built later too, once built; no collection runs while one is being built, as
+    it would walk the new objects and stall the loop). In a worker process (``serve`` on the main
+    thread), automatic collection is then turned off: the worker collects when it is idle, or
+    between two batches once many objects have piled up (a safety valve under endless load); every
+    ``FULL_EVERY``-th collection also takes the oldest generation. An automatic collection could
+    start in the middle of a batch and delay every reply of it; on the development machine such
+    pauses made most of the round trips over 5 ms. A worker running in a thread of another program
+    leaves that program's collector alone.
     """
 
     IDLE = 1_000
