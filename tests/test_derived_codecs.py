@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import puredetok
 from helpers import byte_ids, codec, id_lists, tokenizer
-from puredetok.core import with_max_byte_run
+from puredetok.core import read_vocabulary, with_max_byte_run
 
 SHARED = ("llama2", "mistral_v03", "phi3_mini", "qwen3", "t5_small")
 CAPS = (None, 1, 4)
@@ -79,3 +79,14 @@ def test_the_fallback_is_not_derived_and_bad_caps_are_refused() -> None:
     assert with_max_byte_run(window, 4) is None
     with pytest.raises(ValueError, match="max_byte_run"):
         with_max_byte_run(codec("llama2"), 0)
+
+
+@pytest.mark.parametrize("name", ["qwen3", "llama2", "t5_small"])
+def test_a_vocabulary_read_once_builds_the_same_codec(name: str) -> None:
+    """``codec_for(..., vocabulary=read_vocabulary(tokenizer))``, as a manager builds its codecs."""
+    tok = tokenizer(name)
+    vocabulary = read_vocabulary(tok)
+    assert vocabulary == tok.backend_tokenizer.get_vocab(with_added_tokens=True)
+    for skip in (False, True):
+        assert puredetok.codec_for(tok, skip_special_tokens=skip, vocabulary=vocabulary) == codec(name, skip)
+    assert read_vocabulary(object()) is None  # type: ignore[arg-type]

@@ -242,6 +242,8 @@ class Worker:
                 self.detokenize_manager.codec_of(params)
             self._pull = self._socket(zmq.PULL, self.address, bind=True)
         except BaseException:
+            if hasattr(self, "_builder"):
+                self._builder.close()
             self._claim.release()
             raise
         self.name = name or f"worker-{os.getpid()}"
