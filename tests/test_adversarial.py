@@ -33,6 +33,7 @@ from puredetok.serving.messages import (
     SamplingParams,
     UserReply,
 )
+from puredetok.stops import Stream
 from puredetok.worker.flow import Backlog, slices
 from puredetok.worker.wire import Decoded, encode_batch, encode_frame
 from test_worker import NO_EOS, core_text, encode
@@ -155,6 +156,31 @@ def test_stop_string_limits_refuse_one_request_only() -> None:
     assert replies[2].error is None and replies[2].incremental_output == "Hi" and 3 in m
     with pytest.raises(ValueError, match="max_stops"):
         m.open(4, Opening((), many))
+
+
+def test_a_handed_back_state_is_held_to_the_stop_limits_of_a_fresh_request() -> None:
+    """A state carries its own stop rules: a peer cannot pass the limits by sending a state (built
+    by a manager with looser limits, or by hand) instead of stop options.
+    """
+    loose = DetokenizeManager(tokenizer("qwen3"), max_stops=10, max_stop_chars=1_000)
+    for uid, stop in ((1, ("a", "b", "c", "d")), (2, ("x" * 15, "y" * 6)), (3, ("x" * 14, "y" * 6))):
+        loose.open(uid, Opening(tuple(encode("Hi")), SamplingParams(stop=stop)))
+    states = {uid: state for uid, state, _ in loose.drain()}
+    strict = DetokenizeManager(tokenizer("qwen3"), max_stops=3, max_stop_chars=20)
+    replies = strict.handle(
+        [DetokenizeMsg(uid, tuple(encode(" there")), False, Opening(state=states[uid])) for uid in (1, 2, 3)]
+    )
+    assert replies[0].error is not None and replies[0].incremental_output == "" and 1 not in strict
+    assert "request refused: its state has 4 stop strings > the limit of 3 (max_stops)" in replies[0].error
+    assert replies[1].error is not None and 2 not in strict
+    assert "its state has stop strings of 21 characters > the limit of 20 (max_stop_chars)" in replies[1].error
+    assert replies[2].error is None and replies[2].incremental_output == " there" and 3 in strict
+    with pytest.raises(ValueError, match="max_stops"):
+        Stream.from_bytes(strict.codec_of(SamplingParams()), states[1], max_stops=3)
+    assert Stream.from_bytes(strict.codec_of(SamplingParams()), states[1]).rules.stop == ("a", "b", "c", "d")
+    with pytest.raises(ValueError, match=r"its stream has 4 stop strings .*\(max_stops\)"):
+        strict.attach(4, Stream.from_bytes(strict.codec_of(SamplingParams()), states[1]))
+    assert 4 not in strict
 
 
 def test_a_long_stop_string_within_the_limit_still_stops_exactly() -> None:

@@ -65,6 +65,7 @@ from puredetok.stops import (
     open_like,
     open_stream,
 )
+from puredetok.stops.rules import check_stop_limits
 
 DEFAULT_REMEMBER_ENDED = 65_536
 """How many ended uids the manager remembers (to report late messages for them)."""
@@ -319,24 +320,11 @@ class DetokenizeManager:
             self._rules[key] = rules
         return rules
 
-    def _check_stops(self, stop: object) -> None:
+    def _check_stops(self, stop: object, whose: str = "") -> None:
         """Raises ValueError if ``stop`` has more stop strings, or more characters, than the limits
         (before its rules are built: their cost grows with both).
         """
-        if isinstance(stop, str):
-            stop = (stop,)
-        if not isinstance(stop, tuple | list):
-            return  # not stop strings at all: StopRules names the error
-        if len(stop) > self.max_stops:
-            raise ValueError(
-                f"request refused: {len(stop):,} stop strings > the limit of {self.max_stops:,} (max_stops)"
-            )
-        chars = sum(len(one) for one in stop if isinstance(one, str))
-        if chars > self.max_stop_chars:
-            raise ValueError(
-                f"request refused: stop strings of {chars:,} characters > the limit of "
-                f"{self.max_stop_chars:,} (max_stop_chars)"
-            )
+        check_stop_limits(stop, self.max_stops, self.max_stop_chars, whose)
 
     def _fresh_stream(self, params: SamplingParams) -> Stream:
         """A request's record with these parameters before any token (one shared record, as
@@ -622,6 +610,7 @@ class DetokenizeManager:
             raise ValueError(f"request {uid!r} is already open")
         if stream.finish_reason is not None:
             raise ValueError(f"request {uid!r} has already ended ({stream.finish_reason.kind})")
+        self._check_stops(stream.rules.stop, "its stream has ")
         self._check_room(uid)
         self._ended.pop(uid, None)
         self._live[uid] = stream
@@ -673,7 +662,9 @@ class DetokenizeManager:
             raise ValueError(
                 f"request {uid!r}: an opening with a state has no prompt (the state continues it)"
             )
-        stream = Stream.from_bytes(self.codec_of(params), opening.state)
+        stream = Stream.from_bytes(
+            self.codec_of(params), opening.state, max_stops=self.max_stops, max_stop_chars=self.max_stop_chars
+        )
         if stream.finish_reason is not None:
             raise ValueError(
                 f"request {uid!r}: the state is of a stream that has ended ({stream.finish_reason.kind})"

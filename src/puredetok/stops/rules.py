@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["StopRules", "FinishReason"]
+__all__ = ["StopRules", "FinishReason", "check_stop_limits"]
 
 import operator
 from collections.abc import Iterable
@@ -37,6 +37,29 @@ def _stop_strings(value: str | Iterable[str]) -> tuple[str, ...]:
         if not stop:
             raise ValueError("stop strings must not be empty")
     return stops
+
+
+def check_stop_limits(stop: object, max_stops: int, max_stop_chars: int, whose: str = "") -> None:
+    """Raises ValueError if the stop strings ``stop`` (a string or a collection of them) are more
+    than ``max_stops`` or longer than ``max_stop_chars`` characters together: checked before their
+    rules are built, as both the build and the per-token work grow with them. ``whose`` starts
+    the error's reason (``"its state has "``, say). Anything that is not stop strings passes
+    (:class:`StopRules` names that error).
+    """
+    if isinstance(stop, str):
+        stop = (stop,)
+    if not isinstance(stop, tuple | list):
+        return
+    if len(stop) > max_stops:
+        raise ValueError(
+            f"request refused: {whose}{len(stop):,} stop strings > the limit of {max_stops:,} (max_stops)"
+        )
+    chars = sum(len(one) for one in stop if isinstance(one, str))
+    if chars > max_stop_chars:
+        raise ValueError(
+            f"request refused: {whose}stop strings of {chars:,} characters > the limit of "
+            f"{max_stop_chars:,} (max_stop_chars)"
+        )
 
 
 def _token_ids(name: str, value: Iterable[int]) -> frozenset[int]:

@@ -20,7 +20,7 @@ from typing import Any, TypeAlias
 
 from puredetok.core import Codec, check_hold, pack, unpack
 from puredetok.errors import InvalidStateError
-from puredetok.stops.rules import FinishReason, StopRules
+from puredetok.stops.rules import FinishReason, StopRules, check_stop_limits
 
 STREAM_FORMAT = 0x02
 """The first byte of a saved stream."""
@@ -60,12 +60,14 @@ def _fail(why: str) -> InvalidStateError:
     return InvalidStateError(f"not a saved stream: {why}")
 
 
-def _read_rules(fields: object) -> StopRules:
+def _read_rules(fields: object, limits: tuple[int, int] | None) -> StopRules:
     if type(fields) is not tuple or len(fields) != 7:
         raise _fail("its stop rules are not 7 fields")
     stop, stop_ids, eos_ids, ignore_eos, max_new, min_tokens, include = fields
     if type(stop) is not tuple or type(stop_ids) is not tuple or type(eos_ids) is not tuple:
         raise _fail("stop strings and ids are not tuples")
+    if limits is not None:
+        check_stop_limits(stop, *limits, whose="its state has ")
     if (max_new is not None and type(max_new) is not int) or type(min_tokens) is not int:
         raise _fail("token limits are not ints")
     try:
@@ -101,15 +103,18 @@ def _count(value: object, low: int, high: int | None) -> int:
     return value
 
 
-def stream_from_bytes(codec: Codec, data: bytes | bytearray | memoryview) -> StreamFields:
-    """The fields of the stream saved in ``data``, checked for ``codec`` (see
+def stream_from_bytes(
+    codec: Codec, data: bytes | bytearray | memoryview, limits: tuple[int, int] | None = None
+) -> StreamFields:
+    """The fields of the stream saved in ``data``, checked for ``codec`` and, if given, its stop
+    strings against ``limits``, ``(max_stops, max_stop_chars)``, before their rules are built (see
     :meth:`~puredetok.stops.Stream.from_bytes`).
     """
     body = unpack(STREAM_FORMAT, codec, data, "stream")
     if type(body) is not tuple or len(body) != 6:
         raise _fail("its body is not the 6 fields of a stream")
     hold, held, min_left, max_left, reason_fields, rule_fields = body
-    rules = _read_rules(rule_fields)
+    rules = _read_rules(rule_fields, limits)
     reason = _read_reason(reason_fields)
     hold = check_hold(codec, hold)
     if type(held) is not str or (held and held not in rules.matcher.prefixes):

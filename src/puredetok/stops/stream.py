@@ -27,6 +27,7 @@ __all__ = [
     "SavedStream",
 ]
 
+import sys
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, TypeAlias
 
@@ -236,12 +237,29 @@ class Stream:
         return stream_to_bytes(self.codec, fields)
 
     @classmethod
-    def from_bytes(cls, codec: Codec, data: bytes | bytearray | memoryview) -> Stream:
+    def from_bytes(
+        cls,
+        codec: Codec,
+        data: bytes | bytearray | memoryview,
+        *,
+        max_stops: int | None = None,
+        max_stop_chars: int | None = None,
+    ) -> Stream:
         """The stream saved by :meth:`to_bytes`, resumed with ``codec``; raises
         :class:`~puredetok.errors.CodecMismatchError` for a codec with another fingerprint and
         :class:`~puredetok.errors.InvalidStateError` for truncated, corrupt or hostile bytes.
+
+        Bytes from a peer that is not trusted: give the limits a fresh request is held to, and
+        saved stop strings past ``max_stops`` strings or ``max_stop_chars`` characters raise
+        ValueError (naming the limit) before their rules are built.
         """
-        return cls(codec, *stream_from_bytes(codec, data))
+        limits = None
+        if max_stops is not None or max_stop_chars is not None:
+            limits = (
+                sys.maxsize if max_stops is None else max_stops,
+                sys.maxsize if max_stop_chars is None else max_stop_chars,
+            )
+        return cls(codec, *stream_from_bytes(codec, data, limits))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled as its bytes: unpickled, a SavedStream to resume(codec). No codec tables copied.
