@@ -33,6 +33,7 @@ from puredetok.serving.messages import (
     SamplingParams,
     UserReply,
 )
+from puredetok.serving.tokenize_manager import TokenizeError, TokenizeManager
 from puredetok.stops import Stream
 from puredetok.worker.flow import Backlog, slices
 from puredetok.worker.wire import Decoded, encode_batch, encode_frame
@@ -181,6 +182,51 @@ def test_a_handed_back_state_is_held_to_the_stop_limits_of_a_fresh_request() -> 
     with pytest.raises(ValueError, match=r"its stream has 4 stop strings .*\(max_stops\)"):
         strict.attach(4, Stream.from_bytes(strict.codec_of(SamplingParams()), states[1]))
     assert 4 not in strict
+
+
+class _Scanned(str):
+    """A rendered prompt that counts the characters its searches scan (up to where they stop)."""
+
+    scanned = 0
+
+    def find(self, sub: str, start: Any = 0, end: Any = None) -> int:  # type: ignore[override]
+        found = str.find(self, sub, start)
+        _Scanned.scanned += (len(self) if found < 0 else found + len(sub)) - start
+        return found
+
+    def __contains__(self, sub: object) -> bool:
+        return self.find(cast(str, sub)) >= 0
+
+
+class _Template:
+    """The qwen3 tokenizer whose template gives a :class:`_Scanned` prompt; ``moved``: it writes
+    the first message last (as Mistral's templates move the system prompt into the last turn).
+    """
+
+    def __init__(self, moved: bool) -> None:
+        self.inner, self.moved = tokenizer("qwen3"), moved
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def apply_chat_template(self, conversation: list[Any], **options: Any) -> _Scanned:
+        order = [*conversation[1:], conversation[0]] if self.moved else conversation
+        return _Scanned(self.inner.apply_chat_template(order, **options))
+
+
+@pytest.mark.parametrize("moved", [False, True])
+def test_checking_that_every_message_is_in_the_prompt_scans_it_a_bounded_number_of_times(moved: bool) -> None:
+    """Each message's text used to be searched in the whole prompt: quadratic in the messages (a
+    chat of 48,000 messages spent 44 s there)."""
+    roles = ("user", "assistant")
+    chat = [{"role": "system", "content": "be brief"}]
+    chat += [{"role": roles[k % 2], "content": f"m{k}"} for k in range(1, 2_000)]
+    manager = TokenizeManager(_Template(moved))
+    _Scanned.scanned = 0
+    prompt = manager.render_chat(chat)
+    assert 0 < _Scanned.scanned <= 3 * len(prompt)
+    with pytest.raises(TokenizeError, match=r"message 2000 \(robot\) is not in the rendered prompt"):
+        manager.render_chat([*chat, {"role": "robot", "content": "beep"}])
 
 
 def test_a_long_stop_string_within_the_limit_still_stops_exactly() -> None:

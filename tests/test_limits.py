@@ -197,7 +197,9 @@ def test_an_abort_while_tokenizing_sends_no_ids(served: tuple[Harness, int]) -> 
 def test_ids_text_and_live_requests_over_their_limits_are_refused_with_clear_errors(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     try:
-        h.start(1, "--quiet", "--max-ids", "10", "--max-live", "3", "--max-text-chars", "30")
+        h.start(
+            1, "--quiet", "--max-ids", "10", "--max-live", "3", "--max-text-chars", "30", "--max-chat-messages", "1"
+        )
         h.wait_ready(1)
         pool = h.pool([0])
         line = encode("a b c d e f g h i j k l")
@@ -236,7 +238,7 @@ def test_ids_text_and_live_requests_over_their_limits_are_refused_with_clear_err
         replies = h.replies_until_finished({"live-0", "live-4"})
         assert replies["live-4"][-1].error is None  # room again once one ended
 
-        chat = ({"role": "user", "content": "x" * 20}, {"role": "assistant", "content": "y" * 11})
+        chat = ({"role": "user", "content": "x" * 20},)  # 35 characters, its keys counted
         pool.send(
             [
                 TokenizeMsg("text", "z" * 31),
@@ -250,6 +252,13 @@ def test_ids_text_and_live_requests_over_their_limits_are_refused_with_clear_err
             assert error is not None and "max_text_chars" in error and "characters" in error
         [user] = h.receive(h.backend, lambda got: len(got) >= 1)
         assert isinstance(user, UserMsg) and user.uid == "short" and len(user.input_ids) <= 10
+
+        two = ({"role": "user", "content": "a"}, {"role": "user", "content": "b"})
+        pool.send([TokenizeMsg("two", None, two), TokenizeMsg("one", None, two[:1])])  # 16 characters each
+        [refused] = h.replies_until_finished({"two"})["two"]
+        assert refused.error is not None and "2 chat messages > the limit of 1 (max_chat_messages)" in refused.error
+        [user] = h.receive(h.backend, lambda got: len(got) >= 1)
+        assert isinstance(user, UserMsg) and user.uid == "one"
 
         pool.send([TokenizeMsg("many ids", "1 2 3 4 5 6 7 8 9 10 11")])
         [refused] = h.replies_until_finished({"many ids"})["many ids"]

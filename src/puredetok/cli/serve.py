@@ -21,6 +21,7 @@ from puredetok.worker.routing import WorkerProcesses
 from puredetok.worker.wire import DEFAULT_MAX_FRAME_BYTES
 from puredetok.worker.worker import (
     DEFAULT_LOCAL_BS,
+    DEFAULT_MAX_CHAT_MESSAGES,
     DEFAULT_MAX_IDS,
     DEFAULT_MAX_OUTBOX_BYTES,
     DEFAULT_MAX_TEXT_CHARS,
@@ -40,6 +41,7 @@ _LIMITS = (
     "max_stop_chars",
     "max_outbox_bytes",
     "max_codecs",
+    "max_chat_messages",
 )
 
 _CODEC_FIELDS = (
@@ -134,6 +136,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "input until it reads again (default: %(default)s)",
     )
     parser.add_argument(
+        "--max-chat-messages",
+        type=int,
+        default=DEFAULT_MAX_CHAT_MESSAGES,
+        help="most chat messages of one tokenize request: past it the request is refused before its "
+        "template is rendered (default: %(default)s)",
+    )
+    parser.add_argument(
         "--max-byte-run",
         type=int,
         default=None,
@@ -207,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
     if any(getattr(args, name) < 1 for name in _LIMITS):
         raise ValueError(
             "--max-frame-bytes, --max-text-chars, --max-ids, --max-live, --max-stops, --max-stop-chars, "
-            "--max-outbox-bytes and --max-codecs must be >= 1"
+            "--max-outbox-bytes, --max-codecs and --max-chat-messages must be >= 1"
         )
     if args.max_byte_run is not None and args.max_byte_run < 1:
         raise ValueError("--max-byte-run must be >= 1 (leave it out for no cap)")

@@ -348,13 +348,25 @@ class TokenizeManager:
             raise TokenizeError(f"chat template failed: {type(error).__name__}: {error}") from None
         if not isinstance(rendered, str):
             raise TokenizeError(f"chat template gave {type(rendered).__name__}, not text")
+        # A template silently skips roles it does not know (Qwen3 drops "robot"): catch it. Each
+        # content is looked for after the one before it (templates write messages in order), and
+        # in the whole prompt only if not found there (one that moves a message, as Mistral's
+        # moves the system prompt): linear in the prompt, where a search of the whole prompt per
+        # message was quadratic in the messages.
+        after = 0
         for index, message in enumerate(conversation):
-            # A template silently skips roles it does not know (Qwen3 drops "robot"): catch it.
-            if message["role"] != "assistant" and message["content"] and message["content"] not in rendered:
+            content = message["content"]
+            if message["role"] == "assistant" or not content:
+                continue
+            found = rendered.find(content, after)
+            if found < 0:
+                found = rendered.find(content)
+            if found < 0:
                 raise TokenizeError(
                     f"message {index} ({message['role']}) is not in the rendered prompt: "
                     "the chat template does not accept that role"
                 )
+            after = found + len(content)
         return rendered
 
     def tokenize(self, messages: Sequence[TokenizeMsg]) -> list[TokenizeResult]:

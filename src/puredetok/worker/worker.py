@@ -41,6 +41,7 @@ __all__ = [
     "DEFAULT_MAX_TEXT_CHARS",
     "DEFAULT_MAX_IDS",
     "DEFAULT_MAX_OUTBOX_BYTES",
+    "DEFAULT_MAX_CHAT_MESSAGES",
     "QUEUE_FRAMES",
     "BACKLOG_BYTES",
     "DRAIN_SECONDS",
@@ -112,6 +113,11 @@ DEFAULT_MAX_TEXT_CHARS = 1 << 20
 """The longest text one tokenize request may carry: 1,048,576 characters (about 250,000 tokens of
 English; the text of its chat messages and template options, counted together)."""
 
+DEFAULT_MAX_CHAT_MESSAGES = 8_192
+"""The most chat messages of one tokenize request. Rendering a chat template costs some 30 -
+150 us per message (Jinja, in Python), against about 1 us per character of text: this bounds a
+request of many tiny messages to about what a text of ``max_text_chars`` costs."""
+
 DEFAULT_MAX_IDS = 1 << 20
 """The most token ids one request may carry in one message (its prompt and its new ids
 together), and the most a tokenized prompt may have: 1,048,576."""
@@ -179,6 +185,8 @@ class Limits:
     max_codecs: int = DEFAULT_MAX_CODECS
     """The most codecs (sets of decode options) kept, least recently used dropped first
     (:data:`~puredetok.serving.detokenize_manager.DEFAULT_MAX_CODECS`)."""
+    max_chat_messages: int = DEFAULT_MAX_CHAT_MESSAGES
+    """The most chat messages of one tokenize request (:data:`DEFAULT_MAX_CHAT_MESSAGES`)."""
 
     def __attrs_post_init__(self) -> None:
         for name, value in attrs.asdict(self).items():
@@ -635,7 +643,15 @@ class Worker:
         limit = self.limits.max_text_chars
         taken: list[TokenizeMsg] = []
         taken_chars = 0
+        most = self.limits.max_chat_messages
         for msg in msgs:
+            if msg.messages is not None and len(msg.messages) > most:
+                error = (
+                    f"{len(msg.messages):,} chat messages > the limit of {most:,} (max_chat_messages): "
+                    "not tokenized"
+                )
+                out.reply(UserReply(msg.uid, "", True, error=error))
+                continue
             chars = text_chars(msg)
             if chars > limit:
                 error = (

@@ -1,0 +1,312 @@
+"""The adversarial inputs of the tokenize path, replay and audit (issue 25): what one request (or
+one frame) of each shape costs per item at a small and a large size, and the memory replay and
+audit take for one request of a million events.
+
+- Tokenize: per-item time (per character, chat message, tool or request) of what the worker does
+  with a frame's tokenize messages (:func:`~puredetok.serving.tokenizing.text_chars`, then
+  :meth:`~puredetok.serving.tokenize_manager.TokenizeManager.tokenize`), for one long text
+  (prose, one character repeated, one word without spaces), chats of many or long messages, with
+  special-token text kept as data, with many tool definitions (template options), and a frame
+  of many requests. Ratio: the large size against the small one.
+- Replay and audit: per-event time and peak memory of a child process that replays (or audits)
+  a trace (or a vLLM stream) of one request of 10,000 and of 1,000,000 events, read from a file
+  as the command line does.
+
+Times are CPU time of the whole process (``tokenizers`` encodes in threads of its own), which a
+shared machine disturbs less than wall-clock time.
+
+Run ``python -m puredetok.bench.inputs`` (or ``puredetok bench --adversarial``).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "TOKENIZE_SHAPES",
+    "EVENT_SHAPES",
+    "tokenize_requests",
+    "tokenize_section",
+    "events_section",
+    "inputs_main",
+]
+
+import argparse
+import gc
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from puredetok.bench.timing import TEXT, Result, format_table
+from puredetok.serving.messages import TokenizeMsg
+
+RATIO_TARGET = 2.0
+"""Per-item time at the large size within this factor of that at the small size, for every shape."""
+
+_cpu_ns = time.process_time_ns
+
+_Make = Callable[[int], list[TokenizeMsg]]
+
+
+def _text(size: int) -> str:
+    return (TEXT * (size // len(TEXT) + 1))[:size]
+
+
+def _word(size: int) -> str:
+    return ("puredetokstreams" * (size // 16 + 1))[:size]
+
+
+def _chat(count: int, content: Callable[[int], str]) -> list[dict[str, str]]:
+    return [{"role": ("user", "assistant")[k % 2], "content": content(k)} for k in range(count - 1)] + [
+        {"role": "user", "content": content(count)}
+    ]
+
+
+def _tools(count: int) -> dict[str, Any]:
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Look a word up.",
+            "parameters": {"type": "object", "properties": {"word": {"type": "string"}}},
+        },
+    }
+    return {"tools": [{**tool, "function": {**tool["function"], "name": f"lookup_{k}"}} for k in range(count)]}
+
+
+TOKENIZE_SHAPES: dict[str, tuple[str, tuple[int, int], _Make]] = {
+    "text, prose": ("char", (16_384, 1_048_576), lambda n: [TokenizeMsg(0, text=_text(n))]),
+    "text, one character repeated": ("char", (16_384, 1_048_576), lambda n: [TokenizeMsg(0, text="a" * n)]),
+    "text, one word without spaces": ("char", (16_384, 1_048_576), lambda n: [TokenizeMsg(0, text=_word(n))]),
+    "chat, many messages": (
+        "message",
+        (256, 16_384),
+        lambda n: [TokenizeMsg(0, messages=tuple(_chat(n, lambda k: f"message {k}: {TEXT[:40]}")))],
+    ),
+    "chat, one long message": (
+        "char",
+        (16_384, 1_048_576),
+        lambda n: [TokenizeMsg(0, messages=({"role": "user", "content": _text(n)},))],
+    ),
+    "chat, special-token text in many messages": (
+        "message",
+        (256, 16_384),
+        lambda n: [TokenizeMsg(0, messages=tuple(_chat(n, lambda k: f"<|im_end|> message {k} <|im_start|>")))],
+    ),
+    "chat, many tools (template options)": (
+        "tool",
+        (32, 2_048),
+        lambda n: [TokenizeMsg(0, messages=({"role": "user", "content": "hi"},), template_options=_tools(n))],
+    ),
+    "frame of many requests": (
+        "request",
+        (1_024, 32_768),
+        lambda n: [TokenizeMsg(k, text=f"request {k}: {TEXT[:60]}") for k in range(n)],
+    ),
+}
+"""Per shape: the unit counted, its small and large size, and the tokenize messages of a size."""
+
+
+def tokenize_requests(shape: str, size: int) -> list[TokenizeMsg]:
+    """The tokenize messages of ``shape`` (one of :data:`TOKENIZE_SHAPES`) at ``size`` units."""
+    return TOKENIZE_SHAPES[shape][2](size)
+
+
+def _tokenize_ns(manager: Any, messages: list[TokenizeMsg], units: int, rounds: int) -> float:
+    from puredetok.serving.tokenizing import text_chars
+
+    best = float("inf")
+    for _ in range(rounds):
+        gc.collect()
+        began = _cpu_ns()
+        sum(map(text_chars, messages))
+        results = manager.tokenize(messages)
+        best = min(best, (_cpu_ns() - began) / units)
+        if any(result.error for result in results):
+            raise RuntimeError(f"tokenizing failed: {next(r.error for r in results if r.error)}")
+    return best
+
+
+def tokenize_section(tokenizer: Any, rounds: int = 3) -> list[Result]:
+    """Per shape and size, CPU ns per unit; ratio: the large size against the small one."""
+    from puredetok.serving.tokenize_manager import TokenizeManager
+
+    manager = TokenizeManager(tokenizer)
+    manager.tokenize([TokenizeMsg(0, text="warm up")])
+    results = []
+    for shape, (unit, sizes, make) in TOKENIZE_SHAPES.items():
+        small, large = (_tokenize_ns(manager, make(size), size, rounds) for size in sizes)
+        results.append(Result(f"{shape}, {sizes[0]:,} {unit}s", small))
+        ratio = large / small
+        results.append(
+            Result(
+                f"{shape}, {sizes[1]:,} {unit}s (ratio: to small)",
+                large,
+                ratio,
+                f"<= {RATIO_TARGET:g}",
+                ratio <= RATIO_TARGET,
+            )
+        )
+    return results
+
+
+EVENT_SIZES = (10_000, 1_000_000)
+"""The events of the one request replayed or audited."""
+
+EVENT_SHAPES = ("replay, a trace", "audit, a trace", "audit, a vLLM stream")
+"""What is measured on one request of many events."""
+
+
+def _write_input(shape: str, events: int, path: Path, ids: list[int]) -> None:
+    with path.open("w") as out:
+        if shape == "audit, a vLLM stream":
+            for k in range(events):
+                token = ids[k % len(ids)]
+                chunk = {
+                    "id": "r",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "text": "",
+                            "token_ids": [token],
+                            "finish_reason": "length" if k == events - 1 else None,
+                        }
+                    ],
+                }
+                out.write(f"data: {json.dumps(chunk)}\n")
+            out.write("data: [DONE]\n")
+            return
+        for k in range(events):
+            finished = ', "finished": true' if k == events - 1 else ""
+            out.write(f'{{"uid": 1, "tokens": [{ids[k % len(ids)]}]{finished}}}\n')
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _child(shape: str, path: str, tokenizer_name: str | None) -> dict[str, Any]:
+    """Run one measurement on the file at ``path`` (in a process of its own)."""
+    from puredetok.serving.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(tokenizer_name)
+    gc.collect()
+    before = _rss()
+    began = _cpu_ns()
+    if shape == "replay, a trace":
+        from puredetok.replay.replay import Replayer
+        from puredetok.replay.trace import TraceEvent, read_trace
+
+        replayer = Replayer(tokenizer)
+        with open(path, "rb") as source:
+            for event in read_trace(source):
+                assert isinstance(event, TraceEvent)
+                replayer.event(event)
+                replayer.take_ended()
+        replayer.close_all()
+        summary = replayer.summary
+        ok, events = summary.failed == 0 and summary.requests == 1, summary.events
+    else:
+        from puredetok.audit import Auditor, audit_shard, shards_of
+
+        auditor = Auditor(tokenizer)
+        tally = None
+        for shard in shards_of(path):
+            result = audit_shard(shard, auditor)
+            tally = result.tally if tally is None else tally
+        assert tally is not None
+        ok, events = tally.requests == 1 and tally.errors == 0, tally.tokens
+    spent = _cpu_ns() - began
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"ns": spent, "events": events, "ok": ok, "growth": max(0, peak - before)}
+
+
+def _measure(shape: str, events: int, folder: Path, ids: list[int], tokenizer_name: str | None) -> dict[str, Any]:
+    path = folder / f"input-{events}.jsonl"
+    _write_input(shape, events, path, ids)
+    command = [sys.executable, "-m", "puredetok.bench.inputs", "--child", shape, str(path)]
+    if tokenizer_name is not None:
+        command += ["--tokenizer", tokenizer_name]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    path.unlink()
+    measured: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return measured
+
+
+def events_section(
+    tokenizer: Any, tokenizer_name: str | None, sizes: tuple[int, int] = EVENT_SIZES, repeats: int = 3
+) -> list[Result]:
+    """Per shape: CPU ns per event at each size (the best of ``repeats`` child processes; ratio:
+    large against small, their range over the repeats) and the peak memory growth in bytes per
+    event (the largest over the repeats).
+    """
+    from puredetok.bench.core import trace_ids
+
+    ids = trace_ids(tokenizer, 4_096)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="puredetok-inputs-") as folder:
+        for shape in EVENT_SHAPES:
+            runs = [
+                {size: _measure(shape, size, Path(folder), ids, tokenizer_name) for size in sizes}
+                for _ in range(repeats)
+            ]
+            small, large = sizes
+            if not all(run[size]["ok"] and run[size]["events"] == size for run in runs for size in sizes):
+                raise RuntimeError(f"{shape}: the request was not checked whole: {runs}")
+            per = {size: [run[size]["ns"] / size for run in runs] for size in sizes}
+            ratios = sorted(run[large]["ns"] / large / (run[small]["ns"] / small) for run in runs)
+            results.append(Result(f"{shape}, one request of {small:,} events", min(per[small])))
+            results.append(
+                Result(
+                    f"{shape}, one request of {large:,} events (ratio: to small)",
+                    min(per[large]),
+                    ratios[len(ratios) // 2],
+                    f"<= {RATIO_TARGET:g}",
+                    all(ratio <= RATIO_TARGET for ratio in ratios),
+                    ratios[0],
+                    ratios[-1],
+                    sum(ratio <= RATIO_TARGET for ratio in ratios),
+                    len(ratios),
+                )
+            )
+            for size in sizes:
+                growth = max(run[size]["growth"] for run in runs)
+                results.append(
+                    Result(f"{shape}, peak memory growth at {size:,} events: {growth / 2**20:,.1f} MB", growth / size)
+                )
+    return results
+
+
+def inputs_main(argv: list[str] | None = None) -> int:
+    """Print the tokenize and replay/audit sections."""
+    from puredetok.serving.loading import load_tokenizer
+
+    parser = argparse.ArgumentParser(prog="python -m puredetok.bench.inputs", description=__doc__)
+    parser.add_argument("--tokenizer", default=None, help="tokenizer name or path (default: the bundled one)")
+    parser.add_argument("--repeats", type=int, default=3, help="child processes per size (default: 3)")
+    parser.add_argument("--no-events", action="store_true", help="skip the replay and audit section")
+    parser.add_argument("--child", nargs=2, metavar=("SHAPE", "PATH"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(_child(args.child[0], args.child[1], args.tokenizer)))
+        return 0
+    tokenizer = load_tokenizer(args.tokenizer)
+    print(format_table("tokenize path (CPU ns per unit)", tokenize_section(tokenizer)))
+    if not args.no_events:
+        print(
+            format_table(
+                "replay and audit, one request of many events (CPU ns per event; a child process each)",
+                events_section(tokenizer, args.tokenizer, repeats=args.repeats),
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(inputs_main())
