@@ -563,3 +563,17 @@ def test_a_long_audit_shows_a_progress_bar(
     assert code == 2 and "audit:" in err and ("B/s" in err or "B]" in err)
     code, _, quiet = audit(capsys, str(path), "--skip-special-tokens")
     assert "B/s" not in quiet and "B]" not in quiet
+
+
+def test_an_auditor_builds_the_codecs_of_trace_replays_once(tmp_path: Path) -> None:
+    """Each trace file was replayed by a manager of its own, building its codec's tables again (a
+    second or so per file, whatever its size)."""
+    auditor = Auditor(tokenizer("qwen3"))
+    source = (ROOT / "docs" / "sample-trace.jsonl").read_bytes()
+    seen = []
+    for name in ("a.jsonl", "b.jsonl"):
+        path = tmp_path / name
+        path.write_bytes(source)
+        assert sum(audit_shard(shard, auditor).tally.requests for shard in shards_of(str(path))) > 0
+        seen.append(dict(auditor.replay_codecs))
+    assert seen[0] and all(seen[1][key] is codec for key, codec in seen[0].items())

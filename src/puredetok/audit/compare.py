@@ -122,6 +122,8 @@ class Auditor:
         self.tokenizer = tokenizer
         self.options = options
         self._codecs: dict[bool, Codec] = {}
+        self.replay_codecs: dict[Any, Codec] = {}
+        """The codecs of the managers that replay traces (built once, not once per file)."""
 
     def codec(self, request: Request) -> Codec:
         """The codec of a request's decode options."""

@@ -158,7 +158,7 @@ def _lines(shard: Shard) -> Iterator[tuple[int, bytes]]:
             number += 1
 
 
-def _items(shard: Shard, tokenizer: Any, columns: Columns) -> Iterator[Item]:
+def _items(shard: Shard, auditor: Auditor, columns: Columns) -> Iterator[Item]:
     file, format = shard.path, shard.format
     if shard.layout == "parquet":
         return rollouts.read_parquet(shard.path, shard.start, shard.row, columns, file)
@@ -168,7 +168,7 @@ def _items(shard: Shard, tokenizer: Any, columns: Columns) -> Iterator[Item]:
         return vllm.read_array(data, file) if format == "vllm" else sglang.read_array(data, file)
     if format == "trace":
         lines = _lines(attrs.evolve(shard, end=os.path.getsize(shard.path)))
-        return trace.read_trace_requests(lines, tokenizer, file)
+        return trace.read_trace_requests(lines, auditor.tokenizer, file, auditor.replay_codecs)
     lines = _lines(shard)
     if format == "vllm":
         return vllm.read_responses(lines, file)
@@ -182,7 +182,7 @@ def _items(shard: Shard, tokenizer: Any, columns: Columns) -> Iterator[Item]:
 def audit_shard(shard: Shard, auditor: Auditor, columns: Columns | None = None) -> ShardResult:
     """Audit every request of a shard (a table's columns named by ``columns``)."""
     tally, records = Tally(), []
-    for item in _items(shard, auditor.tokenizer, columns or Columns()):
+    for item in _items(shard, auditor, columns or Columns()):
         if isinstance(item, Skipped):
             tally.skipped += 1
             continue

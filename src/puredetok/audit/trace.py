@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from puredetok.audit.records import InputError, Item, Request, Skipped
+from puredetok.core import Codec
 from puredetok.replay.replay import Replayer, RequestReport
 from puredetok.replay.trace import TraceError, TraceHeader, read_trace
 from puredetok.serving.messages import SamplingParams
@@ -46,8 +47,12 @@ def _request(replayer: Replayer, report: RequestReport, line: int) -> Item:
     )
 
 
-def read_trace_requests(lines: Iterable[tuple[int, bytes]], tokenizer: Any, file: str) -> Iterator[Item]:
-    """The requests of a trace, each as the manager streamed it, when it ends."""
+def read_trace_requests(
+    lines: Iterable[tuple[int, bytes]], tokenizer: Any, file: str, codecs: dict[Any, Codec] | None = None
+) -> Iterator[Item]:
+    """The requests of a trace, each as the manager streamed it, when it ends (``codecs``: shared
+    with other replays of the same tokenizer, see :class:`~puredetok.replay.replay.Replayer`).
+    """
     replayer: Replayer | None = None
     firsts: dict[Any, int] = {}
     for number, line in lines:
@@ -63,10 +68,10 @@ def read_trace_requests(lines: Iterable[tuple[int, bytes]], tokenizer: Any, file
                 if replayer is not None:
                     yield InputError(file, number, "a header belongs on the first line")
                 else:
-                    replayer = Replayer(tokenizer, item.options)
+                    replayer = Replayer(tokenizer, item.options, codecs=codecs)
                 continue
             if replayer is None:
-                replayer = Replayer(tokenizer, SamplingParams())
+                replayer = Replayer(tokenizer, SamplingParams(), codecs=codecs)
             firsts.setdefault(item.uid, number)
             replayer.event(attrs.evolve(item, line=number))
             yield from _ended(replayer, firsts, file)

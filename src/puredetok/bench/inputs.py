@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from puredetok.bench.timing import TEXT, Result, format_table
+from puredetok.core import Codec, codec_for, finish, start, step
 from puredetok.serving.messages import TokenizeMsg
 
 RATIO_TARGET = 2.0
@@ -162,23 +163,18 @@ EVENT_SHAPES = ("replay, a trace", "audit, a trace", "audit, a vLLM stream")
 """What is measured on one request of many events."""
 
 
-def _write_input(shape: str, events: int, path: Path, ids: list[int]) -> None:
+def _write_input(shape: str, events: int, path: Path, ids: list[int], codec: Codec) -> None:
     with path.open("w") as out:
         if shape == "audit, a vLLM stream":
+            state = start(codec)  # each chunk carries the exact text of its id (the audit finds none wrong)
             for k in range(events):
                 token = ids[k % len(ids)]
-                chunk = {
-                    "id": "r",
-                    "choices": [
-                        {
-                            "index": 0,
-                            "text": "",
-                            "token_ids": [token],
-                            "finish_reason": "length" if k == events - 1 else None,
-                        }
-                    ],
-                }
-                out.write(f"data: {json.dumps(chunk)}\n")
+                state, text = step(state, token)
+                if k == events - 1:
+                    text += finish(state)
+                end = "length" if k == events - 1 else None
+                choice = {"index": 0, "text": text, "token_ids": [token], "finish_reason": end}
+                out.write(f"data: {json.dumps({'id': 'r', 'choices': [choice]})}\n")
             out.write("data: [DONE]\n")
             return
         for k in range(events):
@@ -191,19 +187,15 @@ def _rss() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _child(shape: str, path: str, tokenizer_name: str | None) -> dict[str, Any]:
-    """Run one measurement on the file at ``path`` (in a process of its own)."""
-    from puredetok.serving.loading import load_tokenizer
-
-    tokenizer = load_tokenizer(tokenizer_name)
-    gc.collect()
-    before = _rss()
-    began = _cpu_ns()
+def _run(shape: str, path: str, tokenizer: Any, shared: dict[str, Any]) -> tuple[bool, int]:
+    """Replay or audit the file at ``path``: whether its one request was checked whole and exact,
+    and its events. ``shared`` keeps the codecs (and the auditor) from one run to the next.
+    """
     if shape == "replay, a trace":
         from puredetok.replay.replay import Replayer
         from puredetok.replay.trace import TraceEvent, read_trace
 
-        replayer = Replayer(tokenizer)
+        replayer = Replayer(tokenizer, codecs=shared.setdefault("codecs", {}))
         with open(path, "rb") as source:
             for event in read_trace(source):
                 assert isinstance(event, TraceEvent)
@@ -211,26 +203,61 @@ def _child(shape: str, path: str, tokenizer_name: str | None) -> dict[str, Any]:
                 replayer.take_ended()
         replayer.close_all()
         summary = replayer.summary
-        ok, events = summary.failed == 0 and summary.requests == 1, summary.events
-    else:
-        from puredetok.audit import Auditor, audit_shard, shards_of
+        return summary.failed == 0 and summary.requests == 1, summary.events
+    from puredetok.audit import Auditor, Tally, audit_shard, shards_of
 
-        auditor = Auditor(tokenizer)
-        tally = None
-        for shard in shards_of(path):
-            result = audit_shard(shard, auditor)
-            tally = result.tally if tally is None else tally
-        assert tally is not None
-        ok, events = tally.requests == 1 and tally.errors == 0, tally.tokens
-    spent = _cpu_ns() - began
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"ns": spent, "events": events, "ok": ok, "growth": max(0, peak - before)}
+    tally = Tally()
+    auditor = shared.setdefault("auditor", Auditor(tokenizer))
+    for shard in shards_of(path):
+        tally.add(audit_shard(shard, auditor).tally)
+    return tally.requests == 1 and tally.errors == 0 and tally.differing == 0, tally.tokens
 
 
-def _measure(shape: str, events: int, folder: Path, ids: list[int], tokenizer_name: str | None) -> dict[str, Any]:
-    path = folder / f"input-{events}.jsonl"
-    _write_input(shape, events, path, ids)
-    command = [sys.executable, "-m", "puredetok.bench.inputs", "--child", shape, str(path)]
+def _peak() -> int:
+    """The process's peak resident memory since the last :func:`_reset_peak`, in bytes."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM")
+
+
+def _reset_peak() -> None:
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")  # resets VmHWM to the resident memory now (Linux)
+
+
+def _once(shape: str, path: str, tokenizer: Any, shared: dict[str, Any]) -> tuple[bool, int, int, int]:
+    """One run: whether its request was exact, its events, CPU ns, peak memory growth in bytes."""
+    gc.collect()
+    _reset_peak()
+    before = _rss()
+    began = _cpu_ns()
+    ok, events = _run(shape, path, tokenizer, shared)
+    return ok, events, _cpu_ns() - began, max(0, _peak() - before)
+
+
+def _child(shape: str, warm: str, path: str, tokenizer_name: str | None) -> dict[str, Any]:
+    """Measure the file at ``path`` in a process of its own, after the short file at ``warm``
+    (which builds the codecs, kept for the measured run as a replay or audit of many files keeps
+    them, and warms the imports).
+    """
+    from puredetok.serving.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(tokenizer_name)
+    shared: dict[str, Any] = {}
+    _once(shape, warm, tokenizer, shared)
+    ok, events, spent, growth = _once(shape, path, tokenizer, shared)
+    return {"ns": spent, "events": events, "ok": ok, "growth": growth}
+
+
+def _measure(
+    shape: str, events: int, folder: Path, ids: list[int], codec: Codec, tokenizer_name: str | None
+) -> dict[str, Any]:
+    warm, path = folder / "warm.jsonl", folder / f"input-{events}.jsonl"
+    _write_input(shape, 100, warm, ids, codec)
+    _write_input(shape, events, path, ids, codec)
+    command = [sys.executable, "-m", "puredetok.bench.inputs", "--child", shape, str(warm), str(path)]
     if tokenizer_name is not None:
         command += ["--tokenizer", tokenizer_name]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
@@ -249,18 +276,19 @@ def events_section(
     from puredetok.bench.core import trace_ids
 
     ids = trace_ids(tokenizer, 4_096)
+    codec = codec_for(tokenizer)
     results = []
     with tempfile.TemporaryDirectory(prefix="puredetok-inputs-") as folder:
         for shape in EVENT_SHAPES:
             runs = [
-                {size: _measure(shape, size, Path(folder), ids, tokenizer_name) for size in sizes}
+                {size: _measure(shape, size, Path(folder), ids, codec, tokenizer_name) for size in sizes}
                 for _ in range(repeats)
             ]
             small, large = sizes
             if not all(run[size]["ok"] and run[size]["events"] == size for run in runs for size in sizes):
                 raise RuntimeError(f"{shape}: the request was not checked whole: {runs}")
             per = {size: [run[size]["ns"] / size for run in runs] for size in sizes}
-            ratios = sorted(run[large]["ns"] / large / (run[small]["ns"] / small) for run in runs)
+            ratios = sorted(large_ns / small_ns for large_ns, small_ns in zip(per[large], per[small]))
             results.append(Result(f"{shape}, one request of {small:,} events", min(per[small])))
             results.append(
                 Result(
@@ -278,7 +306,10 @@ def events_section(
             for size in sizes:
                 growth = max(run[size]["growth"] for run in runs)
                 results.append(
-                    Result(f"{shape}, peak memory growth at {size:,} events: {growth / 2**20:,.1f} MB", growth / size)
+                    Result(
+                        f"{shape}, memory at {size:,} events: {growth / 2**20:,.1f} MB (B/event)",
+                        growth / size,
+                    )
                 )
     return results
 
@@ -291,10 +322,10 @@ def inputs_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokenizer", default=None, help="tokenizer name or path (default: the bundled one)")
     parser.add_argument("--repeats", type=int, default=3, help="child processes per size (default: 3)")
     parser.add_argument("--no-events", action="store_true", help="skip the replay and audit section")
-    parser.add_argument("--child", nargs=2, metavar=("SHAPE", "PATH"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=3, metavar=("SHAPE", "WARM", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(_child(args.child[0], args.child[1], args.tokenizer)))
+        print(json.dumps(_child(*args.child, args.tokenizer)))
         return 0
     tokenizer = load_tokenizer(args.tokenizer)
     print(format_table("tokenize path (CPU ns per unit)", tokenize_section(tokenizer)))
