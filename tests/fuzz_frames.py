@@ -2,16 +2,20 @@
 
 :func:`hostile_frames` yields ``(kind, frame)``: deep nesting at many depths (the whole frame, the
 batch, every field of every inbound kind, unknown fields), random bytes, valid frames cut short or
-with bytes flipped, and headers that declare huge lengths. Deterministic for a seed.
+with bytes flipped, headers that declare huge lengths, and valid frames shaped to cost the most
+(issue 25: :data:`ADVERSARIAL`). Deterministic for a seed.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterator
 
 import msgspec
 
+from helpers import tokenizer
+from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.messages import (
     AbortMsg,
     DetokenizeMsg,
@@ -73,16 +77,45 @@ def _fill(template: bytes, value: bytes) -> bytes:
     return template.replace(marker, value, 1)
 
 
-ADVERSARIAL = ("one_request", "unknown_uids", "reopened", "open_and_end")
+ADVERSARIAL = (
+    "one_request",
+    "unknown_uids",
+    "reopened",
+    "open_and_end",
+    "repeated_uids",
+    "mixed",
+    "handed_back",
+    "chat_flood",
+)
 """Valid frames shaped to cost the most per message (issue 25): many messages of one request,
-uids the worker never opened, one uid opened again and again, requests opened and ended in turn."""
+uids the worker never opened, one uid opened again and again, requests opened and ended in turn,
+a few uids repeated in any order, all of these mixed, re-openings with handed-back states whose
+stop strings pass the worker's limits (and one within them), and tokenize requests of a chat
+with more messages than ``--max-chat-messages`` or of many tiny messages within it."""
+
+
+@functools.cache
+def handed_back_states() -> tuple[bytes, bytes, bytes]:
+    """States of qwen3 streams handed back by a manager of looser limits: 300 stop strings (past
+    the default ``max_stops``), one stop string of 20,000 characters (past ``max_stop_chars``),
+    and two short ones (within both)."""
+    loose = DetokenizeManager(tokenizer("qwen3"), max_stops=1_000, max_stop_chars=100_000)
+    stops = ([f"stop {k}" for k in range(300)], ["ab" * 10_000], ["stop", "end"])
+    for uid, stop in enumerate(stops):
+        loose.open(uid, Opening((9707,), SamplingParams(stop=tuple(stop))))
+    states = {uid: state for uid, state, _ in loose.drain()}
+    return states[0], states[1], states[2]
 
 
 def adversarial_batch(kind: str, serial: int, rng: random.Random) -> bytes:
-    """A valid detokenize frame of ``kind`` (one of :data:`ADVERSARIAL`); its uids are its own."""
+    """A valid frame of ``kind`` (one of :data:`ADVERSARIAL`); its uids are its own."""
     size = rng.choice((1, 30, 300))  # their replies are read by the test in Python: keep them few
     ids = [rng.choice((32, 33, 13, 151645, 220, 99999)) for _ in range(size)]
     uid = f"adversary-{serial}"
+    if kind == "chat_flood":
+        many = rng.choice((9_000, 9_000, 9_000, 500))  # past the default max_chat_messages (8,192), or within
+        chat = tuple({"role": ("user", "assistant")[k % 2], "content": f"{k}"} for k in range(many))
+        return encode_batch([TokenizeMsg(uid, None, chat)])
     messages = []
     for k, token in enumerate(ids):
         if kind == "one_request":
@@ -91,6 +124,19 @@ def adversarial_batch(kind: str, serial: int, rng: random.Random) -> bytes:
             message = DetokenizeMsg(f"{uid}-{k}", (token,), rng.random() < 0.5)
         elif kind == "reopened":
             message = DetokenizeMsg(uid, (token,), k == size - 1, Opening())
+        elif kind == "repeated_uids":
+            opened = rng.random() < 0.1
+            message = DetokenizeMsg(
+                f"{uid}-{rng.randrange(3)}", (token,), rng.random() < 0.05, Opening() if opened else None
+            )
+        elif kind == "mixed":
+            opening = rng.choice((None, None, Opening(), Opening((token,), SamplingParams(stop=("x",)))))
+            message = DetokenizeMsg(
+                f"{uid}-{rng.randrange(max(1, size // 4))}", (token,), rng.random() < 0.2, opening
+            )
+        elif kind == "handed_back":
+            state = rng.choice(handed_back_states())
+            message = DetokenizeMsg(f"{uid}-{k}", (token,), rng.random() < 0.5, Opening(state=state))
         else:
             opening = Opening() if k % 3 == 0 else None
             message = DetokenizeMsg(f"{uid}-{k // 3}", (token,), k % 3 == 2 or k == size - 1, opening)

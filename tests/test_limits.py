@@ -198,7 +198,16 @@ def test_ids_text_and_live_requests_over_their_limits_are_refused_with_clear_err
     h = Harness(tmp_path)
     try:
         h.start(
-            1, "--quiet", "--max-ids", "10", "--max-live", "3", "--max-text-chars", "30", "--max-chat-messages", "1"
+            1,
+            "--quiet",
+            "--max-ids",
+            "10",
+            "--max-live",
+            "3",
+            "--max-text-chars",
+            "30",
+            "--max-chat-messages",
+            "1",
         )
         h.wait_ready(1)
         pool = h.pool([0])
@@ -256,7 +265,10 @@ def test_ids_text_and_live_requests_over_their_limits_are_refused_with_clear_err
         two = ({"role": "user", "content": "a"}, {"role": "user", "content": "b"})
         pool.send([TokenizeMsg("two", None, two), TokenizeMsg("one", None, two[:1])])  # 16 characters each
         [refused] = h.replies_until_finished({"two"})["two"]
-        assert refused.error is not None and "2 chat messages > the limit of 1 (max_chat_messages)" in refused.error
+        assert (
+            refused.error is not None
+            and "2 chat messages > the limit of 1 (max_chat_messages)" in refused.error
+        )
         [user] = h.receive(h.backend, lambda got: len(got) >= 1)
         assert isinstance(user, UserMsg) and user.uid == "one"
 

@@ -33,7 +33,6 @@ import argparse
 import gc
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -77,7 +76,9 @@ def _tools(count: int) -> dict[str, Any]:
             "parameters": {"type": "object", "properties": {"word": {"type": "string"}}},
         },
     }
-    return {"tools": [{**tool, "function": {**tool["function"], "name": f"lookup_{k}"}} for k in range(count)]}
+    return {
+        "tools": [{**tool, "function": {**tool["function"], "name": f"lookup_{k}"}} for k in range(count)]
+    }
 
 
 TOKENIZE_SHAPES: dict[str, tuple[str, tuple[int, int], _Make]] = {
@@ -97,7 +98,9 @@ TOKENIZE_SHAPES: dict[str, tuple[str, tuple[int, int], _Make]] = {
     "chat, special-token text in many messages": (
         "message",
         (256, 16_384),
-        lambda n: [TokenizeMsg(0, messages=tuple(_chat(n, lambda k: f"<|im_end|> message {k} <|im_start|>")))],
+        lambda n: [
+            TokenizeMsg(0, messages=tuple(_chat(n, lambda k: f"<|im_end|> message {k} <|im_start|>")))
+        ],
     ),
     "chat, many tools (template options)": (
         "tool",

@@ -24,21 +24,29 @@ from typing import Any
 
 import zmq
 
-from puredetok.serving.messages import DetokenizeBatch
+from puredetok.serving.messages import Batch, DetokenizeBatch, ReplyBatch
 from puredetok.worker.wire import Decoded
 
 
 def slices(decoded: Decoded, size: int) -> Iterator[Decoded]:
-    """``decoded`` cut into frames of at most ``size`` messages (a detokenize batch; any other
-    batch is left whole), in order; the frame's rejected messages go with the last slice.
+    """``decoded`` cut into frames of at most ``size`` messages, in order; the frame's rejected
+    messages go with the last slice.
 
-    Lazy, and linear in the batch overall: each slice costs its own messages (its positions are
-    found by bisection in the batch's sorted positions), so the first slice of a frame of
-    millions of messages is ready at once.
+    Lazy, and linear in the batch overall: each slice costs its own messages (a detokenize
+    batch's positions are found by bisection in its sorted positions), so the first slice of a
+    frame of millions of messages is ready at once. Frames of other kinds are cut as well: a
+    frame of millions of aborts (some 2 us each) held a health probe for seconds.
     """
     batch = decoded.batch
-    if not isinstance(batch, DetokenizeBatch) or len(batch) <= size:
+    if len(batch) <= size or isinstance(batch, ReplyBatch):
         yield decoded
+        return
+    if isinstance(batch, Batch):
+        total = len(batch)
+        for begin in range(0, total, size):
+            end = min(total, begin + size)
+            part = Batch(batch.kind, batch.items[begin:end])
+            yield Decoded(part, decoded.rejected if end == total else ())
         return
     total = len(batch)
     finished = _ascending(batch.finished, _itself)
