@@ -192,7 +192,7 @@ class _Scanned(str):
 
     scanned = 0
 
-    def find(self, sub: str, start: Any = 0, end: Any = None) -> int:  # type: ignore[override]
+    def find(self, sub: str, start: Any = 0, end: Any = None) -> int:
         found = str.find(self, sub, start)
         _Scanned.scanned += (len(self) if found < 0 else found + len(sub)) - start
         return found

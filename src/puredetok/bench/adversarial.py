@@ -8,6 +8,7 @@ the worker pay (issue 25).
 - A worker process's health-check latency after the worst frame within its limits.
 - A worker process's memory while its frontend never reads, and whether every stream is complete
   and exact once it reads again.
+- The tokenize path, replay and audit (:mod:`puredetok.bench.inputs`).
 
 Run ``python -m puredetok.bench.adversarial`` (or ``puredetok bench --adversarial``).
 """
@@ -39,6 +40,7 @@ from typing import Any, cast
 import zmq
 
 from puredetok.bench.core import trace_ids
+from puredetok.bench.inputs import events_section, tokenize_section
 from puredetok.bench.timing import Result, format_table
 from puredetok.core import Codec, codec_for, feed, finish, start
 from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
@@ -438,7 +440,11 @@ def adversarial_main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m puredetok.bench.adversarial", description=__doc__)
     parser.add_argument("--tokenizer", default=None, help="tokenizer name or path (default: the bundled one)")
-    parser.add_argument("--no-worker", action="store_true", help="skip the sections that start a worker")
+    parser.add_argument(
+        "--no-worker",
+        action="store_true",
+        help="skip the sections that start processes (a worker, replay and audit)",
+    )
     parser.add_argument(
         "--stall", type=float, default=STALL_SECONDS, help="seconds the frontend does not read (default: 60)"
     )
@@ -446,6 +452,7 @@ def adversarial_main(argv: list[str] | None = None) -> int:
     tokenizer = load_tokenizer(args.tokenizer)
     print(format_table("manager, adversarial batches (ns per message)", manager_shapes_section(tokenizer)))
     print(format_table("stop rules build (ns per character)", stop_build_section()))
+    print(format_table("tokenize path (CPU ns per unit)", tokenize_section(tokenizer)))
     if not args.no_worker:
         print(
             format_table(
@@ -456,6 +463,12 @@ def adversarial_main(argv: list[str] | None = None) -> int:
             format_table(
                 "memory with a frontend that does not read (a worker process)",
                 stalled_section(tokenizer, args.tokenizer, args.stall),
+            )
+        )
+        print(
+            format_table(
+                "replay and audit, one request of many events (CPU ns per event; a child process each)",
+                events_section(tokenizer, args.tokenizer),
             )
         )
     return 0

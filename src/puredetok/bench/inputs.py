@@ -68,17 +68,12 @@ def _chat(count: int, content: Callable[[int], str]) -> list[dict[str, str]]:
 
 
 def _tools(count: int) -> dict[str, Any]:
-    tool = {
-        "type": "function",
-        "function": {
-            "name": "lookup",
-            "description": "Look a word up.",
-            "parameters": {"type": "object", "properties": {"word": {"type": "string"}}},
-        },
-    }
-    return {
-        "tools": [{**tool, "function": {**tool["function"], "name": f"lookup_{k}"}} for k in range(count)]
-    }
+    def tool(name: str) -> dict[str, Any]:
+        parameters = {"type": "object", "properties": {"word": {"type": "string"}}}
+        function = {"name": name, "description": "Look a word up.", "parameters": parameters}
+        return {"type": "function", "function": function}
+
+    return {"tools": [tool(f"lookup_{k}") for k in range(count)]}
 
 
 TOKENIZE_SHAPES: dict[str, tuple[str, tuple[int, int], _Make]] = {
@@ -328,7 +323,8 @@ def inputs_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", nargs=3, metavar=("SHAPE", "WARM", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(_child(*args.child, args.tokenizer)))
+        shape, warm, path = args.child
+        print(json.dumps(_child(shape, warm, path, args.tokenizer)))
         return 0
     tokenizer = load_tokenizer(args.tokenizer)
     print(format_table("tokenize path (CPU ns per unit)", tokenize_section(tokenizer)))
