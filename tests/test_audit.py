@@ -52,6 +52,11 @@ def report(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def table(out: str) -> dict[str, str]:
+    """The summary table's rows, by name."""
+    return {name.strip(): value for name, value in (line.rsplit(None, 1) for line in out.splitlines())}
+
+
 def _auditor(name: str) -> Auditor:
     return Auditor(tokenizer(name))
 
@@ -189,11 +194,13 @@ def test_vllm_completions_and_chat_completions(tmp_path: Path, capsys: pytest.Ca
     out_path = tmp_path / "report.jsonl"
     code, out, err = audit(capsys, str(path), "--report", str(out_path))
     assert code == 1 and not err
-    (found,) = report(out_path)
+    found, split = report(out_path)
+    assert (split["id"], split["kind"], split["parts"]) == ("chatcmpl-10", "parser split", ["reasoning", "content"])
     assert found["id"] == "chatcmpl-9/1" and found["kind"] == "lost tail" and found["line"] == 2
     assert found["format"] == "vllm" and found["offset"] == len(text) - 1
-    assert "requests  3" in " ".join(out.split("  ")) or "3" in out
-    assert "skipped" in out and out.count("\n") > 5
+    rows = table(out)
+    assert (rows["requests"], rows["equal"], rows["differing"], rows["skipped"]) == ("4", "2", "1", "0")
+    assert (rows["split by a parser"], rows["not joinable (parser split)"]) == ("1", "1")
 
 
 def test_a_json_array_of_responses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -577,3 +584,107 @@ def test_an_auditor_builds_the_codecs_of_trace_replays_once(tmp_path: Path) -> N
         assert sum(audit_shard(shard, auditor).tally.requests for shard in shards_of(str(path))) > 0
         seen.append(dict(auditor.replay_codecs))
     assert seen[0] and all(seen[1][key] is codec for key, codec in seen[0].items())
+
+
+# -- SGLang's streamed /generate -----------------------------------------------------------------
+
+
+def _sglang_stream(
+    uid: str, ids: list[int], texts: list[str], cuts: list[int], mode: str, finish: Any = None
+) -> list[str]:
+    """SGLang's server-sent events for one request, in one of its servers' modes: ``"whole"``
+    (text and ids so far, the default), ``"new"`` (``--incremental-streaming-output``: the new text
+    and ids) or ``"new-ids"`` (older servers' ``--stream-output``: the new ids, the text so far).
+    ``texts`` are the texts so far after each chunk, ``cuts`` the ids so far."""
+    lines, previous_text, previous = [], "", 0
+    for index, (text, cut) in enumerate(zip(texts, cuts)):
+        last = index == len(texts) - 1
+        meta = {
+            "id": uid,
+            "finish_reason": (finish or {"type": "length", "length": cut}) if last else None,
+            "prompt_tokens": 3,
+            "completion_tokens": cut,
+        }
+        chunk = {
+            "text": text if mode != "new" else text[len(previous_text) :],
+            "output_ids": ids[:cut] if mode == "whole" else ids[previous:cut],
+            "meta_info": meta,
+        }
+        lines += [f"data: {json.dumps(chunk, ensure_ascii=False)}", ""]
+        previous_text, previous = text, cut
+    return [*lines, "data: [DONE]", ""]
+
+
+SGLANG_MODES = ("whole", "new", "new-ids")
+
+
+@pytest.mark.parametrize("mode", SGLANG_MODES)
+@given(data=st.data())
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_sglang_streams_of_every_mode_are_read_exactly(
+    tmp_path: Path, mode: str, data: st.DataObject
+) -> None:
+    """Any cut of the ids and of the text into chunks, in each server mode: no difference, and
+    the ids and text read are the request's own."""
+    vocab = vocabulary("qwen3")
+    ids = data.draw(text_ids(vocab).filter(lambda ids: len(ids) >= 1))
+    text = exact("qwen3", [], ids)
+    count = data.draw(st.integers(1, min(6, len(ids))))
+    cuts = sorted(data.draw(st.lists(st.integers(1, len(ids)), min_size=count - 1, max_size=count - 1)))
+    marks = sorted(data.draw(st.lists(st.integers(0, len(text)), min_size=count - 1, max_size=count - 1)))
+    lines = _sglang_stream("g1", ids, [text[:m] for m in marks] + [text], [*cuts, len(ids)], mode)
+    path = write_lines(tmp_path / "sglang.sse", lines)
+    ((shard),) = shards_of(str(path))
+    assert shard.format == "sglang-stream"
+    result = audit_shard(shard, _auditor("qwen3"))
+    assert result.records == [] and result.tally.requests == result.tally.streams == 1
+    assert result.tally.tokens == len(ids)
+
+
+@pytest.mark.parametrize("mode", SGLANG_MODES)
+def test_sglang_stream_chunks_are_checked_one_by_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
+    """A chunk that shows a replacement character a later chunk takes back is named; a lost tail
+    is found; an error chunk is skipped, a bad line named, the rest audited."""
+    tok = tokenizer("qwen3")
+    ids = tok.encode("猫 and 犬")
+    text = exact("qwen3", [], ids)
+    taken_back = _sglang_stream("bad", ids, ["\ufffd", text[:1], text], [1, 2, len(ids)], mode)
+    if mode == "new":  # new texts: the first chunk's "\ufffd" and then the whole text
+        taken_back = _sglang_stream("bad", ids, ["\ufffd", "\ufffd" + text], [1, len(ids)], mode)
+    good = _sglang_stream("good", ids, [text[:1], text], [2, len(ids)], mode)
+    short = _sglang_stream("short", ids, [text[:1], text[:-1]], [2, len(ids)], mode)
+    error = ['data: {"error": {"message": "the request was aborted"}}', "", "data: [DONE]", ""]
+    path = write_lines(tmp_path / "g.sse", [*good, *taken_back, "data: {oops", "", *error, *short])
+    out_path = tmp_path / "report.jsonl"
+    code, out, err = audit(capsys, str(path), "--report", str(out_path))
+    assert code == 2
+    assert err.splitlines() == [f"puredetok audit: error: {path}:{len(good) + len(taken_back) + 1}: "
+                                + err.splitlines()[0].split(": ", 3)[-1]]  # fmt: skip
+    assert "not an SGLang /generate stream chunk" in err
+    found = [r for r in report(out_path) if "error" not in r]
+    assert [(r["id"], r["format"], r["chunk"]) for r in found] == [
+        ("bad", "sglang-stream", 0),
+        ("short", "sglang-stream", None),
+    ]
+    assert found[0]["kind"] == "replacement characters" and found[0]["offset"] == 0
+    assert found[1]["kind"] == "lost tail"
+    rows = table(out)
+    assert rows["requests"] == "3" and rows["skipped"] == "1" and rows["with a contradicted chunk"] == "1"
+
+
+def test_sglang_stream_stop_string_and_token(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tok = tokenizer("qwen3")
+    ids = tok.encode("first line\nsecond")
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    stop = _sglang_stream(
+        "s1", ids, ["first", "first line"], [1, len(ids)], "whole", {"type": "stop", "matched": "\n"}
+    )
+    token = _sglang_stream(
+        "s2", [*ids, eos], ["first", "first line\nsecond"], [1, len(ids) + 1], "new",
+        {"type": "stop", "matched": eos},
+    )  # fmt: skip
+    path = write_lines(tmp_path / "g.sse", [*stop, *token])
+    code, out, err = audit(capsys, str(path))
+    assert (code, err) == (0, "")

@@ -9,12 +9,13 @@ stop string that ended it: the exact text is cut the same way, as the record say
 
 from __future__ import annotations
 
-__all__ = ["KINDS", "AuditOptions", "Auditor", "Difference", "classify"]
+__all__ = ["KINDS", "PARSER_SPLIT", "AuditOptions", "Auditor", "Difference", "classify"]
 
 from typing import Any
 
 import attrs
 
+from puredetok.audit.parsers import plain_join, rejoin
 from puredetok.audit.records import Request
 from puredetok.core import Codec, codec_for, continuation_text, feed, finish, start, step
 
@@ -27,6 +28,10 @@ KINDS = (
     "other",
 )
 """The kinds of difference, as :func:`classify` names them."""
+
+PARSER_SPLIT = "parser split"
+"""The kind of a split chat response whose pieces cannot be joined again exactly (see
+:func:`puredetok.audit.parsers.rejoin`): reported, not counted as differing."""
 
 DUPLICATE_LIMIT = 256
 """The longest repeated piece :func:`classify` looks for."""
@@ -188,14 +193,33 @@ class Auditor:
 
         Raises ValueError for an id the tokenizer does not have.
         """
+        difference = self._check(request)
+        if difference is None or not request.either or request.chunks is None:
+            return difference
+        chunks = request.chunks
+        cumulative = not request.cumulative
+        text = (chunks[-1].text if chunks else "") if cumulative else "".join(c.text for c in chunks)
+        other = attrs.evolve(request, text=text, cumulative=cumulative, either=False)
+        return difference if self._check(other) is not None else None
+
+    def _check(self, request: Request) -> Difference | None:
         text, untrimmed = self.exact(request)
         chunk = self._contradicted(request, text)
-        if request.text == text and chunk is None:
+        engine: str | None = request.text
+        if request.parts is not None:
+            engine = rejoin(text, request.parts)
+        if engine == text and chunk is None:
             return None
-        engine = request.text
-        offset = _common_prefix(text, engine)
         stopped = request.stop is not None or request.stop_token
-        kind = classify(text, engine, offset, untrimmed, request.stop, stopped)
+        if engine == text and chunk is not None and request.chunks is not None:
+            engine = request.chunks[chunk].text  # a cumulative chunk that a later one took back
+        if engine is None:
+            engine = plain_join(request.parts or ())
+            kind = PARSER_SPLIT
+            offset = _common_prefix(text, engine)
+        else:
+            offset = _common_prefix(text, engine)
+            kind = classify(text, engine, offset, untrimmed, request.stop, stopped)
         around = self.options.context
         window = slice(max(0, offset - around), offset + around)
         return Difference(
@@ -213,6 +237,8 @@ class Auditor:
     def _contradicted(self, request: Request, text: str) -> int | None:
         if request.chunks is None:
             return None
+        if request.cumulative:
+            return next((i for i, c in enumerate(request.chunks) if not text.startswith(c.text)), None)
         sent = 0
         for index, chunk in enumerate(request.chunks):
             if not text.startswith(chunk.text, sent):

@@ -14,6 +14,7 @@ class Chunk:
     """One streamed chunk of a response: the text it carried and how many ids came with it."""
 
     text: str
+    """The new text (or, in a stream of cumulative texts, the whole text so far)."""
     ids: int
 
 
@@ -42,6 +43,15 @@ class Request:
     """A streamed response's chunks, in order."""
     include_stop: bool | None = None
     """The record's own ``include_stop_str_in_output``, if it carries one."""
+    cumulative: bool = False
+    """Each chunk's text is the whole text so far (SGLang's default stream), not the new text."""
+    either: bool = False
+    """The chunks' texts can be read as cumulative or as new (an SGLang stream of new ids): the
+    audit takes the other reading too when this one differs."""
+    parts: tuple[tuple[str, str], ...] | None = None
+    """A chat response that a reasoning or tool parser split: its pieces in the order the parser
+    takes them from the text, each ``(kind, text)`` with kind ``"reasoning"``, ``"content"`` or
+    ``"tool"`` (a tool call's function name); ``text`` is then its content alone."""
 
 
 @attrs.frozen

@@ -1,4 +1,5 @@
-"""The audit's report: one JSON object per differing request (and per bad record), and the
+"""The audit's report: one JSON object per differing request (and per bad record, and per split
+chat response that cannot be joined again), and the
 counts behind the summary table (a :class:`Tally` per shard, added up in shard order).
 """
 
@@ -30,10 +31,25 @@ class Tally:
     streams: int = 0
     contradicted: int = 0
     """Streams with a chunk that a later chunk contradicts."""
+    split: int = 0
+    """Chat responses a parser split, compared with their pieces joined again."""
+    unjoinable: int = 0
+    """Of those, the ones whose pieces cannot be joined again exactly (kind ``parser split``:
+    reported, not counted as differing)."""
 
     def add(self, other: Tally) -> None:
         """Add another tally's counts to this one."""
-        for field in ("requests", "tokens", "differing", "errors", "skipped", "streams", "contradicted"):
+        for field in (
+            "requests",
+            "tokens",
+            "differing",
+            "errors",
+            "skipped",
+            "streams",
+            "contradicted",
+            "split",
+            "unjoinable",
+        ):
             setattr(self, field, getattr(self, field) + getattr(other, field))
         for kind, count in other.kinds.items():
             self.kinds[kind] = self.kinds.get(kind, 0) + count
@@ -68,6 +84,8 @@ def difference_record(difference: Difference, file: str, format: str) -> dict[st
     }
     if request.stop is not None:
         record["stop"] = request.stop
+    if request.parts is not None:
+        record["parts"] = [kind for kind, _ in request.parts]
     if request.chunks is not None:
         record["chunk"] = difference.chunk
         record["chunks"] = len(request.chunks)
@@ -85,13 +103,16 @@ def summary_rows(tally: Tally, seconds: float) -> list[tuple[str, str]]:
     rows = [
         ("requests", f"{tally.requests:,}"),
         ("tokens", f"{tally.tokens:,}"),
-        ("equal", f"{tally.requests - tally.differing:,}"),
+        ("equal", f"{tally.requests - tally.differing - tally.unjoinable:,}"),
         ("differing", f"{tally.differing:,}"),
     ]
     rows += [(f"  {kind}", f"{count:,}") for kind, count in tally.kinds.items() if count]
     if tally.streams:
         rows.append(("streams", f"{tally.streams:,}"))
         rows.append(("  with a contradicted chunk", f"{tally.contradicted:,}"))
+    if tally.split:
+        rows.append(("split by a parser", f"{tally.split:,}"))
+        rows.append(("  not joinable (parser split)", f"{tally.unjoinable:,}"))
     rows += [
         ("skipped", f"{tally.skipped:,}"),
         ("bad records", f"{tally.errors:,}"),

@@ -6,18 +6,33 @@
 a matched stop token (unless the request asked ``no_stop_trim``). The native output carries no
 prompt ids; a record with ``input_ids`` (as the request that produced it had) is read with them.
 One object per line, or a JSON array of them (a batched request's answer).
+
+Streamed (``"stream": true``), ``/generate`` answers server-sent events (``http_server.py``:
+``data: {chunk}`` lines, ``data: [DONE]`` after the request's last chunk), each chunk the same
+``text``, ``output_ids`` and ``meta_info`` (``finish_reason`` None until the last;
+``completion_tokens`` the count of ids so far). What a chunk holds depends on the server
+(``tokenizer_manager.py``): by default its ``text`` and ``output_ids`` are everything so far;
+with ``--incremental-streaming-output`` both are the new part; with older servers'
+``--stream-output`` the ``output_ids`` are the new ones and the ``text`` everything so far. It is
+told per request from the content: the ids are cumulative when each chunk's ``output_ids`` are as
+many as its ``completion_tokens`` (without them: when each chunk's ids begin with the previous
+chunk's); the text is cumulative when the ids are, else when at least half the chunks' texts begin with the
+previous chunk's text. Where the ids are new ones, the audit tries the other reading of the text
+too before it reports a difference (``Request.either``): a stream of new texts that begin with
+the one before (``"ab"``, ``"ab"``) reads either way.
 """
 
 from __future__ import annotations
 
-__all__ = ["read_outputs", "read_array", "output_request"]
+__all__ = ["read_outputs", "read_array", "output_request", "read_stream"]
 
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import attrs
 import msgspec
 
-from puredetok.audit.records import InputError, Item, Request
+from puredetok.audit.records import Chunk, InputError, Item, Request, Skipped
 
 
 class _Output(msgspec.Struct):
@@ -27,21 +42,39 @@ class _Output(msgspec.Struct):
     input_ids: list[int] | None = None
 
 
+class _StreamChunk(msgspec.Struct):
+    text: str | None = None
+    output_ids: list[int] | None = None
+    meta_info: dict[str, Any] = {}
+    input_ids: list[int] | None = None
+    error: Any = None
+
+
 _decoder = msgspec.json.Decoder(_Output)
 _array = msgspec.json.Decoder(list[_Output])
+_chunk = msgspec.json.Decoder(_StreamChunk)
 
 
-def output_request(output: _Output, file: str, line: int) -> Request:
-    """The request of one output."""
-    meta = output.meta_info
-    name = meta.get("id")
+def _ending(meta: dict[str, Any]) -> tuple[str | None, str | None, bool]:
+    """The finish reason's type, the stop string and whether a stop token ended it."""
     reason = meta.get("finish_reason")
     kind = reason.get("type") if isinstance(reason, dict) else reason if isinstance(reason, str) else None
     matched = reason.get("matched") if isinstance(reason, dict) else None
     stop = matched if kind == "stop" and isinstance(matched, str) else None
     stop_token = kind == "stop" and type(matched) is int
+    return kind, stop, stop_token
+
+
+def _name(meta: dict[str, Any], line: int) -> str | int:
+    name = meta.get("id")
+    return name if isinstance(name, str | int) and not isinstance(name, bool) else line
+
+
+def output_request(output: _Output, file: str, line: int) -> Request:
+    """The request of one output."""
+    kind, stop, stop_token = _ending(output.meta_info)
     return Request(
-        name if isinstance(name, str | int) and not isinstance(name, bool) else line,
+        _name(output.meta_info, line),
         line,
         tuple(output.input_ids or ()),
         tuple(output.output_ids),
@@ -74,3 +107,90 @@ def read_array(data: bytes, file: str) -> Iterator[Item]:
         return
     for number, output in enumerate(outputs, 1):
         yield output_request(output, file, number)
+
+
+@attrs.define
+class _Live:
+    """A streamed request still running: its chunks as they came."""
+
+    name: str | int
+    line: int
+    prompt: tuple[int, ...]
+    texts: list[str] = attrs.field(factory=list)
+    ids: list[list[int]] = attrs.field(factory=list)
+    counts: list[int | None] = attrs.field(factory=list)
+    """Each chunk's ``meta_info.completion_tokens``, if it has one."""
+    meta: dict[str, Any] = attrs.field(factory=dict)
+
+
+def _cumulative_ids(live: _Live) -> bool:
+    counts = live.counts
+    if all(type(count) is int for count in counts):
+        return all(len(ids) == count for ids, count in zip(live.ids, counts))
+    return all(b[: len(a)] == a for a, b in zip(live.ids, live.ids[1:]))
+
+
+def _cumulative_text(texts: list[str]) -> bool:
+    pairs = [(a, b) for a, b in zip(texts, texts[1:]) if a]
+    return 2 * sum(b.startswith(a) for a, b in pairs) >= len(pairs)
+
+
+def _ended(live: _Live) -> Request:
+    kind, stop, stop_token = _ending(live.meta)
+    if _cumulative_ids(live):  # text is cumulative too: SGLang never sends new text with all ids
+        output = live.ids[-1] if live.ids else []
+        sizes = [len(b) - len(a) for a, b in zip([[], *live.ids], live.ids)]
+        cumulative = True
+    else:
+        output = [token for ids in live.ids for token in ids]
+        sizes = [len(ids) for ids in live.ids]
+        cumulative = _cumulative_text(live.texts)
+    text = (live.texts[-1] if live.texts else "") if cumulative else "".join(live.texts)
+    chunks = tuple(Chunk(text, size) for text, size in zip(live.texts, sizes))
+    return Request(
+        live.name, live.line, live.prompt, tuple(output), text, kind, stop, stop_token,
+        chunks=chunks, cumulative=cumulative, either=not _cumulative_ids(live),
+    )  # fmt: skip
+
+
+def read_stream(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item]:
+    """Streamed outputs: server-sent events (``data:`` lines; other fields and comments are
+    skipped) or one chunk per line, requests told apart by ``meta_info.id``. A request ends with
+    its ``finish_reason``; one still running at ``[DONE]`` or at the end of the input ends there.
+    """
+    live: dict[str | int, _Live] = {}
+    for number, raw in lines:
+        line = raw.strip()
+        if not line or line.startswith((b":", b"event:", b"id:")):
+            continue
+        if line.startswith(b"data:"):
+            line = line[5:].strip()
+        if line == b"[DONE]":
+            for key in list(live):
+                yield _ended(live.pop(key))
+            continue
+        try:
+            chunk = _chunk.decode(line)
+        except (msgspec.ValidationError, msgspec.DecodeError) as error:
+            yield InputError(file, number, f"not an SGLang /generate stream chunk: {error}")
+            continue
+        if chunk.error is not None:
+            yield Skipped(file, number, f"the engine answered an error: {chunk.error}")
+            continue
+        if chunk.output_ids is None:
+            yield InputError(file, number, "a chunk without output_ids")
+            continue
+        key = _name(chunk.meta_info, 0)
+        request = live.get(key)
+        if request is None:
+            name = _name(chunk.meta_info, number)
+            request = live[key] = _Live(name, number, tuple(chunk.input_ids or ()))
+        request.texts.append(chunk.text or "")
+        request.ids.append(chunk.output_ids)
+        count = chunk.meta_info.get("completion_tokens")
+        request.counts.append(count if type(count) is int else None)
+        request.meta = chunk.meta_info
+        if chunk.meta_info.get("finish_reason") is not None:
+            yield _ended(live.pop(key))
+    for request in live.values():
+        yield _ended(request)

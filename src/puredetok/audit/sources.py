@@ -19,13 +19,16 @@ import attrs
 import msgspec
 
 from puredetok.audit import rollouts, sglang, trace, vllm
-from puredetok.audit.compare import Auditor
+from puredetok.audit.compare import PARSER_SPLIT, Auditor
 from puredetok.audit.records import Columns, InputError, Item, Request, Skipped
 from puredetok.audit.report import Tally, difference_record, error_record
 
-FORMATS = ("vllm", "vllm-stream", "sglang", "rollouts", "trace")
-"""The input formats: vLLM's whole responses and streamed chunks, SGLang's ``/generate`` outputs,
-rollout tables (JSON lines or Parquet), puredetok's traces."""
+FORMATS = ("vllm", "vllm-stream", "sglang", "sglang-stream", "rollouts", "trace")
+"""The input formats: vLLM's whole responses and streamed chunks, SGLang's ``/generate`` outputs
+whole and streamed, rollout tables (JSON lines or Parquet), puredetok's traces."""
+
+STREAMS = frozenset({"vllm-stream", "sglang-stream"})
+"""The streamed formats (a shard of one ends after a ``data: [DONE]`` line)."""
 
 SHARD_BYTES = 4 << 20
 """About how many bytes of lines a shard holds."""
@@ -70,6 +73,15 @@ def _first_line(path: str) -> bytes:
     return b""
 
 
+def _first_data(path: str) -> bytes:
+    """The first ``data:`` line's value (the first chunk of a stream of server-sent events)."""
+    with open(path, "rb") as source:
+        for line in source:
+            if line.startswith(b"data:") and line[5:].strip() != b"[DONE]":
+                return line[5:].strip()
+    return b""
+
+
 def detect_format(path: str) -> tuple[str, str]:
     """The format of a file and its layout, from its content. Raises ValueError if it is none."""
     with open(path, "rb") as source:
@@ -87,7 +99,12 @@ def detect_format(path: str) -> tuple[str, str]:
         raise ValueError("a JSON array of neither vLLM responses nor SGLang outputs; give --format")
     line = _first_line(path)
     if line.startswith((b"data:", b"event:", b":")):
-        return "vllm-stream", "lines"
+        try:
+            chunk = msgspec.json.decode(_first_data(path))
+        except msgspec.DecodeError:
+            chunk = None
+        sglang = isinstance(chunk, dict) and "output_ids" in chunk and "choices" not in chunk
+        return ("sglang-stream" if sglang else "vllm-stream"), "lines"
     try:
         first = msgspec.json.decode(line)
     except msgspec.DecodeError:
@@ -132,7 +149,7 @@ def shards_of(path: str, format: str | None = None, size: int = SHARD_BYTES) -> 
         return [Shard(path, format, layout)]
     shards: list[Shard] = []
     start, line, row, position, number, rows = 0, 1, 0, 0, 0, 0
-    stream = format == "vllm-stream"
+    stream = format in STREAMS
     with open(path, "rb") as source:
         for text in source:
             position += len(text)
@@ -176,6 +193,8 @@ def _items(shard: Shard, auditor: Auditor, columns: Columns) -> Iterator[Item]:
         return vllm.read_stream(lines, file)
     if format == "sglang":
         return sglang.read_outputs(lines, file)
+    if format == "sglang-stream":
+        return sglang.read_stream(lines, file)
     return rollouts.read_json_rows(lines, columns, file, shard.row)
 
 
@@ -197,7 +216,10 @@ def audit_shard(shard: Shard, auditor: Auditor, columns: Columns | None = None) 
             records.append(error_record(InputError(shard.path, item.line, f"request {item.id}: {error}")))
             continue
         _count(tally, item, difference is not None and difference.chunk is not None)
-        if difference is not None:
+        if difference is not None and difference.kind == PARSER_SPLIT:
+            tally.unjoinable += 1
+            records.append(difference_record(difference, shard.path, shard.format))
+        elif difference is not None:
             tally.differing += 1
             tally.kinds[difference.kind] += 1
             records.append(difference_record(difference, shard.path, shard.format))
@@ -207,6 +229,7 @@ def audit_shard(shard: Shard, auditor: Auditor, columns: Columns | None = None) 
 def _count(tally: Tally, request: Request, contradicted: bool) -> None:
     tally.requests += 1
     tally.tokens += len(request.output_ids)
+    tally.split += request.parts is not None
     if request.chunks is not None:
         tally.streams += 1
         tally.contradicted += contradicted

@@ -8,6 +8,13 @@ choice's ``message.content`` and ``token_ids``. ``finish_reason`` is ``"stop"`` 
 response is server-sent events, ``data: {chunk}`` lines ending in ``data: [DONE]``: each chunk's
 choices carry the new ``text`` (chat: ``delta.content``) and the new ``token_ids``, and the
 first chunk the prompt's ids.
+
+A chat response that vLLM's reasoning parser (``--reasoning-parser``) or tool parser
+(``--tool-call-parser``) split carries ``message.reasoning_content`` (``message.reasoning`` in
+newer servers), ``message.content`` and ``message.tool_calls`` (``[{"id", "type": "function",
+"function": {"name", "arguments"}}]``); streamed, the same fields of ``delta``, a tool call's
+name in its first delta (``delta.tool_calls[].index`` and ``function.name``). It is read as its
+pieces (``Request.parts``), which the audit joins again (:mod:`puredetok.audit.parsers`).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import Any
 import attrs
 import msgspec
 
-from puredetok.audit.records import Chunk, InputError, Item, Request, Skipped
+from puredetok.audit.records import Chunk, InputError, Item, Request
 
 
 class _Message(msgspec.Struct):
@@ -48,19 +55,35 @@ class _Response(msgspec.Struct):
     prompt_token_ids: list[int] | None = None
 
 
-_SPLIT = "its text was split by a reasoning or tool parser"
 _decoder = msgspec.json.Decoder(_Response)
 _array = msgspec.json.Decoder(list[_Response])
 
 
-def _choice_text(choice: _Choice) -> str | None:
-    """The choice's text; None when a parser split it (reasoning or tool calls) or there is none."""
+def _tool_names(calls: list[Any] | None) -> list[str]:
+    """The function names of tool calls (a streamed call's name is in its first delta only)."""
+    names = []
+    for call in calls or ():
+        function = call.get("function") if isinstance(call, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if isinstance(name, str) and name:
+            names.append(name)
+    return names
+
+
+def _choice_parts(choice: _Choice) -> tuple[str | None, tuple[tuple[str, str], ...] | None]:
+    """The choice's text (for a chat choice, its content), and its pieces if a parser split it."""
     part = choice.message if choice.message is not None else choice.delta
     if part is None:
-        return choice.text
-    if part.reasoning_content or part.reasoning or part.tool_calls:
-        return None
-    return part.content or ""
+        return choice.text, None
+    parts: list[tuple[str, str]] = []
+    reasoning = part.reasoning_content if part.reasoning_content is not None else part.reasoning
+    if reasoning:
+        parts.append(("reasoning", reasoning))
+    if part.content and (parts or part.tool_calls):
+        parts.append(("content", part.content))
+    parts += [("tool", name) for name in _tool_names(part.tool_calls)]
+    split = bool(reasoning) or bool(part.tool_calls)
+    return part.content or "", tuple(parts) if split else None
 
 
 def _ending(choice: _Choice) -> tuple[str | None, bool]:
@@ -90,10 +113,7 @@ def response_requests(response: _Response, file: str, line: int) -> Iterator[Ite
                 file, line, f"response {name}: a choice without token_ids (ask with return_token_ids)"
             )
             continue
-        text = _choice_text(choice)
-        if text is None:
-            yield Skipped(file, line, f"response {name}: {_SPLIT}")
-            continue
+        text, parts = _choice_parts(choice)
         prompt = choice.prompt_token_ids if choice.prompt_token_ids is not None else response.prompt_token_ids
         stop, stop_token = _ending(choice)
         yield Request(
@@ -101,10 +121,11 @@ def response_requests(response: _Response, file: str, line: int) -> Iterator[Ite
             line,
             tuple(prompt or ()),
             tuple(choice.token_ids),
-            text,
+            text or "",
             choice.finish_reason,
             stop,
             stop_token,
+            parts=parts,
         )
 
 
@@ -143,18 +164,49 @@ class _Live:
     chunks: list[Chunk] = attrs.field(factory=list)
     finish_reason: str | None = None
     stop_reason: int | str | None = None
-    skipped: str | None = None
-    """Why it cannot be audited (an error already reported, or a parser split its text)."""
+    failed: bool = False
+    """An error was reported for it: it is not audited."""
+    reasoning: list[str] = attrs.field(factory=list)
+    tools: dict[int, str] = attrs.field(factory=dict)
+    """The function name of each tool call, by its index."""
 
 
 def _ended(live: _Live) -> Request:
     choice = _Choice(finish_reason=live.finish_reason, stop_reason=live.stop_reason)
     stop, stop_token = _ending(choice)
     text = "".join(chunk.text for chunk in live.chunks)
+    if not live.reasoning and not live.tools:
+        return Request(
+            live.name, live.line, live.prompt, tuple(live.ids), text, live.finish_reason, stop,
+            stop_token, chunks=tuple(live.chunks),
+        )  # fmt: skip
+    parts = [("reasoning", "".join(live.reasoning))] if live.reasoning else []
+    if text:
+        parts.append(("content", text))
+    parts += [("tool", live.tools[index]) for index in sorted(live.tools)]
     return Request(
         live.name, live.line, live.prompt, tuple(live.ids), text, live.finish_reason, stop, stop_token,
-        chunks=tuple(live.chunks),
+        parts=tuple(parts),
     )  # fmt: skip
+
+
+def _carries(delta: _Message | None) -> bool:
+    """A delta carries reasoning or a tool call."""
+    return delta is not None and bool(delta.reasoning_content or delta.reasoning or delta.tool_calls)
+
+
+def _take_delta(request: _Live, choice: _Choice) -> None:
+    """The reasoning and tool call names of a chat chunk's delta."""
+    delta = choice.delta
+    if delta is None:
+        return
+    reasoning = delta.reasoning_content if delta.reasoning_content is not None else delta.reasoning
+    if reasoning:
+        request.reasoning.append(reasoning)
+    for position, call in enumerate(delta.tool_calls or ()):
+        index = call.get("index", position) if isinstance(call, dict) else position
+        for name in _tool_names([call]):
+            request.tools.setdefault(index if type(index) is int else position, name)
 
 
 def read_stream(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item]:
@@ -186,15 +238,14 @@ def read_stream(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item]
                 name = f"{base}/{choice.index}" if choice.index else base
                 prompt = choice.prompt_token_ids or chunk.prompt_token_ids or ()
                 request = live[key] = _Live(name, number, tuple(prompt))
-            text = _choice_text(choice)
-            if text is None and request.skipped is None:
-                request.skipped = _SPLIT
+            text, _ = _choice_parts(choice)
+            _take_delta(request, choice)
             if choice.token_ids is None:
-                if text and request.skipped is None:
+                if (text or _carries(choice.delta)) and not request.failed:
                     yield InputError(
                         file, number, f"response {request.name}: a chunk with text but no token_ids"
                     )
-                    request.skipped = "error"
+                    request.failed = True
             else:
                 request.ids.extend(choice.token_ids)
             request.chunks.append(Chunk(text or "", len(choice.token_ids or ())))
@@ -206,8 +257,5 @@ def read_stream(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item]
 
 
 def _close(request: _Live, file: str) -> Iterator[Item]:
-    if request.skipped == _SPLIT:
-        yield Skipped(file, request.line, f"response {request.name}: {_SPLIT}")
-    if request.skipped is not None:
-        return
-    yield _ended(request)
+    if not request.failed:
+        yield _ended(request)
