@@ -688,3 +688,134 @@ def test_sglang_stream_stop_string_and_token(tmp_path: Path, capsys: pytest.Capt
     path = write_lines(tmp_path / "g.sse", [*stop, *token])
     code, out, err = audit(capsys, str(path))
     assert (code, err) == (0, "")
+
+
+# -- chat responses a reasoning or tool parser split ---------------------------------------------
+
+THOUGHT = "<think>\n猫 is cat.\n</think>\n\n"
+
+
+def _chat(uid: str, prompt: list[int], ids: list[int], **message: Any) -> dict[str, Any]:
+    """A vLLM chat completion whose text a parser split into ``message``'s fields."""
+    choice = {"index": 0, "message": {"role": "assistant", **message}, "token_ids": ids, "finish_reason": "length"}
+    return {"id": uid, "object": "chat.completion", "prompt_token_ids": prompt, "choices": [choice]}
+
+
+def _split_cases() -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """Responses split as vLLM's parsers split them (equal), wrong ones (differing), and ones
+    whose pieces cannot be joined again exactly (parser split)."""
+    tok = tokenizer("qwen3")
+    prompt = tok.encode("Translate: cat")
+    call = '<tool_call>\n{"name": "lookup", "arguments": {"word": "猫"}}\n</tool_call>'
+    think = tok.encode(THOUGHT + "It means cat.")
+    bare = tok.encode("猫 is cat.\n</think>\n\nIt means cat.")  # <think> was in the prompt
+    tool = tok.encode(THOUGHT + "Let me look.\n" + call)
+    cut = tok.encode("<think>\n猫 is")  # ended by length inside the reasoning
+    reasoning = exact("qwen3", prompt, think)[len("<think>") :].split("</think>")[0]
+    lookup = {"type": "function", "function": {"name": "lookup", "arguments": '{"word": "猫"}'}}
+    equal = [
+        _chat("eq-1", prompt, think, reasoning_content=reasoning, content="\n\nIt means cat."),
+        _chat("eq-2", prompt, bare, reasoning=reasoning[1:], content="\n\nIt means cat."),
+        _chat("eq-3", prompt, tool, reasoning_content=reasoning, content="\n\nLet me look.\n", tool_calls=[lookup]),
+        _chat("eq-4", prompt, cut, reasoning_content="\n猫 is", content=None),
+        _chat("eq-5", prompt, tok.encode(call), content=None, tool_calls=[{"id": "x", **lookup}]),
+    ]
+    differing = [
+        _chat("d-1", prompt, think, reasoning_content=reasoning, content="\n\nIt means ca"),
+        _chat("d-2", prompt, think, reasoning_content=reasoning.replace("猫", "\ufffd"), content="\n\nIt means cat."),
+        _chat("d-3", prompt, tool, reasoning_content=reasoning, content="\n\nLet me\n", tool_calls=[lookup]),
+    ]
+    unjoinable = [
+        _chat("s-1", prompt, think, reasoning_content=reasoning.strip(), content="It means cat."),
+        _chat("s-2", prompt, tool, reasoning_content=reasoning, content="\n\nLet me look.\n",
+              tool_calls=[{"type": "function", "function": {"name": "search", "arguments": "{}"}}]),
+        _chat("s-3", prompt, tok.encode("hm. It means cat."), reasoning_content="hm.", content=" It means cat."),
+    ]  # fmt: skip
+    return equal + differing + unjoinable, ["d-1", "d-2", "d-3"], ["s-1", "s-2", "s-3"]
+
+
+def test_split_chat_responses_are_compared_as_the_parser_split_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reasoning, content and tool calls joined again in the parser's order with the text's own
+    markers: the parser's split is never a difference; a wrong piece is, where it is wrong; pieces
+    that cannot be joined again exactly are kind "parser split", not counted as differing."""
+    records, differing, unjoinable = _split_cases()
+    path = write_lines(tmp_path / "chat.jsonl", records)
+    out_path = tmp_path / "report.jsonl"
+    code, out, err = audit(capsys, str(path), "--report", str(out_path))
+    assert (code, err) == (1, "")
+    found = {r["id"]: r for r in report(out_path)}
+    assert [i for i, r in found.items() if r["kind"] != "parser split"] == differing
+    assert [i for i, r in found.items() if r["kind"] == "parser split"] == unjoinable
+    assert found["d-1"]["kind"] == "lost tail" and found["d-1"]["engine"].endswith("It means ca")
+    assert found["d-2"]["kind"] == "replacement characters"
+    assert found["d-2"]["offset"] == len("<think>\n")
+    assert found["d-3"]["parts"] == ["reasoning", "content", "tool"]
+    rows = table(out)
+    assert (rows["requests"], rows["equal"], rows["differing"]) == ("11", "5", "3")
+    assert (rows["split by a parser"], rows["not joinable (parser split)"]) == ("11", "3")
+    only_equal = write_lines(tmp_path / "equal.jsonl", records[:5])
+    assert audit(capsys, str(only_equal))[0] == 0
+
+
+def test_split_chat_streams_are_joined_from_their_deltas(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tok = tokenizer("qwen3")
+    prompt = tok.encode("Translate: cat")
+    ids = tok.encode(THOUGHT + "It means cat.")
+    reasoning = exact("qwen3", prompt, ids)[len("<think>") :].split("</think>")[0]
+
+    def stream(uid: str, content: str) -> list[str]:
+        deltas = [
+            ({"reasoning_content": reasoning[:3]}, ids[:3]),
+            ({"reasoning_content": reasoning[3:]}, ids[3:-4]),
+            ({"content": content[:5]}, ids[-4:-2]),
+            ({"content": content[5:]}, ids[-2:]),
+        ]
+        lines = []
+        for index, (delta, chunk_ids) in enumerate(deltas):
+            last = index == len(deltas) - 1
+            choice = {"index": 0, "delta": delta, "token_ids": chunk_ids, "finish_reason": "length" if last else None}
+            chunk: dict[str, Any] = {"id": uid, "object": "chat.completion.chunk", "choices": [choice]}
+            if index == 0:
+                chunk["prompt_token_ids"] = prompt
+            lines += [f"data: {json.dumps(chunk)}", ""]
+        return [*lines, "data: [DONE]", ""]
+
+    path = write_lines(tmp_path / "chat.sse", [*stream("good", "\n\nIt means cat."), *stream("bad", "\n\nIt means a cat.")])
+    out_path = tmp_path / "report.jsonl"
+    code, out, err = audit(capsys, str(path), "--report", str(out_path))
+    assert (code, err) == (1, "")
+    (found,) = report(out_path)
+    assert found["id"] == "bad" and found["format"] == "vllm-stream" and found["kind"] == "other"
+    assert found["parts"] == ["reasoning", "content"]
+    assert table(out)["split by a parser"] == "2"
+
+
+def _vllm_think_parser(output: str) -> tuple[str | None, str | None]:
+    """vLLM's ``BaseThinkingReasoningParser.extract_reasoning``, as its source reads."""
+    parts = output.partition("<think>")
+    output = parts[2] if parts[1] else parts[0]
+    if "</think>" not in output:
+        return output, None
+    reasoning, _, content = output.partition("</think>")
+    return reasoning, content or None
+
+
+@given(data=st.data())
+@settings(max_examples=40)
+def test_a_parser_split_of_any_output_is_never_a_difference(data: st.DataObject) -> None:
+    """Random text with or without each marker, split as vLLM's reasoning parser splits it."""
+    tok = tokenizer("qwen3")
+    vocab = vocabulary("qwen3")
+    start = data.draw(st.sampled_from([[], tok.encode("<think>")]))
+    end = data.draw(st.sampled_from([[], tok.encode("</think>")]))
+    ids = [*start, *data.draw(text_ids(vocab)), *end, *data.draw(text_ids(vocab))]
+    text = exact("qwen3", [], ids)
+    reasoning, content = _vllm_think_parser(text)
+    parts = tuple((k, v) for k, v in (("reasoning", reasoning), ("content", content)) if v is not None)
+    request = Request("r", 1, (), tuple(ids), content or "", parts=parts)
+    difference = _auditor("qwen3").check(request)
+    assert difference is None or difference.kind == "parser split"

@@ -77,12 +77,12 @@ def _choice_parts(choice: _Choice) -> tuple[str | None, tuple[tuple[str, str], .
         return choice.text, None
     parts: list[tuple[str, str]] = []
     reasoning = part.reasoning_content if part.reasoning_content is not None else part.reasoning
-    if reasoning:
+    if reasoning is not None:  # even "": the parser split the text (an empty reasoning)
         parts.append(("reasoning", reasoning))
-    if part.content and (parts or part.tool_calls):
+    split = reasoning is not None or bool(part.tool_calls)
+    if part.content and split:
         parts.append(("content", part.content))
     parts += [("tool", name) for name in _tool_names(part.tool_calls)]
-    split = bool(reasoning) or bool(part.tool_calls)
     return part.content or "", tuple(parts) if split else None
 
 
@@ -201,7 +201,7 @@ def _take_delta(request: _Live, choice: _Choice) -> None:
     if delta is None:
         return
     reasoning = delta.reasoning_content if delta.reasoning_content is not None else delta.reasoning
-    if reasoning:
+    if reasoning is not None:
         request.reasoning.append(reasoning)
     for position, call in enumerate(delta.tool_calls or ()):
         index = call.get("index", position) if isinstance(call, dict) else position
