@@ -195,7 +195,11 @@ def test_vllm_completions_and_chat_completions(tmp_path: Path, capsys: pytest.Ca
     code, out, err = audit(capsys, str(path), "--report", str(out_path))
     assert code == 1 and not err
     found, split = report(out_path)
-    assert (split["id"], split["kind"], split["parts"]) == ("chatcmpl-10", "parser split", ["reasoning", "content"])
+    assert (split["id"], split["kind"], split["parts"]) == (
+        "chatcmpl-10",
+        "parser split",
+        ["reasoning", "content"],
+    )
     assert found["id"] == "chatcmpl-9/1" and found["kind"] == "lost tail" and found["line"] == 2
     assert found["format"] == "vllm" and found["offset"] == len(text) - 1
     rows = table(out)
@@ -697,7 +701,12 @@ THOUGHT = "<think>\n猫 is cat.\n</think>\n\n"
 
 def _chat(uid: str, prompt: list[int], ids: list[int], **message: Any) -> dict[str, Any]:
     """A vLLM chat completion whose text a parser split into ``message``'s fields."""
-    choice = {"index": 0, "message": {"role": "assistant", **message}, "token_ids": ids, "finish_reason": "length"}
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", **message},
+        "token_ids": ids,
+        "finish_reason": "length",
+    }
     return {"id": uid, "object": "chat.completion", "prompt_token_ids": prompt, "choices": [choice]}
 
 
@@ -716,20 +725,34 @@ def _split_cases() -> tuple[list[dict[str, Any]], list[str], list[str]]:
     equal = [
         _chat("eq-1", prompt, think, reasoning_content=reasoning, content="\n\nIt means cat."),
         _chat("eq-2", prompt, bare, reasoning=reasoning[1:], content="\n\nIt means cat."),
-        _chat("eq-3", prompt, tool, reasoning_content=reasoning, content="\n\nLet me look.\n", tool_calls=[lookup]),
+        _chat(
+            "eq-3",
+            prompt,
+            tool,
+            reasoning_content=reasoning,
+            content="\n\nLet me look.\n",
+            tool_calls=[lookup],
+        ),
         _chat("eq-4", prompt, cut, reasoning_content="\n猫 is", content=None),
         _chat("eq-5", prompt, tok.encode(call), content=None, tool_calls=[{"id": "x", **lookup}]),
     ]
     differing = [
         _chat("d-1", prompt, think, reasoning_content=reasoning, content="\n\nIt means ca"),
-        _chat("d-2", prompt, think, reasoning_content=reasoning.replace("猫", "\ufffd"), content="\n\nIt means cat."),
+        _chat(
+            "d-2",
+            prompt,
+            think,
+            reasoning_content=reasoning.replace("猫", "\ufffd"),
+            content="\n\nIt means cat.",
+        ),
         _chat("d-3", prompt, tool, reasoning_content=reasoning, content="\n\nLet me\n", tool_calls=[lookup]),
     ]
     unjoinable = [
         _chat("s-1", prompt, think, reasoning_content=reasoning.strip(), content="It means cat."),
         _chat("s-2", prompt, tool, reasoning_content=reasoning, content="\n\nLet me look.\n",
               tool_calls=[{"type": "function", "function": {"name": "search", "arguments": "{}"}}]),
-        _chat("s-3", prompt, tok.encode("hm. It means cat."), reasoning_content="hm.", content=" It means cat."),
+        _chat("s-3", prompt, tok.encode("hm. It means cat."), reasoning_content="hm.",
+              content=" It means cat."),
     ]  # fmt: skip
     return equal + differing + unjoinable, ["d-1", "d-2", "d-3"], ["s-1", "s-2", "s-3"]
 
@@ -777,14 +800,21 @@ def test_split_chat_streams_are_joined_from_their_deltas(
         lines = []
         for index, (delta, chunk_ids) in enumerate(deltas):
             last = index == len(deltas) - 1
-            choice = {"index": 0, "delta": delta, "token_ids": chunk_ids, "finish_reason": "length" if last else None}
+            choice = {
+                "index": 0,
+                "delta": delta,
+                "token_ids": chunk_ids,
+                "finish_reason": "length" if last else None,
+            }
             chunk: dict[str, Any] = {"id": uid, "object": "chat.completion.chunk", "choices": [choice]}
             if index == 0:
                 chunk["prompt_token_ids"] = prompt
             lines += [f"data: {json.dumps(chunk)}", ""]
         return [*lines, "data: [DONE]", ""]
 
-    path = write_lines(tmp_path / "chat.sse", [*stream("good", "\n\nIt means cat."), *stream("bad", "\n\nIt means a cat.")])
+    path = write_lines(
+        tmp_path / "chat.sse", [*stream("good", "\n\nIt means cat."), *stream("bad", "\n\nIt means a cat.")]
+    )
     out_path = tmp_path / "report.jsonl"
     code, out, err = audit(capsys, str(path), "--report", str(out_path))
     assert (code, err) == (1, "")

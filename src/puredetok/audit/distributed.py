@@ -7,10 +7,12 @@ files and the tokenizer must be at the same paths on every node.
 
 from __future__ import annotations
 
-__all__ = ["audit_on_ray", "ShardAuditor"]
+__all__ = ["audit_on_ray", "ShardAuditor", "Timing"]
 
 import json
 import logging
+import os
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -23,23 +25,45 @@ from puredetok.audit.sources import Shard, ShardResult, audit_shard
 from puredetok.serving.loading import load_tokenizer
 
 
+@attrs.frozen
+class Timing:
+    """Where a shard's time went on a Ray worker (wall-clock times in seconds since the epoch)."""
+
+    pid: int
+    """The worker's process."""
+    loading: float
+    """When the worker began loading the tokenizer."""
+    loaded: float
+    """When it was ready (tokenizer and options)."""
+    began: float
+    """When it began auditing the shard."""
+    ended: float
+    cpu: float
+    """The worker's CPU seconds on the shard."""
+
+
 class ShardAuditor:
     """A Ray Data worker: audits the shards of each batch it is given (one by one)."""
 
     def __init__(self, tokenizer: str | None, options: dict[str, Any], columns: dict[str, Any]) -> None:
+        began = time.time()
         self.auditor = Auditor(load_tokenizer(tokenizer), AuditOptions(**options))
         self.columns = Columns(**columns)
+        self.started = (began, time.time())
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         """Audit the shards of a batch (a column per field of :class:`Shard`)."""
-        out: dict[str, list[Any]] = {"order": [], "records": [], "tally": []}
+        out: dict[str, list[Any]] = {"order": [], "records": [], "tally": [], "timing": []}
         names = [field.name for field in attrs.fields(Shard)]
         for row in range(len(batch["order"])):
             shard = Shard(**{name: _plain(batch[name][row]) for name in names})
+            wall, cpu = time.time(), time.process_time()
             result = audit_shard(shard, self.auditor, self.columns)
+            timing = Timing(os.getpid(), *self.started, wall, time.time(), time.process_time() - cpu)
             out["order"].append(int(batch["order"][row]))
             out["records"].append(json.dumps(result.records, ensure_ascii=False))
             out["tally"].append(json.dumps(result.tally.to_json()))
+            out["timing"].append(json.dumps(attrs.astuple(timing)))
         return out
 
 
@@ -107,4 +131,5 @@ def audit_on_ray(
             int(row["order"]),
             json.loads(row["records"]),
             Tally.from_json(json.loads(row["tally"])),
+            Timing(*json.loads(row["timing"])),
         )

@@ -63,6 +63,8 @@ class ShardResult:
     index: int
     records: list[dict[str, Any]]
     tally: Tally
+    timing: Any = None
+    """Where its time went, on Ray (a :class:`puredetok.audit.distributed.Timing`); None locally."""
 
 
 def _first_line(path: str) -> bytes:

@@ -4,10 +4,13 @@ It writes a log of vLLM completion responses (the mixed-script text of :data:`TE
 tenth one wrong) and times, side by side in each repeat:
 
 - the local audit, in tokens per second of the process's CPU time (one core; target >= 1M on
-  Qwen3) and of wall time, beside ``tokenizer.decode`` of the same outputs alone;
+  Qwen3) and of wall time, beside ``tokenizer.decode`` of the same outputs alone; and the peak of
+  its Python memory on a log a quarter as long and on the whole (flat: shard by shard);
 - the audit on a local Ray Data with 1 worker and with 2 (one CPU each), end to end (the
-  workers' start included), and their ratio (target >= 1.6); and, beside it, the same on a
-  one-response log (the start alone), so that the ratio of the times after the start is shown too.
+  workers' start included), and their ratio (target >= 1.6); beside it, the same on a
+  one-response log (the start alone), and where each run's time went (:func:`breakdown`: the
+  start, the tokenizer's load in a worker, the span in which shards were audited, the time after
+  the last one, how many shards ran at once, the share of a core they got).
 """
 
 from __future__ import annotations
@@ -86,6 +89,21 @@ def _probe() -> Any:
     return Request("probe", 0, (), (), "")
 
 
+def memory_peak(path: Path, tokenizer: Any) -> float:
+    """The peak of Python memory (MiB, traced) while ``path`` is audited shard by shard."""
+    import tracemalloc
+
+    auditor = Auditor(tokenizer, AuditOptions())
+    auditor.codec(_probe())
+    tracemalloc.start()
+    try:
+        for shard in shards_of(str(path)):
+            audit_shard(shard, auditor, Columns())
+        return tracemalloc.get_traced_memory()[1] / (1 << 20)
+    finally:
+        tracemalloc.stop()
+
+
 def decode_run(path: Path, tokenizer: Any) -> float:
     """Wall seconds of ``tokenizer.decode`` of every output of the log alone (no parsing)."""
     outputs = []
@@ -98,15 +116,45 @@ def decode_run(path: Path, tokenizer: Any) -> float:
     return time.perf_counter() - began
 
 
-def ray_runs(path: Path, tokenizer_name: str, workers: int) -> float:
-    """Wall seconds of one audit of ``path`` on the running Ray with ``workers`` workers."""
+def ray_runs(path: Path, tokenizer_name: str, workers: int) -> tuple[float, list[Any]]:
+    """One audit of ``path`` on the running Ray with ``workers`` workers: its wall seconds, and
+    each shard's :class:`~puredetok.audit.distributed.Timing` with the run's start first.
+    """
     from puredetok.audit.distributed import audit_on_ray
 
     shards = shards_of(str(path), size=1 << 20)
-    began = time.perf_counter()
-    for _ in audit_on_ray(shards, tokenizer_name, AuditOptions(), Columns(), workers=workers):
-        pass
-    return time.perf_counter() - began
+    began, now = time.perf_counter(), time.time()
+    tally = Tally()
+    timings: list[Any] = [now]
+    for result in audit_on_ray(shards, tokenizer_name, AuditOptions(), Columns(), workers=workers):
+        tally.add(result.tally)
+        timings.append(result.timing)
+    timings[0] = (now, tally.tokens)
+    return time.perf_counter() - began, timings
+
+
+def breakdown(timings: list[Any], seconds: float) -> dict[str, float]:
+    """Where a Ray run's time went: the workers' start (tokenizer load included), the span in
+    which shards were audited, the time after the last shard (results merged, Ray's ending);
+    how many shards ran at once on average over that span (2 is both workers all along), and
+    the CPU seconds the shards got per second they took (below 1: a busy machine took the core),
+    the cores they got together over the span, and output ids per CPU second of the workers.
+    ``timings[0]`` is the run's start and its output ids.
+    """
+    (start, tokens), shards = timings[0], timings[1:]
+    first = min(t.began for t in shards)
+    last = max(t.ended for t in shards)
+    busy = sum(t.ended - t.began for t in shards)
+    return {
+        "start": first - start,
+        "load": max(t.loaded - t.loading for t in shards),
+        "span": last - first,
+        "after": start + seconds - last,
+        "at once": busy / (last - first) if last > first else 1.0,
+        "cpu share": sum(t.cpu for t in shards) / busy if busy else 1.0,
+        "cores": sum(t.cpu for t in shards) / (last - first) if last > first else 1.0,
+        "M ids / worker CPU s": tokens / sum(t.cpu for t in shards) / 1e6,
+    }
 
 
 def _range(values: list[float]) -> str:
@@ -145,6 +193,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  M tokens / CPU second (one core)      {_range(per_cpu)}   target >= 1.0")
         print(f"  M tokens / wall second                {_range(per_wall)}")
         print(f"  audit time / tokenizer.decode alone   {_range(versus)}")
+        small = Path(folder) / "small.jsonl"
+        small_tokens = write_log(small, tokenizer, args.tokens // 4)
+        peaks = [(memory_peak(small, tokenizer), memory_peak(path, tokenizer)) for _ in range(args.repeats)]
+        print(
+            f"  peak traced memory, {small_tokens:,} ids {_range([a for a, _ in peaks])} MiB, "
+            f"{tokens:,} ids {_range([b for _, b in peaks])} MiB"
+        )
         if args.no_ray:
             return 0
         import ray
@@ -156,31 +211,30 @@ def main(argv: list[str] | None = None) -> int:
         try:
             runs: dict[int, list[float]] = {1: [], 2: []}
             starts: dict[int, list[float]] = {1: [], 2: []}
+            parts: dict[int, list[dict[str, float]]] = {1: [], 2: []}
             for _ in range(args.repeats):
                 for workers in (1, 2):
-                    starts[workers].append(ray_runs(start_path, args.tokenizer, workers))
-                    runs[workers].append(ray_runs(ray_path, args.tokenizer, workers))
+                    starts[workers].append(ray_runs(start_path, args.tokenizer, workers)[0])
+                    seconds, timings = ray_runs(ray_path, args.tokenizer, workers)
+                    runs[workers].append(seconds)
+                    parts[workers].append(breakdown(timings, seconds))
         finally:
             ray.shutdown()
         speedups = [one / two for one, two in zip(runs[1], runs[2])]
-        work = [
-            (one - s1) / (two - s2)
-            for one, two, s1, s2 in zip(runs[1], runs[2], starts[1], starts[2])
-            if one > s1 and two > s2
-        ]
-        print(f"Ray Data, local, 2 CPUs: {ray_tokens:,} output ids")
+        spans = [one["span"] / two["span"] for one, two in zip(parts[1], parts[2])]
+        print(
+            f"Ray Data, local, 2 CPUs: {ray_tokens:,} output ids; load average now {os.getloadavg()[0]:.2f}"
+        )
         print(
             f"  seconds, a one-response log (start)   1 worker {_range(starts[1])}, "
             f"2 workers {_range(starts[2])}"
         )
-        print(f"  seconds with 1 worker                 {_range(runs[1])}")
-        print(f"  seconds with 2 workers                {_range(runs[2])}")
+        for workers in (1, 2):
+            print(f"  {workers} worker(s): seconds end to end     {_range(runs[workers])}")
+            for name in parts[workers][0]:
+                print(f"    {name:<34} {_range([p[name] for p in parts[workers]])}")
         print(f"  speed-up, 2 workers / 1, end to end   {_range(speedups)}   target >= 1.6")
-        shown = _range(work) if work else "-"
-        print(
-            f"  speed-up of the time after the start  {shown} "
-            f"({len(work)} of {args.repeats} repeats measurable)"
-        )
+        print(f"  speed-up of the span auditing shards  {_range(spans)}")
     return 0
 
 
