@@ -624,7 +624,7 @@ SGLANG_MODES = ("whole", "new", "new-ids")
 
 @pytest.mark.parametrize("mode", SGLANG_MODES)
 @given(data=st.data())
-@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_sglang_streams_of_every_mode_are_read_exactly(
     tmp_path: Path, mode: str, data: st.DataObject
 ) -> None:
@@ -835,7 +835,7 @@ def _vllm_think_parser(output: str) -> tuple[str | None, str | None]:
 
 
 @given(data=st.data())
-@settings(max_examples=40)
+@settings(max_examples=20)
 def test_a_parser_split_of_any_output_is_never_a_difference(data: st.DataObject) -> None:
     """Random text with or without each marker, split as vLLM's reasoning parser splits it."""
     tok = tokenizer("qwen3")
