@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from puredetok.audit import AuditOptions, Auditor, Columns, Tally, audit_shard, shards_of
+from puredetok.audit.sources import SHARD_BYTES
 from puredetok.bench.timing import TEXT
 from puredetok.serving.loading import load_tokenizer
 
@@ -116,13 +117,15 @@ def decode_run(path: Path, tokenizer: Any) -> float:
     return time.perf_counter() - began
 
 
-def ray_runs(path: Path, tokenizer_name: str, workers: int) -> tuple[float, list[Any]]:
+def ray_runs(
+    path: Path, tokenizer_name: str, workers: int, shard_bytes: int = SHARD_BYTES
+) -> tuple[float, list[Any]]:
     """One audit of ``path`` on the running Ray with ``workers`` workers: its wall seconds, and
     each shard's :class:`~puredetok.audit.distributed.Timing` with the run's start first.
     """
     from puredetok.audit.distributed import audit_on_ray
 
-    shards = shards_of(str(path), size=1 << 20)
+    shards = shards_of(str(path), size=shard_bytes)
     began, now = time.perf_counter(), time.time()
     tally = Tally()
     timings: list[Any] = [now]
@@ -168,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=2_000_000, help="output ids in the local log")
     parser.add_argument("--ray-tokens", type=int, default=60_000_000, help="output ids in the Ray log")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--ray-shard-bytes", type=int, default=SHARD_BYTES, help="bytes of the Ray log per shard"
+    )
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray section")
     args = parser.parse_args(argv)
     tokenizer = load_tokenizer(args.tokenizer)
@@ -215,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(args.repeats):
                 for workers in (1, 2):
                     starts[workers].append(ray_runs(start_path, args.tokenizer, workers)[0])
-                    seconds, timings = ray_runs(ray_path, args.tokenizer, workers)
+                    seconds, timings = ray_runs(ray_path, args.tokenizer, workers, args.ray_shard_bytes)
                     runs[workers].append(seconds)
                     parts[workers].append(breakdown(timings, seconds))
         finally:
