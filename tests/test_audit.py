@@ -558,6 +558,21 @@ def test_the_benchmark_prints_its_measures(capsys: pytest.CaptureFixture[str]) -
     assert bench(["--tokens", "2000", "--repeats", "2", "--no-ray"]) == 0
     out = capsys.readouterr().out
     assert "M tokens / CPU second (one core)" in out and "target >= 1.0" in out
+    assert "peak traced memory" in out
+
+
+def test_the_ray_breakdown_says_where_the_time_went() -> None:
+    """Two workers, started 2 s into a 10 s run, each auditing two 2-second shards at half a core."""
+    from puredetok.audit.distributed import Timing
+    from puredetok.bench.audit import breakdown
+
+    shards = [
+        Timing(pid, 100.5, 100.5 + pid, 102.0 + at, 104.0 + at, 1.0) for pid in (1, 2) for at in (0.0, 2.5)
+    ]
+    found = breakdown([(100.0, 8_000_000), *shards], 10.0)
+    assert found["start"] == 2.0 and found["load"] == 2.0 and found["span"] == 4.5
+    assert found["after"] == 3.5 and found["at once"] == 8.0 / 4.5 and found["cpu share"] == 0.5
+    assert found["cores"] == 4.0 / 4.5 and found["M ids / worker CPU s"] == 2.0
 
 
 def test_a_long_audit_shows_a_progress_bar(
