@@ -440,10 +440,17 @@ def _mixed_log(tmp_path: Path, count: int) -> Path:
     return write_lines(tmp_path / "mixed.jsonl", records)
 
 
-@given(size=st.integers(1, 3000), stream=st.booleans())
+@given(size=st.integers(1, 3000), stream=st.sampled_from([None, "vllm", "sglang"]))
 @settings(max_examples=10, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_any_shard_size_gives_the_same_report(tmp_path: Path, size: int, stream: bool) -> None:
-    if stream:
+def test_any_shard_size_gives_the_same_report(tmp_path: Path, size: int, stream: str | None) -> None:
+    if stream == "sglang":
+        prompt, ids, text = _sample()
+        lines = []
+        for i in range(12):
+            engine = text if i % 3 else text[:-1]
+            lines += _sglang_stream(f"g{i}", ids, [engine[:3], engine], [2, len(ids)], SGLANG_MODES[i % 3])
+        path = write_lines(tmp_path / "g.sse", lines)
+    elif stream:
         prompt, ids, text = _sample()
         lines: list[Any] = []
         for i in range(12):
