@@ -443,16 +443,15 @@ def _mixed_log(tmp_path: Path, count: int) -> Path:
 @given(size=st.integers(1, 3000), stream=st.sampled_from([None, "vllm", "sglang"]))
 @settings(max_examples=10, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_shard_size_gives_the_same_report(tmp_path: Path, size: int, stream: str | None) -> None:
+    lines: list[Any] = []
     if stream == "sglang":
         prompt, ids, text = _sample()
-        lines = []
         for i in range(12):
             engine = text if i % 3 else text[:-1]
             lines += _sglang_stream(f"g{i}", ids, [engine[:3], engine], [2, len(ids)], SGLANG_MODES[i % 3])
         path = write_lines(tmp_path / "g.sse", lines)
     elif stream:
         prompt, ids, text = _sample()
-        lines: list[Any] = []
         for i in range(12):
             engine = text if i % 3 else text[:-1]
             lines += _sse(f"s{i}", prompt, [(engine[:3], ids[:2]), (engine[3:], ids[2:])])
