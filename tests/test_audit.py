@@ -870,3 +870,25 @@ def test_a_parser_split_of_any_output_is_never_a_difference(data: st.DataObject)
     request = Request("r", 1, (), tuple(ids), content or "", parts=parts)
     difference = _auditor("qwen3").check(request)
     assert difference is None or difference.kind == "parser split"
+
+
+def test_a_stream_of_all_the_ids_so_far_is_held_once() -> None:
+    """SGLang's default stream repeats every id in every chunk: the reader keeps the last chunk's
+    ids, not all of them (whose size grows as the square of the length)."""
+    import tracemalloc
+
+    from puredetok.audit.sglang import read_stream
+
+    def peak(count: int) -> int:
+        ids = list(range(1000, 1000 + count))
+        lines = _sglang_stream("g", ids, [""] * count, list(range(1, count + 1)), "whole")
+        encoded = [(number, line.encode()) for number, line in enumerate(lines, 1)]
+        tracemalloc.start()
+        try:
+            (request,) = read_stream(encoded, "f")
+            assert isinstance(request, Request) and request.output_ids == tuple(ids)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    assert peak(1600) < 6 * peak(400)

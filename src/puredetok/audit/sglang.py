@@ -111,23 +111,44 @@ def read_array(data: bytes, file: str) -> Iterator[Item]:
 
 @attrs.define
 class _Live:
-    """A streamed request still running: its chunks as they came."""
+    """A streamed request still running. A chunk's ids are kept only as the reading of them
+    needs: the last chunk's, and all of them one after the other until they prove cumulative
+    (then every chunk repeats the ones before, and keeping them all would grow as their square).
+    """
 
     name: str | int
     line: int
     prompt: tuple[int, ...]
     texts: list[str] = attrs.field(factory=list)
-    ids: list[list[int]] = attrs.field(factory=list)
-    counts: list[int | None] = attrs.field(factory=list)
-    """Each chunk's ``meta_info.completion_tokens``, if it has one."""
+    last: list[int] = attrs.field(factory=list)
+    joined: list[int] | None = attrs.field(factory=list)
+    """The chunks' ids one after the other (None once they are known to be cumulative)."""
+    sizes: list[int] = attrs.field(factory=list)
+    """Each chunk's count of ids."""
+    counted: bool = True
+    """Each chunk has as many ids as its ``meta_info.completion_tokens`` so far."""
+    counts: bool = True
+    """Each chunk so far has a ``completion_tokens``."""
+    prefixed: bool = True
+    """Each chunk's ids so far begin with the previous chunk's."""
     meta: dict[str, Any] = attrs.field(factory=dict)
 
+    def add(self, text: str, ids: list[int], count: Any) -> None:
+        """Take a chunk."""
+        self.texts.append(text)
+        self.prefixed = self.prefixed and ids[: len(self.last)] == self.last
+        self.counts = self.counts and type(count) is int
+        self.counted = self.counted and self.counts and len(ids) == count
+        self.sizes.append(len(ids))
+        self.last = ids
+        if self.joined is not None:
+            self.joined.extend(ids)
+            if len(self.sizes) >= 2 and self.counts and self.counted:
+                self.joined = None  # two chunks each with all the ids so far: cumulative
 
-def _cumulative_ids(live: _Live) -> bool:
-    counts = live.counts
-    if all(type(count) is int for count in counts):
-        return all(len(ids) == count for ids, count in zip(live.ids, counts))
-    return all(b[: len(a)] == a for a, b in zip(live.ids, live.ids[1:]))
+    def cumulative_ids(self) -> bool:
+        """Each chunk's ids are all the ids so far (see the module's note)."""
+        return self.counted if self.counts else self.prefixed
 
 
 def _cumulative_text(texts: list[str]) -> bool:
@@ -137,19 +158,20 @@ def _cumulative_text(texts: list[str]) -> bool:
 
 def _ended(live: _Live) -> Request:
     kind, stop, stop_token = _ending(live.meta)
-    if _cumulative_ids(live):  # text is cumulative too: SGLang never sends new text with all ids
-        output = live.ids[-1] if live.ids else []
-        sizes = [len(b) - len(a) for a, b in zip([[], *live.ids], live.ids)]
+    either = not live.cumulative_ids()
+    if not either or live.joined is None:  # text is cumulative too: SGLang sends no new text with all ids
+        output = live.last
+        sizes = [b - a for a, b in zip([0, *live.sizes], live.sizes)]
         cumulative = True
     else:
-        output = [token for ids in live.ids for token in ids]
-        sizes = [len(ids) for ids in live.ids]
+        output = live.joined
+        sizes = live.sizes
         cumulative = _cumulative_text(live.texts)
     text = (live.texts[-1] if live.texts else "") if cumulative else "".join(live.texts)
     chunks = tuple(Chunk(text, size) for text, size in zip(live.texts, sizes))
     return Request(
         live.name, live.line, live.prompt, tuple(output), text, kind, stop, stop_token,
-        chunks=chunks, cumulative=cumulative, either=not _cumulative_ids(live),
+        chunks=chunks, cumulative=cumulative, either=either,
     )  # fmt: skip
 
 
@@ -185,10 +207,7 @@ def read_stream(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item]
         if request is None:
             name = _name(chunk.meta_info, number)
             request = live[key] = _Live(name, number, tuple(chunk.input_ids or ()))
-        request.texts.append(chunk.text or "")
-        request.ids.append(chunk.output_ids)
-        count = chunk.meta_info.get("completion_tokens")
-        request.counts.append(count if type(count) is int else None)
+        request.add(chunk.text or "", chunk.output_ids, chunk.meta_info.get("completion_tokens"))
         request.meta = chunk.meta_info
         if chunk.meta_info.get("finish_reason") is not None:
             yield _ended(live.pop(key))
