@@ -251,3 +251,47 @@ def test_multi_tokenizer_worker_mode_sends_each_worker_its_requests_exact_text()
                         texts[rid] += text
     assert texts == {request.rid: exact_text("llama2", request) for request in requests}
     assert texts["to-second"] == "\ufffd\ufffd"
+
+
+def test_multi_detokenizer_mode_keeps_each_request_on_one_exact_detokenizer() -> None:
+    """With ``detokenizer_worker_num`` > 1 SGLang runs several detokenizer processes behind its
+    ``MultiDetokenizerRouter``, which splits each batch between them (by request id): each process
+    decodes its requests with puredetok, and every request's text is exact."""
+    from sglang_helpers import folder
+
+    from puredetok.engines.sglang_process import DetokenizerProcess
+
+    encode = tokenizer("llama2").encode
+    byte_run = tokenizer("llama2").convert_tokens_to_ids(["<0xF0>", "<0x9F>", "<0x8C>", "<0xB6>"])
+    texts = [" 推理 😀 ok", " naïve café", " Ελληνικά русский", " 🦩 鱻䨻", "\n\nspaces  "]
+    requests = [
+        Request(
+            f"multi-{index}-{fresh_rid()}",
+            encode("Q: hi") if index % 2 else [],
+            [*encode(texts[index % len(texts)], add_special_tokens=False), *byte_run],
+            per_step=1 + index % 3,
+        )
+        for index in range(12)
+    ]
+    got = {request.rid: "" for request in requests}
+    replies_per_batch = set()
+    with DetokenizerProcess(folder("llama2"), {}, detokenizer_worker_num=2) as process:
+        process.wait_ready()
+        for rows in iterations(requests):
+            if not rows:
+                continue
+            process.send(token_batch(rows))
+            sent, answered, replies = [row.rid for row in rows], [], 0
+            while len(answered) < len(sent):  # each detokenizer replies with its part, in order
+                reply = process.receive()
+                replies += 1
+                part = list(reply.rids)
+                assert part == [rid for rid in sent if rid in set(part)]
+                answered += part
+                for rid, text in zip(reply.rids, reply.output_strs):
+                    got[rid] += text
+            assert sorted(answered) == sorted(sent)
+            replies_per_batch.add(replies)
+    assert 2 in replies_per_batch  # the batches were split between the two processes
+    assert got == {request.rid: exact_text("llama2", request) for request in requests}
+    assert all(text.endswith("🌶") for text in got.values())

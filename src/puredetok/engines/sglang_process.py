@@ -226,16 +226,27 @@ class DetokenizerProcess:
     """``run_detokenizer_process`` of SGLang in a process of its own, over its ZeroMQ sockets.
 
     ``environment`` is set while the process starts (it inherits it: ``SGLANG_PLUGINS``,
-    ``PUREDETOK_SGLANG``). A context manager; :meth:`close` ends the process.
+    ``PUREDETOK_SGLANG``). With ``detokenizer_worker_num=N`` > 1 among the server arguments, N
+    such processes on private sockets and SGLang's ``MultiDetokenizerRouter`` in front of them, as
+    SGLang's engine launches them: the router sends each request to one detokenizer (by its
+    ``rid``, or its tokenizer worker), and each replies with its part of the batch. A context
+    manager; :meth:`close` ends the processes.
     """
 
     def __init__(self, model_path: Path, environment: Mapping[str, str] | None = None, **server: Any) -> None:
+        import dataclasses
+        import tempfile
+
         import zmq
         from sglang.srt.managers.detokenizer_manager import run_detokenizer_process
+        from sglang.srt.managers.multi_tokenizer_mixin import run_multi_detokenizer_router_process
         from sglang.srt.server_args import PortArgs, ServerArgs
 
         self.server_args = ServerArgs(model_path=str(model_path), device="cpu", **server)
         self.port_args = PortArgs.init_new(self.server_args)
+        detokenizers = int(server.get("detokenizer_worker_num", 1))
+        self.detokenizers = max(1, detokenizers)
+        """How many detokenizer processes answer (each its part of a batch; all an idle one)."""
         self.context = zmq.Context()
         self.to_detokenizer = self.context.socket(zmq.PUSH)
         self.to_detokenizer.setsockopt(zmq.SNDHWM, 0)
@@ -246,11 +257,38 @@ class DetokenizerProcess:
         self._workers: list[Any] = []
         self._ready = False
         spawn = multiprocessing.get_context("spawn")
+        self.processes: list[Any] = []
+        """Every process started: the detokenizer(s), then the router if there are several."""
         with _environment(environment or {}):
-            self.process = spawn.Process(
-                target=run_detokenizer_process, args=(self.server_args, self.port_args), daemon=True
-            )
-            self.process.start()
+            if detokenizers <= 1:
+                own = [self.port_args]
+            else:  # as SGLang's engine launches them: a private socket each, its router in front
+                own = [
+                    dataclasses.replace(
+                        self.port_args,
+                        detokenizer_ipc_name=f"ipc://{tempfile.mkdtemp(prefix='puredetok-detok-')}/socket",
+                    )
+                    for _ in range(detokenizers)
+                ]
+            for port_args in own:
+                self.processes.append(
+                    spawn.Process(
+                        target=run_detokenizer_process, args=(self.server_args, port_args), daemon=True
+                    )
+                )
+            if detokenizers > 1:
+                names = [port_args.detokenizer_ipc_name for port_args in own]
+                self.processes.append(
+                    spawn.Process(
+                        target=run_multi_detokenizer_router_process,
+                        args=(names, self.server_args, self.port_args),
+                        kwargs={"enable_metrics": False},
+                        daemon=True,
+                    )
+                )
+            for process in self.processes:
+                process.start()
+        self.process = self.processes[0]
 
     def send(self, batch: Any) -> None:
         """Send one message (a ``BatchTokenIDOutput``) as the scheduler does."""
@@ -285,8 +323,9 @@ class DetokenizerProcess:
         waited = 0.0
         while not socket.poll(500):
             waited += 0.5
-            if not self.process.is_alive():
-                raise TimeoutError(f"the detokenizer process ended (exit code {self.process.exitcode})")
+            for process in self.processes:
+                if not process.is_alive():
+                    raise TimeoutError(f"a detokenizer process ended (exit code {process.exitcode})")
             if waited >= timeout:
                 raise TimeoutError(f"no reply from the detokenizer process in {timeout} s")
         return sock_recv(socket)
@@ -312,7 +351,8 @@ class DetokenizerProcess:
         """
         if not self._ready:
             self.send(token_batch([]))
-            self.receive(timeout)
+            for _ in range(self.detokenizers):  # the router sends an idle batch to each
+                self.receive(timeout)
             self._ready = True
 
     def exchange(self, rows: Sequence[Row]) -> list[str]:
@@ -346,12 +386,13 @@ class DetokenizerProcess:
         """End the process and the sockets (again: nothing)."""
         if self.to_detokenizer.closed:
             return
-        if self.process.is_alive():
-            self.process.terminate()
-            self.process.join(10)
-            if self.process.is_alive():
-                self.process.kill()
-                self.process.join(10)
+        for process in self.processes:
+            if process.is_alive():
+                process.terminate()
+                process.join(10)
+                if process.is_alive():
+                    process.kill()
+                    process.join(10)
         self.to_detokenizer.close(linger=0)
         self.from_detokenizer.close(linger=0)
         for socket in self._workers:
