@@ -4,10 +4,7 @@ after the prompt on every shared tokenizer, and vLLM's sampling parameters kept.
 from __future__ import annotations
 
 import functools
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -62,39 +59,6 @@ def test_vllm_loads_the_plugin_through_its_entry_point() -> None:
     processor = OutputProcessor(vllm_tokenizer("qwen3"), log_stats=False)
     processor.add_request(request([9707], request_id="x"), None)
     assert isinstance(detokenizer_of(processor, "x"), plugin.PuredetokDetokenizer)
-
-
-PROBE = """
-from vllm.plugins import load_general_plugins
-from vllm.tokenizers.registry import get_tokenizer
-from vllm.v1.engine.detokenizer import IncrementalDetokenizer
-from driver import request
-load_general_plugins()
-print(type(IncrementalDetokenizer.from_new_request(get_tokenizer(FOLDER), request([9707]))).__name__)
-"""
-
-
-@pytest.mark.parametrize(
-    ("variables", "name"),
-    [
-        ({}, "PuredetokIncrementalDetokenizer"),
-        ({"VLLM_PLUGINS": "puredetok"}, "PuredetokIncrementalDetokenizer"),
-        ({"VLLM_PLUGINS": "lora_filesystem_resolver"}, "FastIncrementalDetokenizer"),
-        ({"PUREDETOK_VLLM": "0"}, "FastIncrementalDetokenizer"),
-    ],
-)
-def test_the_off_switches(variables: dict[str, str], name: str) -> None:
-    """vLLM's ``VLLM_PLUGINS`` allow-list without ``puredetok``, or ``PUREDETOK_VLLM=0``, leave vLLM
-    its own detokenizer; a fresh vLLM process with neither gets puredetok's."""
-    env = {k: v for k, v in os.environ.items() if k not in ("VLLM_PLUGINS", "PUREDETOK_VLLM")}
-    env.update(variables)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), *sys.path])
-    script = PROBE.replace("FOLDER", repr(str(helpers._folder("qwen3"))))
-    done = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300, check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == name
 
 
 @st.composite

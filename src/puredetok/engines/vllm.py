@@ -121,8 +121,34 @@ def _opening(codec: Codec, stops: tuple[str, ...], min_tokens: int, include: boo
     return stream
 
 
+def _plain(tokenizer: object) -> object:
+    """The tokenizer whose decode vLLM's own one does, to build its codec from.
+
+    ``LLM`` and ``AsyncLLM`` hand their ``OutputProcessor`` a Hugging Face tokenizer made thread
+    safe by vLLM's renderer (``maybe_make_thread_pool``): its class becomes a subclass of its
+    own class and of ``ThreadSafeHFTokenizerMixin`` whose ``decode`` (and the other public
+    methods) call a deep copy of the same tokenizer, so it decodes as that class does. puredetok
+    refuses a class that overrides ``decode``, so the codec is built on the same state under the
+    class it had before. Anything else is returned as it is.
+    """
+    try:
+        from vllm.tokenizers.hf import ThreadSafeHFTokenizerMixin
+    except ImportError:  # another vLLM: then no pool is known
+        return tokenizer
+    cls = type(tokenizer)
+    if not isinstance(tokenizer, ThreadSafeHFTokenizerMixin) or not cls.__name__.startswith("TokenizerPool"):
+        return tokenizer
+    base = cls.__bases__[0]
+    if issubclass(base, ThreadSafeHFTokenizerMixin) or not hasattr(tokenizer, "__dict__"):
+        return tokenizer
+    plain: Any = object.__new__(base)
+    plain.__dict__.update(tokenizer.__dict__)
+    return plain
+
+
 def _build(tokenizer: object, skip: bool, spaces: bool) -> tuple[Codec | None, str]:
     options = {"skip_special_tokens": skip, "spaces_between_special_tokens": spaces}
+    tokenizer = _plain(tokenizer)
     try:
         try:
             codec = codec_for(tokenizer, out_of_vocab="ignore", **options)  # type: ignore[arg-type]
