@@ -519,3 +519,26 @@ def test_ids_past_a_mistral_vocabulary_decode_to_nothing() -> None:
     result = run(tok, [], output)
     assert result.text == tok.decode(body, skip_special_tokens=True)
     assert result.token_ids == output
+
+
+def test_an_output_processor_builds_the_common_codecs_before_any_request() -> None:
+    """When vLLM makes an ``OutputProcessor`` (as it starts), the codecs of its tokenizer for
+    vLLM's default options and for ``skip_special_tokens=False`` are built in a thread of their
+    own, so the first requests do not wait for them; a request then finds its codec built."""
+    import time
+
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(helpers._folder("llama2")))  # a new object: nothing built
+    assert not any(key[0] == id(tok) for key in plugin._codecs)
+    OutputProcessor(tok, log_stats=False)
+    waited = 0.0
+    while not all((id(tok), *options) in plugin._codecs for options in plugin.WARM_OPTIONS):
+        assert waited < 600, "the warm-up thread did not finish"
+        time.sleep(0.05)
+        waited += 0.05
+    for skip, spaces in plugin.WARM_OPTIONS:
+        assert plugin._codecs[(id(tok), skip, spaces)][1] is not None
+    processor = OutputProcessor(tok, log_stats=False)
+    processor.add_request(request([1, 15043], request_id="w", skip_special_tokens=False), None)
+    assert isinstance(detokenizer_of(processor, "w"), plugin.PuredetokDetokenizer)

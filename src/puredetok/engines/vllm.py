@@ -40,6 +40,7 @@ __all__ = [
     "register",
     "registered",
     "unregister",
+    "warm",
 ]
 
 ENABLE_VARIABLE = "PUREDETOK_VLLM"
@@ -54,14 +55,21 @@ MAX_OPENINGS = 256
 """How many sets of stop parameters the plugin keeps prepared (compiling a set of stop strings
 costs more than the rest of a request's opening; requests with the same set share it)."""
 
+WARM_OPTIONS = ((True, True), (False, True))
+"""The decode options ``(skip_special_tokens, spaces_between_special_tokens)`` whose codecs are
+built when vLLM makes an ``OutputProcessor``: vLLM's defaults, and ``skip_special_tokens=False``,
+which vLLM's tool-call and reasoning parsers set on their requests."""
+
 LOGGER = logging.getLogger("vllm.puredetok")
 """The plugin's logger, under vLLM's own ``vllm`` logger so its lines show in vLLM's log."""
 
 _logged: set[str] = set()
 _codecs: OrderedDict[tuple[int, bool, bool], tuple[object, Codec | None, str]] = OrderedDict()
 _openings: OrderedDict[tuple[int, tuple[str, ...], int, bool], tuple[Codec, Stream]] = OrderedDict()
+_building: dict[tuple[int, bool, bool], threading.Lock] = {}
 _lock = threading.Lock()
 _original: list[Any] = []
+_original_init: list[Any] = []
 
 
 def _log_once(key: str, message: str, *args: object) -> None:
@@ -80,7 +88,8 @@ def codec_of(
 ) -> Codec | None:
     """The exact codec for a tokenizer and decode options, built once and kept (at most
     :data:`MAX_CODECS`, the least recently used dropped first); ``None`` when puredetok cannot
-    model this tokenizer exactly (the reason is logged once).
+    model this tokenizer exactly (the reason is logged once). A build of the same codec already
+    under way (the warm-up's, :func:`warm`) is waited for, not repeated.
     """
     key = (id(tokenizer), skip_special_tokens, spaces_between_special_tokens)
     with _lock:
@@ -88,18 +97,44 @@ def codec_of(
         if entry is not None and entry[0] is tokenizer:
             _codecs.move_to_end(key)
             return entry[1]
+        building = _building.setdefault(key, threading.Lock())
+    with building:
+        with _lock:
+            entry = _codecs.get(key)
+        if entry is not None and entry[0] is tokenizer:
+            return entry[1]
         codec, reason = _build(tokenizer, skip_special_tokens, spaces_between_special_tokens)
-        _codecs[key] = (tokenizer, codec, reason)
-        while len(_codecs) > MAX_CODECS:
-            _codecs.popitem(last=False)
+        with _lock:
+            _codecs[key] = (tokenizer, codec, reason)
+            while len(_codecs) > MAX_CODECS:
+                _codecs.popitem(last=False)
+            _building.pop(key, None)
     if codec is None:
         _log_once(
-            f"codec {type(tokenizer).__name__} {key[1:]}",
+            f"codec {type(tokenizer).__name__}",
             "puredetok: %s is not modelled exactly (%s); its requests use vLLM's own detokenizer",
             type(tokenizer).__name__,
             reason,
         )
     return codec
+
+
+def warm(tokenizer: object) -> threading.Thread:
+    """Build the codecs of :data:`WARM_OPTIONS` for ``tokenizer`` in a thread of their own (vLLM
+    makes an ``OutputProcessor`` when it starts, before it serves a request), so that requests
+    with those options do not wait for one; the thread, which has started.
+    """
+
+    def build() -> None:
+        for skip, spaces in WARM_OPTIONS:
+            try:
+                codec_of(tokenizer, skip, spaces)
+            except Exception:  # noqa: BLE001 - the first request builds it (or falls back)
+                _log_once_exc("warm", "puredetok: building a codec in advance failed")
+
+    thread = threading.Thread(target=build, name="puredetok-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def _opening(codec: Codec, stops: tuple[str, ...], min_tokens: int, include: bool) -> Stream:
@@ -405,7 +440,30 @@ def register() -> None:
 
     from_new_request.puredetok = True  # type: ignore[attr-defined]
     IncrementalDetokenizer.from_new_request = classmethod(from_new_request)
+    _hook_output_processor()
     LOGGER.info("puredetok: vLLM's OutputProcessor detokenizes with puredetok")
+
+
+def _hook_output_processor() -> None:
+    """Make vLLM's ``OutputProcessor`` start :func:`warm` for its tokenizer when it is made."""
+    from vllm.v1.engine.output_processor import OutputProcessor
+
+    with _lock:
+        if _original_init:
+            return
+        init = OutputProcessor.__dict__["__init__"]
+        _original_init.append(init)
+
+    @functools.wraps(init)
+    def __init__(self: Any, tokenizer: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, tokenizer, *args, **kwargs)
+        if tokenizer is not None:
+            try:
+                warm(tokenizer)
+            except Exception:  # noqa: BLE001 - never break the engine
+                _log_once_exc("warm start", "puredetok: could not start building codecs in advance")
+
+    OutputProcessor.__init__ = __init__  # type: ignore[method-assign]
 
 
 def registered() -> bool:
@@ -414,9 +472,14 @@ def registered() -> bool:
 
 
 def unregister() -> None:
-    """Give vLLM its own ``from_new_request`` back (requests already open keep their detokenizer)."""
+    """Give vLLM its own ``from_new_request`` and ``OutputProcessor.__init__`` back (requests already
+    open keep their detokenizer).
+    """
     from vllm.v1.engine.detokenizer import IncrementalDetokenizer
+    from vllm.v1.engine.output_processor import OutputProcessor
 
     with _lock:
         if _original:
             IncrementalDetokenizer.from_new_request = _original.pop()
+        if _original_init:
+            OutputProcessor.__init__ = _original_init.pop()  # type: ignore[method-assign]
