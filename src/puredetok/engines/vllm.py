@@ -463,7 +463,7 @@ def _hook_output_processor() -> None:
             except Exception:  # noqa: BLE001 - never break the engine
                 _log_once_exc("warm start", "puredetok: could not start building codecs in advance")
 
-    OutputProcessor.__init__ = __init__  # type: ignore[method-assign]
+    OutputProcessor.__init__ = __init__
 
 
 def registered() -> bool:
@@ -482,4 +482,4 @@ def unregister() -> None:
         if _original:
             IncrementalDetokenizer.from_new_request = _original.pop()
         if _original_init:
-            OutputProcessor.__init__ = _original_init.pop()  # type: ignore[method-assign]
+            OutputProcessor.__init__ = _original_init.pop()
