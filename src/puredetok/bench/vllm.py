@@ -32,11 +32,7 @@ STOPS = ("<|stop|>", "\n\nUser:", "###", "</answer>")
 TARGET = 0.2
 """puredetok's share of the OutputProcessor's time, at most this times vLLM's own detokenizer's."""
 CONFIGS = ("vllm", "puredetok", "no-detokenize")
-
-_cpu_ns = time.thread_time_ns
-"""Every part is timed in the CPU time of this thread: on the shared machine, wall-clock time
-takes in whatever other processes run meanwhile (under a load of 10 on 2 cores, a part's wall
-time was 3-4 times its CPU time, and varied with it)."""
+_cpu_ns = time.thread_time_ns  # CPU time: on a shared machine, wall time takes in the other jobs
 
 
 @attrs.frozen
