@@ -1,8 +1,11 @@
 """The messages the worker exchanges with the API server (frontend) and the scheduler (backend).
 
-Every message is a frozen ``attrs`` record whose type annotations are its wire schema (``msgspec``
-encodes and checks ``attrs`` classes). Each class has a ``KIND`` tag; a frame on the wire holds a
-batch of messages of one kind (see :mod:`puredetok.worker.wire`). The two kinds that flow per
+Every message is a frozen ``msgspec.Struct`` whose type annotations are its wire schema, value
+constraints included (``Annotated[int, Meta(ge=1)]``): decoding checks them, and so does
+construction (:func:`_checked`, run by each record's ``__post_init__``), so a record that exists
+is valid, wherever it was made. Sequence fields take lists and store tuples (records are values).
+Each class has a ``KIND`` tag; a frame on the wire is ``[kind, version, batch]``: a batch of
+messages of one kind, tagged with :data:`PROTOCOL_VERSION` (see :mod:`puredetok.worker.wire`). The two kinds that flow per
 token travel column by column, so that a frame of a thousand messages is a handful of arrays and
 the worker never builds a record per message: :class:`DetokenizeBatch` (many requests' next ids)
 and :class:`ReplyBatch` (their new text); ``.items`` turns either into its message records, and
@@ -16,7 +19,12 @@ Out to the frontend: :class:`UserReply`, :class:`HealthReply`, :class:`ReadyMsg`
 from __future__ import annotations
 
 __all__ = [
+    "PROTOCOL_VERSION",
     "Uid",
+    "TokenId",
+    "StopString",
+    "Limit",
+    "Count",
     "FinishKind",
     "SamplingParams",
     "DEFAULT_PARAMS",
@@ -51,9 +59,16 @@ __all__ = [
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain, compress
 from operator import attrgetter
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, Union, get_args, get_origin, get_type_hints
 
-import attrs
+import msgspec
+from msgspec import Meta, Struct, field
+from msgspec.structs import force_setattr
+
+PROTOCOL_VERSION: Final = 2
+"""The version of the wire protocol: every frame carries it (``[kind, version, batch]``) and the
+:class:`ReadyMsg` says it; a frame of another version is refused, naming both versions. Version 1
+was the ``[kind, batch]`` frame of attrs records; 2 is this one."""
 
 Uid = int | str
 """A request id: an int or a string, unique per request for the lifetime of a worker."""
@@ -62,25 +77,92 @@ Uid = int | str
 FinishKind: TypeAlias = Literal["stop", "length", "abort"]
 """Why a request ended: a stop string, stop token or EOS; its token limit; or an abort."""
 
+TokenId: TypeAlias = Annotated[int, Meta(ge=0)]
+"""A token id of a prompt or of a stop rule (an int >= 0)."""
+StopString: TypeAlias = Annotated[str, Meta(min_length=1)]
+"""A stop string (never empty)."""
+Limit: TypeAlias = Annotated[int, Meta(ge=1)]
+"""A token limit (an int >= 1)."""
+Count: TypeAlias = Annotated[int, Meta(ge=0)]
+"""A count (an int >= 0)."""
 
-@attrs.frozen(init=False)
-class SamplingParams:
+_encode_fields = msgspec.msgpack.Encoder().encode
+_CHECKERS: dict[type[Struct], tuple[tuple[str, ...], msgspec.msgpack.Decoder[Any]]] = {}
+
+
+def _as_stored(hint: Any) -> Any:
+    """The type a field's value is checked (and stored) as: each ``Sequence[X]`` in it as
+    ``tuple[X, ...]`` (so that a list given for it is kept as a tuple).
+    """
+    origin = get_origin(hint)
+    if origin is Sequence:
+        return tuple[(_as_stored(get_args(hint)[0]), ...)]  # type: ignore[misc]
+    if origin is Union or origin is type(int | str):
+        return Union[tuple(map(_as_stored, get_args(hint)))]  # noqa: UP007
+    return hint
+
+
+def _unchecked(hint: Any) -> bool:
+    """Fields not checked by :func:`_checked`: records (checked when they were made) and values of
+    any shape (kept as they are; decoding bounds them, see :mod:`puredetok.worker.wire`).
+    """
+    if hint is Any:
+        return True
+    args = get_args(hint)
+    if get_origin(hint) in (dict, Sequence) and args and args[-1] is Any:
+        return True
+    return any(isinstance(arg, type) and issubclass(arg, Struct) for arg in (hint, *args))
+
+
+def _checker(cls: type[Struct]) -> tuple[tuple[str, ...], msgspec.msgpack.Decoder[Any]]:
+    hints = get_type_hints(cls, include_extras=True)
+    names = tuple(name for name in cls.__struct_fields__ if not _unchecked(hints[name]))
+    shadow = msgspec.defstruct(f"{cls.__name__}Fields", [(name, _as_stored(hints[name])) for name in names])
+    return names, msgspec.msgpack.Decoder(shadow)
+
+
+def _checked(record: Struct) -> None:
+    """Check ``record``'s fields against their declared types and constraints, as decoding does,
+    and store each sequence given as a list as a tuple; raises :class:`ValueError` naming the field.
+
+    The one place the annotations are enforced on records built in Python (msgspec checks them
+    only when decoding): run by the ``__post_init__`` of each record that carries parameters.
+    """
+    cls = type(record)
+    checker = _CHECKERS.get(cls)
+    if checker is None:
+        checker = _CHECKERS[cls] = _checker(cls)
+    names, decoder = checker
+    try:
+        fields = decoder.decode(_encode_fields({name: getattr(record, name) for name in names}))
+    except (msgspec.ValidationError, msgspec.EncodeError, TypeError, OverflowError) as error:
+        raise ValueError(f"invalid {cls.__name__}: {error}".replace("`$.", "`")) from None
+    for name in names:
+        value = getattr(fields, name)
+        if type(value) is tuple and type(getattr(record, name)) is not tuple:
+            force_setattr(record, name, value)
+
+
+class SamplingParams(Struct, frozen=True, omit_defaults=True):
     """What a request asks of generation and of its text, named as serving engines name it.
 
     The detokenizer uses the stop rules and the decode options; ``extra`` carries everything else
-    (temperature, top_p, seed, ...) untouched to the scheduler. The constructor takes vLLM's
-    ``max_tokens`` as another name for ``max_new_tokens`` (SGLang's), and :meth:`from_openai`
-    reads an OpenAI-style request body. Values are checked when a request opens (a bad one is an
-    error for that request only) or, by :meth:`from_openai`, at once.
+    (temperature, top_p, seed, ...) untouched to the scheduler. ``max_tokens`` (vLLM's name) and
+    ``max_new_tokens`` (SGLang's) are one limit: give either (both only with the same value), and
+    read either. :meth:`from_openai` reads an OpenAI-style request body. Every value is checked
+    when the parameters are made (a :class:`ValueError` names the field), so parameters that
+    exist are accepted by any request's opening.
     """
 
-    max_new_tokens: int | None = None
-    """Finish with reason ``"length"`` after this many generated tokens (None: no limit)."""
-    min_tokens: int = 0
-    """No stop string, stop token or EOS ends the request before this many tokens."""
-    stop: tuple[str, ...] = ()
-    """Stop strings: the text ends where the earliest one completes."""
-    stop_token_ids: tuple[int, ...] = ()
+    max_new_tokens: Limit | None = None
+    """Finish with reason ``"length"`` after this many generated tokens (None: no limit; else >= 1)."""
+    min_tokens: Count = 0
+    """No stop string, stop token or EOS ends the request before this many tokens (at most
+    ``max_new_tokens``)."""
+    stop: Sequence[StopString] = ()
+    """Stop strings (non-empty; a list is stored as a tuple): the text ends where the earliest one
+    completes."""
+    stop_token_ids: Sequence[TokenId] = ()
     """Token ids that end the request (besides the tokenizer's EOS ids)."""
     ignore_eos: bool = False
     """Keep going past the tokenizer's EOS ids."""
@@ -91,7 +173,7 @@ class SamplingParams:
     (True by default, as in vLLM, SGLang and OpenAI-style servers)."""
     clean_up_tokenization_spaces: bool | None = None
     """transformers' space cleanup; None means what the tokenizer's ``decode`` does by default."""
-    max_byte_run: int | None = None
+    max_byte_run: Count | None = None
     """The cap on a held byte-fallback run (``codec_for(..., max_byte_run=...)``): None for the
     manager's setting (no cap unless the manager or ``serve --max-byte-run`` sets one), 0 for no
     cap whatever the manager's setting, N >= 1 to hold at most N byte tokens of a still-valid run
@@ -104,64 +186,49 @@ class SamplingParams:
     spaces_between_special_tokens: bool | None = None
     """Passed to ``tokenizer.decode`` as it is; None means not passed (its default). Only
     transformers' CTC tokenizers (Wav2Vec2) act on it; every other decode ignores it."""
-    extra: dict[str, Any] = attrs.field(factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
     """Other sampling parameters, passed through to the scheduler as they are."""
+    max_tokens: Limit | None = None
+    """The limit under vLLM's name: always equal to :attr:`max_new_tokens`."""
 
-    def __init__(
-        self,
-        max_new_tokens: int | None = None,
-        min_tokens: int = 0,
-        stop: tuple[str, ...] = (),
-        stop_token_ids: tuple[int, ...] = (),
-        ignore_eos: bool = False,
-        include_stop_str_in_output: bool = False,
-        skip_special_tokens: bool = True,
-        clean_up_tokenization_spaces: bool | None = None,
-        max_byte_run: int | None = None,
-        out_of_vocab: Literal["raise", "ignore"] | None = None,
-        spaces_between_special_tokens: bool | None = None,
-        extra: dict[str, Any] | None = None,
-        *,
-        max_tokens: int | None = None,
-    ) -> None:
-        """The parameters; ``max_tokens`` is vLLM's name for ``max_new_tokens`` (give one of them)."""
-        if max_tokens is not None and max_new_tokens is not None:
-            raise ValueError("give max_tokens or max_new_tokens (two names of one limit), not both")
-        self.__attrs_init__(
-            max_new_tokens if max_tokens is None else max_tokens,
-            min_tokens,
-            stop,
-            stop_token_ids,
-            ignore_eos,
-            include_stop_str_in_output,
-            skip_special_tokens,
-            clean_up_tokenization_spaces,
-            max_byte_run,
-            out_of_vocab,
-            spaces_between_special_tokens,
-            {} if extra is None else extra,
-        )
-
-    @property
-    def max_tokens(self) -> int | None:
-        """The limit under vLLM's name: :attr:`max_new_tokens`."""
-        return self.max_new_tokens
+    def __post_init__(self) -> None:
+        _checked(self)
+        if not isinstance(self.extra, dict) or not all(isinstance(key, str) for key in self.extra):
+            raise ValueError(f"invalid SamplingParams: extra must be a dict with str keys, not {self.extra!r}")
+        limit = self.max_new_tokens
+        if self.max_tokens != limit:
+            if limit is not None and self.max_tokens is not None:
+                raise ValueError(
+                    "give max_tokens or max_new_tokens (two names of one limit), not both with "
+                    f"different values ({self.max_tokens} and {limit})"
+                )
+            limit = self.max_tokens if limit is None else limit
+            force_setattr(self, "max_new_tokens", limit)
+            force_setattr(self, "max_tokens", limit)
+        if limit is not None and self.min_tokens > limit:
+            raise ValueError(
+                f"invalid SamplingParams: min_tokens ({self.min_tokens}) must not exceed "
+                f"max_new_tokens ({limit})"
+            )
 
     @classmethod
     def from_openai(cls, body: Mapping[str, Any]) -> SamplingParams:
         """The parameters of an OpenAI-style request body (``/v1/completions``,
         ``/v1/chat/completions``, with vLLM's extensions).
 
-        Read: ``max_tokens``, ``stop`` (a string or a list of strings), ``stop_token_ids``,
-        ``min_tokens``, ``include_stop_str_in_output``, ``skip_special_tokens``,
-        ``spaces_between_special_tokens``, ``ignore_eos``; a null value means the default. Every
-        other key goes to :attr:`extra` as it is. Raises :class:`ValueError` naming each bad key.
+        Read: ``max_tokens`` and ``max_completion_tokens`` (the chat API's name for it: give
+        either, or both with one value), ``stop`` (a string or a list of strings),
+        ``stop_token_ids``, ``min_tokens``, ``include_stop_str_in_output``,
+        ``skip_special_tokens``, ``spaces_between_special_tokens``, ``ignore_eos``; a null value
+        means the default. Every other key goes to :attr:`extra` as it is. Raises
+        :class:`ValueError` naming each bad key.
         """
         return _from_openai(cls, body)
 
 
 _OPENAI_KEYS = (
     "max_tokens",
+    "max_completion_tokens",
     "stop",
     "stop_token_ids",
     "min_tokens",
@@ -211,6 +278,7 @@ def _from_openai(cls: type[SamplingParams], body: object) -> SamplingParams:
         raise ValueError(f"an OpenAI request body is a JSON object, got {type(body).__name__}")
     readers: dict[str, Callable[[object], object]] = {
         "max_tokens": lambda value: _openai_int(value, 1),
+        "max_completion_tokens": lambda value: _openai_int(value, 1),
         "stop": _openai_stop,
         "stop_token_ids": _openai_ids,
         "min_tokens": lambda value: _openai_int(value, 0),
@@ -232,6 +300,14 @@ def _from_openai(cls: type[SamplingParams], body: object) -> SamplingParams:
                 read[key] = readers[key](value)
             except ValueError as error:
                 problems.append(f"{key}: {error}")
+    completion = read.pop("max_completion_tokens", None)
+    if completion is not None:
+        if read.get("max_tokens", completion) != completion:
+            problems.append(
+                f"max_completion_tokens: {completion} but max_tokens {read['max_tokens']} "
+                "(two names of one limit: give one, or both with one value)"
+            )
+        read["max_tokens"] = completion
     limit, floor = read.get("max_tokens"), read.get("min_tokens", 0)
     if limit is not None and floor > limit:
         problems.append(f"min_tokens: must not exceed max_tokens ({floor} > {limit})")
@@ -244,33 +320,33 @@ DEFAULT_PARAMS = SamplingParams()
 """The parameters of a request that gives none."""
 
 
-@attrs.frozen
-class Opening:
+class Opening(Struct, frozen=True, omit_defaults=True):
     """How a request's detokenizer state starts: its prompt ids and its parameters, or the state
     a stopping worker handed back (:attr:`UserReply.state`), to continue the request exactly.
     """
 
-    prompt_ids: tuple[int, ...] = ()
-    """The prompt: the text continues it, and no prompt text is ever emitted (none with a state)."""
-    params: SamplingParams = SamplingParams()
+    prompt_ids: Sequence[TokenId] = ()
+    """The prompt (ids >= 0; a list is stored as a tuple): the text continues it, and no prompt
+    text is ever emitted (none with a state)."""
+    params: SamplingParams = DEFAULT_PARAMS
     """Stop rules and decode options for this request. With a :attr:`state`, its decode options
     choose the codec (the state's fingerprint must match it) and the state's own stop rules and
     token counters apply."""
     state: bytes | None = None
     """A handed-back stream (:meth:`puredetok.Stream.to_bytes`): the request goes on from it."""
-    consumed: int = 0
+    consumed: Count = 0
     """With a :attr:`state`: how many generated ids of the request it has consumed (the hand-back's
     :attr:`UserReply.consumed`); the message carrying this opening brings the ids from there on."""
 
-    def __attrs_post_init__(self) -> None:
-        if type(self.consumed) is not int or self.consumed < 0:
-            raise ValueError(f"consumed must be an int >= 0, not {self.consumed!r}")
+    def __post_init__(self) -> None:
+        _checked(self)
+        if not isinstance(self.params, SamplingParams):
+            raise ValueError(f"invalid Opening: params must be SamplingParams, not {self.params!r}")
         if self.consumed and self.state is None:
             raise ValueError("consumed counts the ids a state has consumed: it needs a state")
 
 
-@attrs.frozen
-class TokenizeMsg:
+class TokenizeMsg(Struct, frozen=True, omit_defaults=True):
     """Frontend -> worker: tokenize one request, given as plain ``text`` or as chat ``messages``.
 
     Chat messages (``[{"role": ..., "content": ...}, ...]``) go through the tokenizer's own chat
@@ -283,11 +359,12 @@ class TokenizeMsg:
     uid: Uid
     text: str | None = None
     """Plain text (exactly one of ``text`` and ``messages``)."""
-    messages: tuple[Any, ...] | None = None
-    """Chat messages, checked per request (a malformed list is an error for this request only)."""
-    params: SamplingParams = SamplingParams()
+    messages: Sequence[Any] | None = None
+    """Chat messages (a list is stored as a tuple), checked per request (a malformed list is an
+    error for this request only)."""
+    params: SamplingParams = DEFAULT_PARAMS
     """Passed on to the scheduler in the :class:`UserMsg`."""
-    template_options: dict[str, Any] = attrs.field(factory=dict)
+    template_options: dict[str, Any] = field(default_factory=dict)
     """Extra variables for the chat template."""
     add_special_tokens: bool = True
     """For plain text: let the tokenizer add its BOS/EOS (chat templates add their own)."""
@@ -299,9 +376,15 @@ class TokenizeMsg:
     every value themselves (never for a user's text). Plain ``text`` is encoded as the tokenizer
     encodes it (its added-token text parsed)."""
 
+    def __post_init__(self) -> None:
+        _checked(self)
+        if not isinstance(self.params, SamplingParams):
+            raise ValueError(f"invalid TokenizeMsg: params must be SamplingParams, not {self.params!r}")
+        if type(self.messages) is list:
+            force_setattr(self, "messages", tuple(self.messages))
 
-@attrs.frozen
-class DetokenizeMsg:
+
+class DetokenizeMsg(Struct, frozen=True, omit_defaults=True):
     """Backend -> worker: the next generated token ids of one request (one or several).
 
     The first message of a request carries its :class:`Opening` (prompt ids, stop rules, decode
@@ -311,11 +394,13 @@ class DetokenizeMsg:
     scheduler's (``"length"`` if it gives none) unless a stop rule of the request ended it first.
     A ``"stop"`` on a token id that is this message's last id drops that token's text, as a stop
     token's (unless ``include_stop_str_in_output``); an ``"abort"`` emits nothing that was held.
+    ``token_ids`` takes a list and stores a tuple; an id out of the vocabulary is the request's
+    error, not the message's (its valid ids still apply).
     """
 
     KIND: ClassVar[str] = "detokenize"
     uid: Uid
-    token_ids: tuple[int, ...] = ()
+    token_ids: Sequence[int] = ()
     finished: bool = False
     open: Opening | None = None
     finish_reason: FinishKind | None = None
@@ -323,8 +408,23 @@ class DetokenizeMsg:
     matched_stop: str | int | None = None
     """The stop string or token id the scheduler stopped on (with ``finish_reason="stop"`` only)."""
 
-    def __attrs_post_init__(self) -> None:
-        _check_reason(self.finished, self.finish_reason, self.matched_stop)
+    def __post_init__(self) -> None:
+        # The usual message (a step's ids, nothing else) is checked without the general check.
+        if not (
+            type(self.token_ids) is tuple
+            and type(self.uid) in _UID_TYPES
+            and self.finished is False
+            and self.open is None
+            and self.finish_reason is None
+            and self.matched_stop is None
+        ):
+            _checked(self)
+            if self.open is not None and not isinstance(self.open, Opening):
+                raise ValueError(f"invalid DetokenizeMsg: open must be an Opening, not {self.open!r}")
+            _check_reason(self.finished, self.finish_reason, self.matched_stop)
+
+
+_UID_TYPES = (int, str)
 
 
 def _check_reason(finished: bool, reason: str | None, matched: object) -> None:
@@ -336,30 +436,31 @@ def _check_reason(finished: bool, reason: str | None, matched: object) -> None:
         raise ValueError("a matched_stop needs finish_reason='stop'")
 
 
-@attrs.frozen
-class AbortMsg:
+class AbortMsg(Struct, frozen=True, gc=False):
     """Frontend -> worker: the client is gone; drop the request here and at the scheduler."""
 
     KIND: ClassVar[str] = "abort"
     uid: Uid
 
 
-@attrs.frozen
-class HealthCheckMsg:
+class HealthCheckMsg(Struct, frozen=True, gc=False):
     """Anyone -> worker: a probe answered with a :class:`HealthReply` through the same loop as work."""
 
     KIND: ClassVar[str] = "health"
     probe: int = 0
 
 
-@attrs.frozen
-class UserMsg:
+class UserMsg(Struct, frozen=True, omit_defaults=True):
     """Worker -> backend: a tokenized request, ready to schedule."""
 
     KIND: ClassVar[str] = "user"
     uid: Uid
-    input_ids: tuple[int, ...]
-    params: SamplingParams = SamplingParams()
+    input_ids: Sequence[int]
+    """The prompt's ids (a list is stored as a tuple)."""
+    params: SamplingParams = DEFAULT_PARAMS
+
+    def __post_init__(self) -> None:
+        _checked(self)
 
 
 UNKNOWN_REQUEST = "unknown request"
@@ -371,15 +472,15 @@ HANDED_BACK = "handed back"
 """How the error of a reply begins when it carries a request's :attr:`UserReply.state`."""
 
 
-@attrs.frozen
-class UserReply:
+class UserReply(Struct, frozen=True, gc=False, omit_defaults=True):
     """Worker -> frontend: new text of one request, and whether and why it ended.
 
     ``error`` is set when this request could not be handled (the rest of its batch is unaffected).
     A worker that stops hands each open request back: a reply with ``finished=True``, an
     ``error`` (starting with :data:`HANDED_BACK`, so that a client unaware of hand-backs sees the
     request end), the request's :attr:`state` and :attr:`consumed`; an :class:`Opening` with them
-    continues it exactly on any worker of the same tokenizer.
+    continues it exactly on any worker of the same tokenizer. Replies are made by the worker (one
+    per message, so they are checked as the columns of a :class:`ReplyBatch`, not one by one).
     """
 
     KIND: ClassVar[str] = "reply"
@@ -396,15 +497,8 @@ class UserReply:
     consumed: int | None = None
     """With a :attr:`state`: how many generated ids of the request the state has consumed."""
 
-    def __attrs_post_init__(self) -> None:
-        if not self.finished and (self.finish_reason is not None or self.matched_stop is not None):
-            raise ValueError("a reply that has not finished has no finish_reason nor matched_stop")
-        if (self.state is None) != (self.consumed is None):
-            raise ValueError("a handed-back state comes with the count of ids it has consumed")
 
-
-@attrs.frozen
-class AbortBackendMsg:
+class AbortBackendMsg(Struct, frozen=True, gc=False):
     """Worker -> backend: stop generating for this request (the client aborted, or a stop rule
     ended it on the worker's side).
     """
@@ -413,8 +507,7 @@ class AbortBackendMsg:
     uid: Uid
 
 
-@attrs.frozen
-class HealthReply:
+class HealthReply(Struct, frozen=True):
     """Worker -> frontend: the answer to a :class:`HealthCheckMsg`."""
 
     KIND: ClassVar[str] = "health_reply"
@@ -422,14 +515,13 @@ class HealthReply:
     worker: str
     pid: int
     live_requests: int
-    messages_handled: dict[str, int] = attrs.field(factory=dict)
+    messages_handled: dict[str, int] = field(default_factory=dict)
     """Messages handled since start, by kind."""
-    frames_dropped: dict[str, int] = attrs.field(factory=dict)
+    frames_dropped: dict[str, int] = field(default_factory=dict)
     """Frames or messages dropped since start, by reason."""
 
 
-@attrs.frozen
-class ReadyMsg:
+class ReadyMsg(Struct, frozen=True, gc=False):
     """Worker -> frontend: sent once, when the worker is listening and its tokenizer is loaded.
 
     A ``ReadyMsg`` from a worker name already seen, with another ``instance``, means that worker
@@ -444,7 +536,8 @@ class ReadyMsg:
     """Unique to this worker process (a new one on every start)."""
     incarnation: int = 0
     """How many times the pool has restarted this worker (0: its first start)."""
-
+    protocol: int = PROTOCOL_VERSION
+    """The wire protocol version the worker speaks (:data:`PROTOCOL_VERSION`); its frames carry it."""
 
 Message = (
     TokenizeMsg
@@ -469,8 +562,7 @@ KINDS: dict[str, type[Message]] = {cls.KIND: cls for cls in INBOUND + TO_BACKEND
 """Every message class by its kind tag."""
 
 
-@attrs.frozen
-class Batch:
+class Batch(Struct, frozen=True):
     """Messages of one kind, as records: a frame on the wire (``[kind, [message, ...]]``)."""
 
     kind: str
@@ -500,8 +592,7 @@ _UID, _TOKEN_IDS, _FINISHED, _OPEN = map(attrgetter, ("uid", "token_ids", "finis
 """The fields of a message that :meth:`DetokenizeBatch.of` reads, one C-level pass each."""
 
 
-@attrs.frozen
-class DetokenizeBatch:
+class DetokenizeBatch(Struct, frozen=True, omit_defaults=True):
     """Backend -> worker: :class:`DetokenizeMsg` messages of many requests, column by column.
 
     Message ``n`` is request ``uids[n]``; its ids are the next ``counts[n]`` of ``token_ids`` (one
@@ -519,7 +610,7 @@ class DetokenizeBatch:
     reasons: tuple[Reason, ...] = ()
     """``(position, finish_reason, matched_stop)`` of finished messages that say why."""
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         size = len(self.uids)
         if self.counts is None:
             if len(self.token_ids) != size:
@@ -587,8 +678,7 @@ class DetokenizeBatch:
         )
 
 
-@attrs.frozen
-class ReplyBatch:
+class ReplyBatch(Struct, frozen=True, gc=False, omit_defaults=True):
     """Worker -> frontend: :class:`UserReply` messages, column by column.
 
     Reply ``n`` is request ``uids[n]``, with new text ``outputs[n]``; ``ended`` lists the replies
@@ -603,7 +693,7 @@ class ReplyBatch:
     errors: tuple[Failed, ...] = ()
     handed: tuple[Handed, ...] = ()
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         size = len(self.uids)
         if len(self.outputs) != size:
             raise ValueError(f"{size} uids but {len(self.outputs)} outputs")
@@ -622,21 +712,20 @@ class ReplyBatch:
     @property
     def items(self) -> tuple[UserReply, ...]:
         """The replies, as records."""
+        uids, outputs = self.uids, self.outputs
+        replies = list(map(UserReply, uids, outputs))  # the usual reply: new text, nothing else
+        if not (self.ended or self.errors or self.handed):
+            return tuple(replies)
         ended = {position: (reason, matched) for position, reason, matched in self.ended}
         errors = dict(self.errors)
         handed = {position: (state, consumed) for position, state, consumed in self.handed}
-        replies = []
-        for position, (uid, output) in enumerate(zip(self.uids, self.outputs)):
-            end = ended.get(position)
-            error = errors.get(position)
-            if position in handed:
-                state, consumed = handed[position]
-                reason, matched = end if end is not None else (None, None)
-                replies.append(UserReply(uid, output, True, reason, matched, error, state, consumed))
-            elif end is None:
-                replies.append(UserReply(uid, output, False, None, None, error))  # positional: cheaper
-            else:
-                replies.append(UserReply(uid, output, True, end[0], end[1], error))
+        for position in sorted(ended.keys() | errors.keys() | handed.keys()):
+            reason, matched = ended.get(position, (None, None))
+            state, consumed = handed.get(position, (None, None))
+            finished = position in ended or position in handed
+            replies[position] = UserReply(
+                uids[position], outputs[position], finished, reason, matched, errors.get(position), state, consumed
+            )
         return tuple(replies)
 
     @classmethod

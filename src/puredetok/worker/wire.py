@@ -1,11 +1,16 @@
 """The wire format: typed msgpack frames, checked against the message schema. Never pickle.
 
-A frame is the msgpack array ``[kind, batch]``: one batch of messages of one kind. For the kinds
+A frame is the msgpack array ``[kind, version, batch]``: one batch of messages of one kind, and the
+version of the protocol it was written in (:data:`~puredetok.serving.messages.PROTOCOL_VERSION`).
+The frames of the kinds a side reads are a tagged union of ``msgspec`` Structs (``array_like``,
+tagged by their kind: :func:`frame_type`), so one decode reads a well-formed frame straight into
+its typed records. A frame of another version is refused whole (:class:`FrameError` with reason
+``"version"``, naming both versions), before anything in it is read. For the kinds
 that flow per token (``"detokenize"``, ``"reply"``) the batch is a map of columns
 (:class:`~puredetok.serving.messages.DetokenizeBatch`, :class:`~puredetok.serving.messages.ReplyBatch`);
 for the others it is an array of messages, each a map of its fields. Decoding checks every
-field's type. A frame that cannot be read at all (too large, not msgpack, not ``[str, batch]``,
-an unknown kind) raises :class:`FrameError`; a frame in which only some messages are malformed
+field's type and constraint. A frame that cannot be read at all (too large, not msgpack, not
+``[str, int, batch]``, another version, an unknown kind) raises :class:`FrameError`; a frame in which only some messages are malformed
 gives the good ones and a :class:`Rejected` note for each bad one, with its uid when that much
 could be read, so that the sender of that one request can be told.
 """
@@ -19,6 +24,7 @@ __all__ = [
     "Rejected",
     "Decoded",
     "FrameDecoder",
+    "frame_type",
     "encode_batch",
     "encode_frame",
     "DropCounter",
@@ -27,7 +33,7 @@ __all__ = [
 import logging
 import types
 from collections.abc import Iterable, Sequence
-from typing import Any, cast
+from typing import Any, Union, cast
 
 import attrs
 import msgspec
@@ -35,6 +41,8 @@ import msgspec
 from puredetok.serving.messages import (
     COLUMNS,
     INBOUND,
+    KINDS,
+    PROTOCOL_VERSION,
     AnyBatch,
     Batch,
     DetokenizeBatch,
@@ -92,6 +100,28 @@ class _UidProbe(msgspec.Struct):
     uid: Uid | None = None
 
 
+_FRAME_TYPES: dict[str, type[msgspec.Struct]] = {}
+
+
+def frame_type(kind: str) -> type[msgspec.Struct]:
+    """The frame of a kind of message: a Struct tagged with the kind, encoded as the array
+    ``[kind, version, batch]`` (``version: int``; ``batch``: the kind's columns or list of records).
+    """
+    frame = _FRAME_TYPES.get(kind)
+    if frame is None:
+        cls = KINDS[kind]
+        batch: Any = COLUMNS.get(kind) or types.GenericAlias(list, (cls,))
+        frame = msgspec.defstruct(
+            f"{type(kind).__name__}_{kind}_frame",
+            [("version", int), ("batch", batch)],
+            tag=kind,
+            array_like=True,
+            frozen=True,
+        )
+        _FRAME_TYPES[kind] = frame
+    return frame
+
+
 def encode_batch(messages: Sequence[Message]) -> bytes:
     """One frame holding ``messages``, which must all be of one kind (and at least one)."""
     if not messages:
@@ -104,14 +134,14 @@ def encode_batch(messages: Sequence[Message]) -> bytes:
         return encode_frame(DetokenizeBatch.of(cast(Sequence[DetokenizeMsg], messages)))
     if kind == ReplyBatch.KIND:
         return encode_frame(ReplyBatch.of(cast(Sequence[UserReply], messages)))
-    return _encoder.encode((kind, messages))
+    return _encoder.encode(frame_type(kind)(PROTOCOL_VERSION, messages))
 
 
 def encode_frame(batch: AnyBatch) -> bytes:
     """One frame holding ``batch``."""
     if isinstance(batch, Batch):
         return encode_batch(batch.items)
-    return _encoder.encode((batch.kind, batch))
+    return _encoder.encode(frame_type(batch.kind)(PROTOCOL_VERSION, batch))
 
 
 def _positions(values: list[Any] | None, size: int) -> list[int]:
@@ -152,6 +182,11 @@ class FrameDecoder:
         self._batch: dict[str, msgspec.msgpack.Decoder[Any]] = {}
         self._one: dict[str, msgspec.msgpack.Decoder[Any]] = {}
         self._columns = msgspec.msgpack.Decoder(dict[str, list[Any] | None])
+        kinds = tuple(kinds)
+        closed = [frame_type(cls.KIND) for cls in kinds if cls.KIND not in OPEN_ENDED]
+        self._frames: msgspec.msgpack.Decoder[Any] | None = (
+            msgspec.msgpack.Decoder(Union[tuple(closed)]) if closed else None  # noqa: UP007
+        )
         for cls in kinds:
             columns = COLUMNS.get(cls.KIND)
             whole = columns if columns is not None else types.GenericAlias(list, (cls,))
@@ -168,6 +203,17 @@ class FrameDecoder:
             raise FrameError("too_deep", "the frame nests deeper than the stack left allows") from None
 
     def _decode(self, view: memoryview) -> Decoded:
+        if self._frames is not None:  # a well-formed frame: one decode, straight into its records
+            try:
+                frame = self._frames.decode(view)
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                pass  # read again part by part below: what is wrong, and which messages are good
+            else:
+                if frame.version == PROTOCOL_VERSION:
+                    batch = frame.batch
+                    if isinstance(batch, list):
+                        batch = Batch(type(frame).__struct_config__.tag, tuple(batch))
+                    return self._checked(Decoded(batch))
         kind, start = self._envelope(view)
         payload = view[start:]
         if kind in COLUMNS:
@@ -187,16 +233,26 @@ class FrameDecoder:
         """The kind of a ``[kind, batch]`` frame and where its batch starts, read by hand: a batch
         is never skipped over (``msgspec`` would recurse into it) but decoded where it stands.
         """
-        scanner = Scanner(frame, max_elements=2)
+        scanner = Scanner(frame, max_elements=3)
         try:
             count, position = scanner.array_header(0)
-            if count != 2:
-                raise FrameError("bad_frame", f"not a [kind, messages] frame: an array of {count}")
+            if count == 2:
+                raise FrameError("version", f"{_OLD_FRAME}; {_SPEAKS}")
+            if count != 3:
+                raise FrameError("bad_frame", f"not a [kind, version, messages] frame: an array of {count}")
             kind, position = scanner.string(position)
+            if kind is None:
+                raise FrameError("bad_frame", "not a [kind, version, messages] frame: the kind is not a string")
+            end = scanner.skip(position, 0)
         except ScanError as error:
-            raise _frame_error(error, "not a [kind, messages] frame") from None
-        if kind is None:
-            raise FrameError("bad_frame", "not a [kind, messages] frame: the kind is not a string")
+            raise _frame_error(error, "not a [kind, version, messages] frame") from None
+        try:
+            version = msgspec.msgpack.decode(frame[position:end], type=int)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            raise FrameError("bad_frame", "not a [kind, version, messages] frame: the version is not an int") from None
+        if version != PROTOCOL_VERSION:
+            raise FrameError("version", f"a frame of protocol version {version}; {_SPEAKS}")
+        position = end
         if kind not in self._batch:
             known = ", ".join(sorted(self._batch))
             raise FrameError("unknown_kind", f"kind {kind[:40]!r} (expected one of {known})")
@@ -393,6 +449,9 @@ class FrameDecoder:
                 return uid
         return None
 
+
+_SPEAKS = f"this side speaks version {PROTOCOL_VERSION}: refused unread"
+_OLD_FRAME = "a [kind, messages] frame of protocol version 1"
 
 _NIL = 0xC0
 """msgpack's nil."""
