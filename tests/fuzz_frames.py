@@ -17,6 +17,7 @@ import msgspec
 from helpers import tokenizer
 from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.messages import (
+    PROTOCOL_VERSION,
     AbortMsg,
     DetokenizeMsg,
     HealthCheckMsg,
@@ -64,9 +65,9 @@ def _templates(serial: int) -> list[bytes]:
             b"\xa5probe\x00", b"\xa5probe" + msgspec.msgpack.encode(PLACEHOLDER)
         ),
     ]
-    unknown = msgspec.msgpack.encode(["abort", [{"uid": uid, "junk": PLACEHOLDER}]])
+    unknown = msgspec.msgpack.encode(["abort", PROTOCOL_VERSION, [{"uid": uid, "junk": PLACEHOLDER}]])
     cells = msgspec.msgpack.encode(
-        ["detokenize", {"uids": [uid, f"{uid}b"], "token_ids": [PLACEHOLDER, 6], "finished": [1]}]
+        ["detokenize", PROTOCOL_VERSION, {"uids": [uid, f"{uid}b"], "token_ids": [PLACEHOLDER, 6], "finished": [1]}]
     )
     return [*frames, unknown, cells]
 
@@ -166,8 +167,8 @@ def hostile_frames(count: int, seed: int, valid: list[bytes]) -> Iterator[tuple[
             frame = nested(depth, rng)
         elif kind == "nested_batch":
             name = rng.choice(("detokenize", "tokenize", "abort", "health"))
-            frame = msgspec.msgpack.encode(name) + nested(depth, rng)
-            frame = b"\x92" + frame
+            frame = msgspec.msgpack.encode(name) + msgspec.msgpack.encode(PROTOCOL_VERSION) + nested(depth, rng)
+            frame = b"\x93" + frame
         elif kind == "nested_field":
             frame = _fill(rng.choice(_templates(serial)), nested(depth, rng))
         elif kind == "random":

@@ -7,7 +7,7 @@ import random
 from collections.abc import Sequence
 from typing import Any, cast
 
-import attrs
+import msgspec
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -608,11 +608,11 @@ def test_openings_in_a_batch_are_its_messages_one_by_one(
         for uid, ids, end, opening in step:
             message = _message(uid, ids if isinstance(ids, tuple) else (ids,), end)
             if opening is not None:
-                message = attrs.evolve(message, open=OPENINGS[opening](params))
+                message = msgspec.structs.replace(message, open=OPENINGS[opening](params))
             messages.append(message)
         batch = DetokenizeBatch.of(messages)
         if reversed_opens:
-            batch = attrs.evolve(batch, opens=batch.opens[::-1])
+            batch = msgspec.structs.replace(batch, opens=batch.opens[::-1])
         replies = together.handle_batch(batch).items
         assert list(replies) == [alone.handle([message])[0] for message in messages]
     assert together.drain() == alone.drain()

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
 import msgspec
 import pytest
 from hypothesis import given, settings
@@ -43,15 +42,22 @@ def test_max_tokens_is_vllms_name_for_max_new_tokens() -> None:
     assert params == SamplingParams(max_new_tokens=5) == SamplingParams(5)
     assert params.max_tokens == params.max_new_tokens == 5
     assert SamplingParams(max_tokens=None).max_new_tokens is None
-    assert attrs.evolve(params, stop=("x",)).max_tokens == 5
+    assert msgspec.structs.replace(params, stop=("x",)).max_tokens == 5
     wire = msgspec.msgpack.encode(params)
-    assert b"max_tokens" not in wire  # one name on the wire
     assert msgspec.msgpack.decode(wire, type=SamplingParams) == params
+    # A peer that sends one name (vLLM's or SGLang's) gives the same parameters.
+    for name in ("max_tokens", "max_new_tokens"):
+        assert msgspec.msgpack.decode(msgspec.msgpack.encode({name: 5}), type=SamplingParams) == params
 
 
-def test_giving_both_names_of_the_limit_is_an_error() -> None:
+def test_giving_both_names_of_the_limit_with_two_values_is_an_error() -> None:
+    assert SamplingParams(max_new_tokens=5, max_tokens=5) == SamplingParams(max_tokens=5)
     with pytest.raises(ValueError, match="max_tokens or max_new_tokens"):
-        SamplingParams(max_new_tokens=5, max_tokens=5)
+        SamplingParams(max_new_tokens=5, max_tokens=6)
+    with pytest.raises(msgspec.ValidationError, match="max_tokens or max_new_tokens"):
+        msgspec.msgpack.decode(
+            msgspec.msgpack.encode({"max_tokens": 5, "max_new_tokens": 6}), type=SamplingParams
+        )
 
 
 # --- defaults --------------------------------------------------------------------------------

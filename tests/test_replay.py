@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -408,7 +408,7 @@ def test_a_stop_string_that_completes_earlier_is_found(monkeypatch: pytest.Monke
 
     class MissesTheFirstStop(DetokenizeManager):
         def rules(self, params: SamplingParams) -> Any:
-            return super().rules(attrs.evolve(params, stop=params.stop[1:]))
+            return super().rules(msgspec.structs.replace(params, stop=params.stop[1:]))
 
     monkeypatch.setattr(replay_module, "DetokenizeManager", MissesTheFirstStop)
     tok = tokenizer("qwen3")

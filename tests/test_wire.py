@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from puredetok.serving.messages import (
     INBOUND,
     KINDS,
+    PROTOCOL_VERSION,
     TO_BACKEND,
     TO_FRONTEND,
     AbortBackendMsg,
@@ -35,6 +36,7 @@ from puredetok.worker.wire import DropCounter, FrameDecoder, FrameError, encode_
 
 uids = st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=20))
 ids = st.lists(st.integers(-(2**63), 2**64 - 1), max_size=8).map(tuple)
+prompt_ids = st.lists(st.integers(0, 2**64 - 1), max_size=8).map(tuple)
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
@@ -42,9 +44,9 @@ json_values = st.recursive(
 )
 params = st.builds(
     SamplingParams,
-    max_new_tokens=st.none() | st.integers(0, 10**6),
+    max_new_tokens=st.none() | st.integers(100, 10**6),
     min_tokens=st.integers(0, 100),
-    stop=st.lists(st.text(max_size=6), max_size=3).map(tuple),
+    stop=st.lists(st.text(min_size=1, max_size=6), max_size=3).map(tuple),
     stop_token_ids=st.lists(st.integers(0, 2**31), max_size=3).map(tuple),
     ignore_eos=st.booleans(),
     include_stop_str_in_output=st.booleans(),
@@ -73,7 +75,7 @@ messages_by_kind: dict[str, st.SearchStrategy[Any]] = {
         uids,
         ids,
         st.none()
-        | st.builds(Opening, ids, params)
+        | st.builds(Opening, prompt_ids, params)
         | st.builds(Opening, st.just(()), params, st.binary(max_size=40), st.integers(0, 2**40)),
         endings,
     ),
@@ -132,24 +134,19 @@ def test_the_wire_is_msgpack_columns_for_the_per_token_kinds_and_field_maps_for_
     frame = encode_batch([DetokenizeMsg(7, (1, 2)), DetokenizeMsg("a", (), True)])
     assert msgspec.msgpack.decode(frame) == [
         "detokenize",
-        {
-            "uids": [7, "a"],
-            "token_ids": [1, 2],
-            "counts": [2, 0],
-            "finished": [1],
-            "opens": [],
-            "reasons": [],
-        },
+        PROTOCOL_VERSION,
+        {"uids": [7, "a"], "token_ids": [1, 2], "counts": [2, 0], "finished": [1]},  # empty columns omitted
     ]
     frame = encode_batch([DetokenizeMsg(7, (1,)), DetokenizeMsg(8, (2,))])
-    assert msgspec.msgpack.decode(frame)[1]["counts"] is None  # one id each: no counts
+    assert "counts" not in msgspec.msgpack.decode(frame)[2]  # one id each: no counts
     frame = encode_batch([UserReply("a", "x"), UserReply("b", "", True, "stop", 5)])
     assert msgspec.msgpack.decode(frame) == [
         "reply",
-        {"uids": ["a", "b"], "outputs": ["x", ""], "ended": [[1, "stop", 5]], "errors": [], "handed": []},
+        PROTOCOL_VERSION,
+        {"uids": ["a", "b"], "outputs": ["x", ""], "ended": [[1, "stop", 5]]},
     ]
     frame = encode_batch([AbortMsg(3)])
-    assert msgspec.msgpack.decode(frame) == ["abort", [{"uid": 3}]]
+    assert msgspec.msgpack.decode(frame) == ["abort", PROTOCOL_VERSION, [{"uid": 3}]]
     assert b"pickle" not in frame and not frame.startswith(b"\x80")
 
 
@@ -173,9 +170,13 @@ def test_a_batch_holds_one_kind_and_at_least_one_message() -> None:
         (b"\xc1", "not_msgpack"),
         (msgspec.msgpack.encode(["detokenize"]), "bad_frame"),
         (msgspec.msgpack.encode({"kind": "detokenize"}), "bad_frame"),
-        (msgspec.msgpack.encode(["detokenize", 5]), "bad_frame"),
-        (msgspec.msgpack.encode(["user", []]), "unknown_kind"),
-        (msgspec.msgpack.encode(["no such kind", []]), "unknown_kind"),
+        (msgspec.msgpack.encode(["detokenize", PROTOCOL_VERSION, 5]), "bad_frame"),
+        (msgspec.msgpack.encode(["detokenize", "2", []]), "bad_frame"),
+        (msgspec.msgpack.encode(["detokenize", PROTOCOL_VERSION, 5, 6]), "bad_frame"),
+        (msgspec.msgpack.encode(["user", PROTOCOL_VERSION, []]), "unknown_kind"),
+        (msgspec.msgpack.encode(["no such kind", PROTOCOL_VERSION, []]), "unknown_kind"),
+        (msgspec.msgpack.encode(["detokenize", 5]), "version"),  # a version 1 frame: never misread
+        (msgspec.msgpack.encode(["detokenize", PROTOCOL_VERSION + 1, {"uids": [], "token_ids": []}]), "version"),
         (encode_batch([DetokenizeMsg(1, (1,) * 100)])[:-3], "not_msgpack"),
         (pickle.dumps(["detokenize", [{"uid": 1}]]), "bad_frame"),  # 0x80 reads as an empty map
     ],
@@ -198,6 +199,7 @@ def test_malformed_messages_are_rejected_one_by_one_and_the_rest_kept() -> None:
     frame = msgspec.msgpack.encode(
         [
             "tokenize",
+            PROTOCOL_VERSION,
             [
                 {"uid": 1, "text": "a"},
                 {"uid": 2, "text": 5},
@@ -219,6 +221,7 @@ def test_malformed_columns_are_rejected_message_by_message_and_the_rest_kept() -
     frame = msgspec.msgpack.encode(
         [
             "detokenize",
+            PROTOCOL_VERSION,
             {
                 "uids": [1, 2, None, 4, True, 6, 7],
                 "token_ids": [5, 1.5, 3, "x", 8, 9, 10, 11, None],
@@ -238,10 +241,10 @@ def test_malformed_columns_are_rejected_message_by_message_and_the_rest_kept() -
 def test_a_frame_from_encode_batch_with_one_bad_cell_keeps_the_others() -> None:
     """The usual frame: one id each, ``counts`` null."""
     frame = encode_batch([DetokenizeMsg(1, (5,)), DetokenizeMsg(2, (6,)), DetokenizeMsg(3, (7,))])
-    columns = msgspec.msgpack.decode(frame)[1]
-    assert columns["counts"] is None
+    columns = msgspec.msgpack.decode(frame)[2]
+    assert "counts" not in columns
     columns["token_ids"][1] = "x"
-    decoded = FrameDecoder().decode(msgspec.msgpack.encode(["detokenize", columns]))
+    decoded = FrameDecoder().decode(msgspec.msgpack.encode(["detokenize", PROTOCOL_VERSION, columns]))
     assert decoded.batch.items == (DetokenizeMsg(1, (5,)), DetokenizeMsg(3, (7,)))
     assert [(r.index, r.uid) for r in decoded.rejected] == [(1, 2)]
 
@@ -271,7 +274,7 @@ def test_a_frame_from_encode_batch_with_one_bad_cell_keeps_the_others() -> None:
 )
 def test_columns_that_do_not_say_where_each_message_is_refuse_the_frame(columns: dict[str, Any]) -> None:
     with pytest.raises(FrameError) as caught:
-        FrameDecoder().decode(msgspec.msgpack.encode(["detokenize", columns]))
+        FrameDecoder().decode(msgspec.msgpack.encode(["detokenize", PROTOCOL_VERSION, columns]))
     assert caught.value.reason == "bad_frame"
 
 
@@ -298,6 +301,7 @@ def test_a_bad_reason_costs_its_message_only() -> None:
     frame = msgspec.msgpack.encode(
         [
             "detokenize",
+            PROTOCOL_VERSION,
             {
                 "uids": [1, 2, 3, 4],
                 "token_ids": [5, 6, 7, 8],
@@ -321,7 +325,7 @@ def test_a_bad_reason_costs_its_message_only() -> None:
 def test_a_detokenize_message_says_why_only_when_it_ends() -> None:
     with pytest.raises(ValueError, match="needs finished=True"):
         DetokenizeMsg(1, (), False, None, "length")
-    with pytest.raises(ValueError, match="finish_reason must be"):
+    with pytest.raises(ValueError, match="finish_reason"):
         DetokenizeMsg(1, (), True, None, "eos")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="needs finish_reason='stop'"):
         DetokenizeMsg(1, (), True, None, "abort", 5)
@@ -424,13 +428,14 @@ def test_deep_nesting_in_any_place_is_a_frame_error_or_a_rejected_message(levels
     deep = _deep(levels)
     frame = {
         "frame": deep,
-        "batch": b"\x92\xaadetokenize" + deep,
-        "uid": msgspec.msgpack.encode(["abort", [{"uid": "@"}, {"uid": 2}]]),
-        "token cell": msgspec.msgpack.encode(["detokenize", {"uids": [1, 2], "token_ids": ["@", 6]}]),
-        "unknown field": msgspec.msgpack.encode(["abort", [{"uid": 1, "junk": "@"}, {"uid": 2}]]),
+        "batch": b"\x93\xaadetokenize" + msgspec.msgpack.encode(PROTOCOL_VERSION) + deep,
+        "uid": msgspec.msgpack.encode(["abort", PROTOCOL_VERSION, [{"uid": "@"}, {"uid": 2}]]),
+        "token cell": msgspec.msgpack.encode(["detokenize", PROTOCOL_VERSION, {"uids": [1, 2], "token_ids": ["@", 6]}]),
+        "unknown field": msgspec.msgpack.encode(["abort", PROTOCOL_VERSION, [{"uid": 1, "junk": "@"}, {"uid": 2}]]),
         "reason": msgspec.msgpack.encode(
             [
                 "detokenize",
+                PROTOCOL_VERSION,
                 {"uids": [1, 2], "token_ids": [5, 6], "finished": [0, 1], "reasons": [[0, "stop", "@"]]},
             ]
         ),
@@ -511,6 +516,7 @@ def test_hostile_frames_only_ever_raise_a_frame_error() -> None:
         "not_msgpack",
         "unknown_kind",
         "too_many_values",
+        "version",
         "rejected",
         "read",
     }

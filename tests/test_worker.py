@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from helpers import _folder, codec, continuation, id_lists, tokenizer
 from puredetok import feed, finish, start
 from puredetok.serving.messages import (
+    PROTOCOL_VERSION,
     UNKNOWN_REQUEST,
     AbortBackendMsg,
     AbortMsg,
@@ -201,6 +202,7 @@ def test_the_schedulers_finish_reason_reaches_the_api_server(harness: Harness, w
     frame = msgspec.msgpack.encode(
         (
             "detokenize",
+            PROTOCOL_VERSION,
             {
                 "uids": ["f-bad", "f-good"],
                 "token_ids": [32, 33],

@@ -72,7 +72,7 @@ class TraceEvent:
 
 _header = msgspec.json.Decoder(_Header)
 _event = msgspec.json.Decoder(_Event)
-_OPTION_NAMES = frozenset(attrs.fields_dict(SamplingParams))
+_OPTION_NAMES = frozenset(SamplingParams.__struct_fields__)
 
 
 def _params(options: dict[str, Any]) -> SamplingParams:

@@ -59,7 +59,18 @@ __all__ = [
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain, compress
 from operator import attrgetter
-from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, Union, get_args, get_origin, get_type_hints
+from typing import (
+    Annotated,
+    Any,
+    ClassVar,
+    Final,
+    Literal,
+    TypeAlias,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 import msgspec
 from msgspec import Meta, Struct, field
@@ -479,8 +490,7 @@ class UserReply(Struct, frozen=True, gc=False, omit_defaults=True):
     A worker that stops hands each open request back: a reply with ``finished=True``, an
     ``error`` (starting with :data:`HANDED_BACK`, so that a client unaware of hand-backs sees the
     request end), the request's :attr:`state` and :attr:`consumed`; an :class:`Opening` with them
-    continues it exactly on any worker of the same tokenizer. Replies are made by the worker (one
-    per message, so they are checked as the columns of a :class:`ReplyBatch`, not one by one).
+    continues it exactly on any worker of the same tokenizer.
     """
 
     KIND: ClassVar[str] = "reply"
@@ -496,6 +506,15 @@ class UserReply(Struct, frozen=True, gc=False, omit_defaults=True):
     """The request's stream, handed back by a worker that stops (``Stream.to_bytes()``)."""
     consumed: int | None = None
     """With a :attr:`state`: how many generated ids of the request the state has consumed."""
+
+    def __post_init__(self) -> None:
+        # One test for the usual reply (new text, not finished, no state): it is made per token.
+        if (self.finished is False and (self.finish_reason is not None or self.matched_stop is not None)) or (
+            self.state is None
+        ) is not (self.consumed is None):
+            if self.finished is False and (self.finish_reason is not None or self.matched_stop is not None):
+                raise ValueError("a reply that has not finished has no finish_reason nor matched_stop")
+            raise ValueError("a handed-back state comes with the count of ids it has consumed")
 
 
 class AbortBackendMsg(Struct, frozen=True, gc=False):
