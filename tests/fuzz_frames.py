@@ -67,7 +67,11 @@ def _templates(serial: int) -> list[bytes]:
     ]
     unknown = msgspec.msgpack.encode(["abort", PROTOCOL_VERSION, [{"uid": uid, "junk": PLACEHOLDER}]])
     cells = msgspec.msgpack.encode(
-        ["detokenize", PROTOCOL_VERSION, {"uids": [uid, f"{uid}b"], "token_ids": [PLACEHOLDER, 6], "finished": [1]}]
+        [
+            "detokenize",
+            PROTOCOL_VERSION,
+            {"uids": [uid, f"{uid}b"], "token_ids": [PLACEHOLDER, 6], "finished": [1]},
+        ]
     )
     return [*frames, unknown, cells]
 
@@ -167,7 +171,9 @@ def hostile_frames(count: int, seed: int, valid: list[bytes]) -> Iterator[tuple[
             frame = nested(depth, rng)
         elif kind == "nested_batch":
             name = rng.choice(("detokenize", "tokenize", "abort", "health"))
-            frame = msgspec.msgpack.encode(name) + msgspec.msgpack.encode(PROTOCOL_VERSION) + nested(depth, rng)
+            frame = (
+                msgspec.msgpack.encode(name) + msgspec.msgpack.encode(PROTOCOL_VERSION) + nested(depth, rng)
+            )
             frame = b"\x93" + frame
         elif kind == "nested_field":
             frame = _fill(rng.choice(_templates(serial)), nested(depth, rng))

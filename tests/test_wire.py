@@ -176,7 +176,10 @@ def test_a_batch_holds_one_kind_and_at_least_one_message() -> None:
         (msgspec.msgpack.encode(["user", PROTOCOL_VERSION, []]), "unknown_kind"),
         (msgspec.msgpack.encode(["no such kind", PROTOCOL_VERSION, []]), "unknown_kind"),
         (msgspec.msgpack.encode(["detokenize", 5]), "version"),  # a version 1 frame: never misread
-        (msgspec.msgpack.encode(["detokenize", PROTOCOL_VERSION + 1, {"uids": [], "token_ids": []}]), "version"),
+        (
+            msgspec.msgpack.encode(["detokenize", PROTOCOL_VERSION + 1, {"uids": [], "token_ids": []}]),
+            "version",
+        ),
         (encode_batch([DetokenizeMsg(1, (1,) * 100)])[:-3], "not_msgpack"),
         (pickle.dumps(["detokenize", [{"uid": 1}]]), "bad_frame"),  # 0x80 reads as an empty map
     ],
@@ -430,8 +433,12 @@ def test_deep_nesting_in_any_place_is_a_frame_error_or_a_rejected_message(levels
         "frame": deep,
         "batch": b"\x93\xaadetokenize" + msgspec.msgpack.encode(PROTOCOL_VERSION) + deep,
         "uid": msgspec.msgpack.encode(["abort", PROTOCOL_VERSION, [{"uid": "@"}, {"uid": 2}]]),
-        "token cell": msgspec.msgpack.encode(["detokenize", PROTOCOL_VERSION, {"uids": [1, 2], "token_ids": ["@", 6]}]),
-        "unknown field": msgspec.msgpack.encode(["abort", PROTOCOL_VERSION, [{"uid": 1, "junk": "@"}, {"uid": 2}]]),
+        "token cell": msgspec.msgpack.encode(
+            ["detokenize", PROTOCOL_VERSION, {"uids": [1, 2], "token_ids": ["@", 6]}]
+        ),
+        "unknown field": msgspec.msgpack.encode(
+            ["abort", PROTOCOL_VERSION, [{"uid": 1, "junk": "@"}, {"uid": 2}]]
+        ),
         "reason": msgspec.msgpack.encode(
             [
                 "detokenize",

@@ -13,6 +13,7 @@ import zmq
 import zmq.asyncio
 
 from puredetok.client.common import (
+    LOG,
     HandBack,
 )
 from puredetok.serving.messages import (
@@ -24,7 +25,7 @@ from puredetok.serving.messages import (
     UserMsg,
 )
 from puredetok.worker.routing import WorkerPool
-from puredetok.worker.wire import FrameDecoder, FrameError
+from puredetok.worker.wire import DropCounter, FrameDecoder, FrameError
 
 
 class _Backend:
@@ -35,6 +36,9 @@ class _Backend:
     ) -> None:
         self.pool = WorkerPool(workers, tokenize, context=zmq.Context.shadow(context.underlying))
         self.decoder = FrameDecoder(TO_BACKEND)
+        self.drops = DropCounter(LOG)
+        """Frames from the workers that could not be read, by reason (``"version"``: a worker of
+        another protocol version, logged once)."""
 
     def send(self, messages: Sequence[DetokenizeMsg]) -> None:
         """Send generated ids (each request's first message with its :class:`Opening`)."""
@@ -66,7 +70,8 @@ class _Backend:
     def _decode(self, frame: bytes) -> list[UserMsg | AbortBackendMsg]:
         try:
             items = self.decoder.decode(frame).batch.items
-        except FrameError:
+        except FrameError as error:
+            self.drops.drop(error.reason, error.detail)
             return []
         return [m for m in items if isinstance(m, UserMsg | AbortBackendMsg)]
 

@@ -14,6 +14,7 @@ __all__ = [
 ]
 
 import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -30,7 +31,11 @@ from puredetok.serving.messages import (
     UserReply,
 )
 from puredetok.worker.routing import route
-from puredetok.worker.wire import FrameDecoder, FrameError
+from puredetok.worker.wire import DropCounter, FrameDecoder, FrameError
+
+LOG = logging.getLogger("puredetok.client")
+"""Where the clients say what they could not read: the first frame of each reason is logged (a
+worker of another protocol version: ``dropped (version): a frame of protocol version ...``)."""
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds a request may go without a reply before it fails with :class:`RequestTimeout`."""
@@ -124,6 +129,9 @@ class _Tracker:
         self.unclaimed = 0
         """Replies for uids no request of this client has (counted, dropped)."""
         self.decoder = FrameDecoder(TO_FRONTEND)
+        self.drops = DropCounter(LOG)
+        """Frames from the workers that could not be read, by reason (``"version"``: a worker of
+        another protocol version; its replies are never misread, and the first is logged)."""
 
     def deadline(self) -> float | None:
         return None if self.timeout is None else time.monotonic() + self.timeout
@@ -137,7 +145,8 @@ class _Tracker:
     def frame(self, frame: bytes) -> None:
         try:
             decoded = self.decoder.decode(frame)
-        except FrameError:
+        except FrameError as error:
+            self.drops.drop(error.reason, error.detail)
             return
         for message in decoded.batch.items:
             self.message(message)

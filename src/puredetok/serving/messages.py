@@ -2,14 +2,15 @@
 
 Every message is a frozen ``msgspec.Struct`` whose type annotations are its wire schema, value
 constraints included (``Annotated[int, Meta(ge=1)]``): decoding checks them, and so does
-construction (:func:`_checked`, run by each record's ``__post_init__``), so a record that exists
-is valid, wherever it was made. Sequence fields take lists and store tuples (records are values).
-Each class has a ``KIND`` tag; a frame on the wire is ``[kind, version, batch]``: a batch of
-messages of one kind, tagged with :data:`PROTOCOL_VERSION` (see :mod:`puredetok.worker.wire`). The two kinds that flow per
-token travel column by column, so that a frame of a thousand messages is a handful of arrays and
-the worker never builds a record per message: :class:`DetokenizeBatch` (many requests' next ids)
-and :class:`ReplyBatch` (their new text); ``.items`` turns either into its message records, and
-``.of(messages)`` builds one from them. Other kinds travel as a :class:`Batch` of records.
+construction (:func:`_checked`, run by each record's ``__post_init__``), so a record that exists is
+valid, wherever it was made. Sequence fields take lists and store tuples (records are values). Each
+class has a ``KIND`` tag; a frame on the wire is ``[kind, version, batch]``: a batch of messages of
+one kind, tagged with :data:`PROTOCOL_VERSION` (see :mod:`puredetok.worker.wire`). The two kinds
+that flow per token travel column by column, so that a frame of a thousand messages is a handful of
+arrays and the worker never builds a record per message: :class:`DetokenizeBatch` (many requests'
+next ids) and :class:`ReplyBatch` (their new text); ``.items`` turns either into its message
+records, and ``.of(messages)`` builds one from them. Other kinds travel as a :class:`Batch` of
+records.
 
 Into a worker: :class:`TokenizeMsg`, :class:`DetokenizeMsg`, :class:`AbortMsg`, :class:`HealthCheckMsg`.
 Out to the backend: :class:`UserMsg`, :class:`AbortBackendMsg`.
@@ -205,7 +206,9 @@ class SamplingParams(Struct, frozen=True, omit_defaults=True):
     def __post_init__(self) -> None:
         _checked(self)
         if not isinstance(self.extra, dict) or not all(isinstance(key, str) for key in self.extra):
-            raise ValueError(f"invalid SamplingParams: extra must be a dict with str keys, not {self.extra!r}")
+            raise ValueError(
+                f"invalid SamplingParams: extra must be a dict with str keys, not {self.extra!r}"
+            )
         limit = self.max_new_tokens
         if self.max_tokens != limit:
             if limit is not None and self.max_tokens is not None:
@@ -558,6 +561,7 @@ class ReadyMsg(Struct, frozen=True, gc=False):
     protocol: int = PROTOCOL_VERSION
     """The wire protocol version the worker speaks (:data:`PROTOCOL_VERSION`); its frames carry it."""
 
+
 Message = (
     TokenizeMsg
     | DetokenizeMsg
@@ -743,7 +747,14 @@ class ReplyBatch(Struct, frozen=True, gc=False, omit_defaults=True):
             state, consumed = handed.get(position, (None, None))
             finished = position in ended or position in handed
             replies[position] = UserReply(
-                uids[position], outputs[position], finished, reason, matched, errors.get(position), state, consumed
+                uids[position],
+                outputs[position],
+                finished,
+                reason,
+                matched,
+                errors.get(position),
+                state,
+                consumed,
             )
         return tuple(replies)
 

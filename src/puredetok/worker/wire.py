@@ -5,14 +5,15 @@ version of the protocol it was written in (:data:`~puredetok.serving.messages.PR
 The frames of the kinds a side reads are a tagged union of ``msgspec`` Structs (``array_like``,
 tagged by their kind: :func:`frame_type`), so one decode reads a well-formed frame straight into
 its typed records. A frame of another version is refused whole (:class:`FrameError` with reason
-``"version"``, naming both versions), before anything in it is read. For the kinds
-that flow per token (``"detokenize"``, ``"reply"``) the batch is a map of columns
-(:class:`~puredetok.serving.messages.DetokenizeBatch`, :class:`~puredetok.serving.messages.ReplyBatch`);
-for the others it is an array of messages, each a map of its fields. Decoding checks every
-field's type and constraint. A frame that cannot be read at all (too large, not msgpack, not
-``[str, int, batch]``, another version, an unknown kind) raises :class:`FrameError`; a frame in which only some messages are malformed
-gives the good ones and a :class:`Rejected` note for each bad one, with its uid when that much
-could be read, so that the sender of that one request can be told.
+``"version"``, naming both versions), before anything in it is read. For the kinds that flow per
+token (``"detokenize"``, ``"reply"``) the batch is a map of columns
+(:class:`~puredetok.serving.messages.DetokenizeBatch`,
+:class:`~puredetok.serving.messages.ReplyBatch`); for the others it is an array of messages, each a
+map of its fields. Decoding checks every field's type and constraint. A frame that cannot be read
+at all (too large, not msgpack, not ``[str, int, batch]``, another version, an unknown kind) raises
+:class:`FrameError`; a frame in which only some messages are malformed gives the good ones and a
+:class:`Rejected` note for each bad one, with its uid when that much could be read, so that the
+sender of that one request can be told.
 """
 
 from __future__ import annotations
@@ -242,14 +243,18 @@ class FrameDecoder:
                 raise FrameError("bad_frame", f"not a [kind, version, messages] frame: an array of {count}")
             kind, position = scanner.string(position)
             if kind is None:
-                raise FrameError("bad_frame", "not a [kind, version, messages] frame: the kind is not a string")
+                raise FrameError(
+                    "bad_frame", "not a [kind, version, messages] frame: the kind is not a string"
+                )
             end = scanner.skip(position, 0)
         except ScanError as error:
             raise _frame_error(error, "not a [kind, version, messages] frame") from None
         try:
             version = msgspec.msgpack.decode(frame[position:end], type=int)
         except (msgspec.ValidationError, msgspec.DecodeError):
-            raise FrameError("bad_frame", "not a [kind, version, messages] frame: the version is not an int") from None
+            raise FrameError(
+                "bad_frame", "not a [kind, version, messages] frame: the version is not an int"
+            ) from None
         if version != PROTOCOL_VERSION:
             raise FrameError("version", f"a frame of protocol version {version}; {_SPEAKS}")
         position = end
@@ -450,6 +455,7 @@ class FrameDecoder:
         return None
 
 
+_NOT_A_FRAME = "not a [kind, version, messages] frame"
 _SPEAKS = f"this side speaks version {PROTOCOL_VERSION}: refused unread"
 _OLD_FRAME = "a [kind, messages] frame of protocol version 1"
 

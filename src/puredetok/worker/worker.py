@@ -692,10 +692,23 @@ class Worker:
                 f"prompt of {len(result.input_ids):,} ids > the limit of {self.limits.max_ids:,} (max_ids)"
             )
             out.reply(UserReply(msg.uid, "", True, error=error))
+        elif (refused := self._refused(msg.params)) is not None:
+            out.reply(UserReply(msg.uid, "", True, error=f"request {msg.uid!r} refused: {refused}"))
         else:
             out.to_backend.setdefault(UserMsg.KIND, []).append(
                 UserMsg(msg.uid, tuple(result.input_ids), msg.params)
             )
+
+    def _refused(self, params: SamplingParams) -> str | None:
+        """Why the opening of a request with ``params`` would be refused here, if it would (its
+        stop strings past this worker's limits): such a request never reaches the scheduler. The
+        parameters themselves were checked when they were made (or decoded).
+        """
+        try:
+            self.detokenize_manager.rules(params)
+        except ValueError as error:
+            return str(error).removeprefix("request refused: ")
+        return None
 
     def _health(self, probe: int) -> HealthReply:
         return HealthReply(
