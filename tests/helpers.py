@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -194,3 +194,18 @@ def continuation(name: str, prompt: Sequence[int], output: Sequence[int], skip: 
     """Contract C's text from the tokenizer's decode alone: ``decode(p + s)`` after the longest
     prefix it shares with ``decode(p)``."""
     return continuation_text(reference(name, prompt, skip), reference(name, [*prompt, *output], skip))
+
+
+T = TypeVar("T")
+
+
+def forged(record: T, **fields: Any) -> T:
+    """``record`` with ``fields`` set past its checks: what no constructor nor decoder makes, for
+    tests of the checks a consumer keeps for itself (the manager's of an opening's values).
+    """
+    import msgspec
+
+    record = msgspec.structs.replace(record)
+    for name, value in fields.items():
+        msgspec.structs.force_setattr(record, name, value)
+    return record

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from helpers import byte_ids, continuation, id_lists, reference, tokenizer
+from helpers import byte_ids, continuation, forged, id_lists, reference, tokenizer
 from puredetok import feed, finish, start
 from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.messages import (
@@ -310,13 +310,25 @@ def test_abort_refuses_a_bare_string_and_aborts_nothing() -> None:
     assert [r.uid for r in m.abort({"y"})] == ["y"] and len(m) == 0
 
 
-def test_an_invalid_opening_is_an_error_for_that_request() -> None:
+def test_an_invalid_opening_is_refused_where_it_is_made() -> None:
+    """Issue 27: the values an opening would refuse are refused when the record is made, naming the
+    field, so they never reach a scheduler; the manager keeps its own checks all the same (a
+    forged record, which neither a constructor nor the wire makes, is an error for its request)."""
+    for make, field in [
+        (lambda: Opening((-5,)), "prompt_ids"),
+        (lambda: SamplingParams(stop=("",)), "stop"),
+        (lambda: SamplingParams(max_new_tokens=0), "max_new_tokens"),
+        (lambda: SamplingParams(max_tokens=-1), "max_tokens"),
+        (lambda: SamplingParams(min_tokens=5, max_new_tokens=2), "min_tokens"),
+    ]:
+        with pytest.raises(ValueError, match=field):
+            make()
     m = manager()
     bad = [
-        DetokenizeMsg(1, (32,), False, Opening((-5,))),
-        DetokenizeMsg(2, (32,), False, Opening((), SamplingParams(stop=("",)))),
-        DetokenizeMsg(3, (32,), False, Opening((), SamplingParams(max_new_tokens=0))),
-        DetokenizeMsg(4, (32,), False, Opening((), SamplingParams(min_tokens=5, max_new_tokens=2))),
+        DetokenizeMsg(1, (32,), False, forged(Opening(), prompt_ids=(-5,))),
+        DetokenizeMsg(2, (32,), False, Opening((), forged(SamplingParams(), stop=("",)))),
+        DetokenizeMsg(3, (32,), False, Opening((), forged(SamplingParams(), max_new_tokens=0))),
+        DetokenizeMsg(4, (32,), False, Opening((), forged(SamplingParams(max_new_tokens=2), min_tokens=5))),
         DetokenizeMsg(5, (32,), False, Opening()),
     ]
     replies = m.handle(bad)
@@ -324,17 +336,22 @@ def test_an_invalid_opening_is_an_error_for_that_request() -> None:
     assert len(m) == 1
 
 
-def test_parameters_of_the_wrong_type_are_an_error_for_that_request() -> None:
-    """Lists where the parameters say tuples (an in-process caller's; the wire decodes tuples) are
-    taken as tuples; values no rule can be made of are an error for that request only, in its
-    reply from handle and as ValueError from open."""
+def test_parameters_of_the_wrong_type_are_refused_or_stored_as_tuples() -> None:
+    """Lists where the parameters say sequences are stored as tuples; values no rule can be made of
+    are refused when made; a forged record of them is an error for its request only, in its reply
+    from handle and as ValueError from open."""
+    assert SamplingParams(stop=["l"]).stop == ("l",) and SamplingParams(
+        stop_token_ids=[13]
+    ).stop_token_ids == (13,)
+    with pytest.raises(ValueError, match="stop"):
+        SamplingParams(stop=cast(Any, [["e"]]))
     m = manager()
-    unhashable = SamplingParams(stop=cast(Any, [["e"]]))
+    unhashable = forged(SamplingParams(), stop=[["e"]])
     replies = m.handle(
         [
-            DetokenizeMsg(1, (9707,), False, Opening((), SamplingParams(stop=cast(Any, ["l"])))),
+            DetokenizeMsg(1, (9707,), False, Opening((), SamplingParams(stop=["l"]))),
             DetokenizeMsg(2, (9707,), False, Opening((), unhashable)),
-            DetokenizeMsg(3, (9707,), False, Opening((), SamplingParams(stop_token_ids=cast(Any, [13])))),
+            DetokenizeMsg(3, (9707,), False, Opening((), SamplingParams(stop_token_ids=[13]))),
         ]
     )
     assert [(r.incremental_output, r.finish_reason) for r in replies] == [
@@ -522,12 +539,12 @@ OPENINGS = {
     "open": lambda params: Opening((), params),
     # a prompt ending inside "é" (its first byte), then a space
     "prompt": lambda params: Opening((9707, _BYTES[0xC3]), params),
-    "bad prompt": lambda params: Opening((9707, -1), params),
+    "bad prompt": lambda params: forged(Opening((9707,), params), prompt_ids=(9707, -1)),
     "state": lambda params: Opening(state=_handed_back(params), params=params, consumed=2),
     "bad state": lambda params: Opening(state=b"not a state", params=params),
     # lists where the parameters say tuples: taken as tuples, or refused if they cannot be
     "listed stops": lambda params: Opening((), SamplingParams(stop=cast(Any, ["e"]), max_new_tokens=5)),
-    "unhashable stop": lambda params: Opening((), SamplingParams(stop=cast(Any, [["e"]]))),
+    "unhashable stop": lambda params: Opening((), forged(SamplingParams(), stop=[["e"]])),
 }
 
 
@@ -684,7 +701,10 @@ def test_max_byte_run_per_request_and_as_the_managers_setting() -> None:
     assert m.codec_of(SamplingParams(max_byte_run=4)) != m.codec()
     with pytest.raises(ValueError, match="max_byte_run"):
         DetokenizeManager(llama, max_byte_run=0)
-    [bad] = m.handle([DetokenizeMsg("bad", (5,), True, Opening((), SamplingParams(max_byte_run=-2)))])
+    with pytest.raises(ValueError, match="max_byte_run"):
+        SamplingParams(max_byte_run=-2)
+    forged_params = forged(SamplingParams(), max_byte_run=-2)
+    [bad] = m.handle([DetokenizeMsg("bad", (5,), True, Opening((), forged_params))])
     assert bad.error is not None and "max_byte_run" in bad.error
 
 

@@ -11,6 +11,7 @@ import textwrap
 import threading
 from pathlib import Path
 
+import msgspec
 import mypy.api
 import pytest
 import tokenizers
@@ -18,6 +19,7 @@ import tokenizers
 import puredetok
 import typing_consumer
 from helpers import codec, tokenizer
+from puredetok.serving.messages import DetokenizeMsg
 from puredetok.streamer import TextIteratorStreamer
 from puredetok.testing import Guarantee
 
@@ -99,6 +101,11 @@ def test_the_typed_consumer_runs() -> None:
     feeder.join()
     with pytest.raises(queue.Empty):
         iterating.text_queue.get_nowait()
+    first, tokenize, user = typing_consumer.messages_from_lists(["b"], [1, 2])
+    assert first.token_ids == (5, 6) and first.open is not None and first.open.prompt_ids == (1, 2)
+    assert first.open.params.stop == ("a", "b") and tokenize.messages is not None
+    assert type(tokenize.messages) is tuple and user.input_ids == (1, 2)
+    assert hash(msgspec.structs.replace(first, open=None)) == hash(DetokenizeMsg("u", (5, 6)))  # values
 
 
 def test_mypy_strict_accepts_the_consumer_and_rejects_non_tokenizers(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import BYTE_LEVEL, TOKENIZERS, tokenizer
+from helpers import BYTE_LEVEL, TOKENIZERS, forged, tokenizer
 from puredetok.serving.messages import TokenizeMsg
 from puredetok.serving.tokenize_manager import TokenizeError, TokenizeManager
 from puredetok.testing.strategies import MULTILINGUAL
@@ -85,9 +85,13 @@ BAD_CHATS: list[tuple[Any, str]] = [
 
 @pytest.mark.parametrize(("chat", "why"), BAD_CHATS)
 def test_malformed_messages_fail_that_request_only(chat: Any, why: str) -> None:
-    results = manager().tokenize(
-        [TokenizeMsg(1, text="ok"), TokenizeMsg(2, messages=chat), TokenizeMsg(3, text="ok")]
+    if isinstance(chat, str):  # not a list at all: refused where it is made (issue 27)
+        with pytest.raises(ValueError, match="messages must be a list"):
+            TokenizeMsg(2, messages=chat)
+    request = (
+        TokenizeMsg(2, messages=chat) if not isinstance(chat, str) else forged(TokenizeMsg(2), messages=chat)
     )
+    results = manager().tokenize([TokenizeMsg(1, text="ok"), request, TokenizeMsg(3, text="ok")])
     assert [r.uid for r in results] == [1, 2, 3]
     assert results[1].input_ids is None and results[1].error is not None and why in results[1].error
     assert results[0].error is None and results[2].error is None

@@ -23,6 +23,7 @@ from puredetok import (
     start,
     step,
 )
+from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams, TokenizeMsg, UserMsg
 from puredetok.streamer import TextIteratorStreamer, TextStreamer
 from puredetok.testing import (
     Detokenizer,
@@ -144,3 +145,15 @@ def iterate(streamer: TextIteratorStreamer) -> Iterator[str]:
     for text in streamer:
         assert_type(text, str)
         yield text
+
+
+def messages_from_lists(stops: list[str], ids: list[int]) -> tuple[DetokenizeMsg, TokenizeMsg, UserMsg]:
+    """Messages built from lists, as user code holds them: they take lists and store tuples."""
+    params = SamplingParams(stop=["a", *stops], stop_token_ids=[2], max_tokens=8)
+    assert_type(params.stop, Sequence[str])
+    first = DetokenizeMsg("u", [5, 6], open=Opening(prompt_ids=ids, params=params))
+    return (
+        first,
+        TokenizeMsg("u", messages=[{"role": "user", "content": "hi"}], params=params),
+        UserMsg("u", ids),
+    )

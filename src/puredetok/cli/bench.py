@@ -41,6 +41,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--no-worker", action="store_true", help="skip the worker section (it starts a process)"
     )
     parser.add_argument(
+        "--serving-only",
+        action="store_true",
+        help="print only the manager and worker sections (the serving path: handle, handle_batch "
+        "and the worker, side by side with the two-window algorithm)",
+    )
+    parser.add_argument(
         "--adversarial",
         action="store_true",
         help="print only the adversarial sections (issue 25: batch shapes, stop rules build, health "
@@ -63,6 +69,30 @@ def run(args: argparse.Namespace) -> int:
         f"puredetok bench: {args.tokenizer}, Python {platform.python_version()}, {platform.machine()}, "
         f"{os.cpu_count()} cores, load average {load:.2f}; ratios over {args.repeats} repeats (min-max)"
     )
+    if not args.serving_only:
+        _library_sections(args, tokenizer)
+    # A serving process freezes its start-up objects (see the worker); measure under the same rule.
+    gc.freeze()
+    print(
+        format_table(
+            f"manager ({args.requests} concurrent requests, one batch per step)",
+            manager_section(tokenizer, args.requests, repeats=args.repeats),
+        )
+    )
+    if not args.serving_only:
+        print(format_table("memory (tracemalloc)", memory_section(tokenizer)))
+    if not args.no_worker:
+        print(
+            format_table(
+                "worker (a separate process, over ZeroMQ ipc://; ratio: the in-process manager's time / its)",
+                worker_section(tokenizer, args.tokenizer),
+            )
+        )
+    return 0
+
+
+def _library_sections(args: argparse.Namespace, tokenizer: Any) -> None:
+    """The sections of the library itself: the core, the stops, Tekken, byte fallback."""
     print(
         format_table(
             "core (one stream, same trace for every line)",
@@ -83,20 +113,3 @@ def run(args: argparse.Namespace) -> int:
     vocab = backend.get_vocab(with_added_tokens=True)
     if "<0xE4>" in vocab:
         print(format_table("byte fallback (an endless valid run)", byte_run_section(tokenizer, args.long)))
-    # A serving process freezes its start-up objects (see the worker); measure under the same rule.
-    gc.freeze()
-    print(
-        format_table(
-            f"manager ({args.requests} concurrent requests, one batch per step)",
-            manager_section(tokenizer, args.requests, repeats=args.repeats),
-        )
-    )
-    print(format_table("memory (tracemalloc)", memory_section(tokenizer)))
-    if not args.no_worker:
-        print(
-            format_table(
-                "worker (a separate process, over ZeroMQ ipc://; ratio: the in-process manager's time / its)",
-                worker_section(tokenizer, args.tokenizer),
-            )
-        )
-    return 0

@@ -99,7 +99,6 @@ Count: TypeAlias = Annotated[int, Meta(ge=0)]
 """A count (an int >= 0)."""
 
 _encode_fields = msgspec.msgpack.Encoder().encode
-_CHECKERS: dict[type[Struct], tuple[tuple[str, ...], msgspec.msgpack.Decoder[Any]]] = {}
 
 
 def _as_stored(hint: Any) -> Any:
@@ -115,22 +114,42 @@ def _as_stored(hint: Any) -> Any:
 
 
 def _unchecked(hint: Any) -> bool:
-    """Fields not checked by :func:`_checked`: records (checked when they were made) and values of
-    any shape (kept as they are; decoding bounds them, see :mod:`puredetok.worker.wire`).
+    """Fields not checked by decoding their values again: records (checked when they were made),
+    values of any shape (kept as they are; decoding bounds them, see :mod:`puredetok.worker.wire`)
+    and those of a plain type (checked by type: :data:`_PLAIN`).
     """
-    if hint is Any:
+    if hint is Any or hint in _PLAIN:
         return True
     args = get_args(hint)
     if get_origin(hint) in (dict, Sequence) and args and args[-1] is Any:
         return True
-    return any(isinstance(arg, type) and issubclass(arg, Struct) for arg in (hint, *args))
+    if get_origin(hint) in (Union, type(int | str)):
+        return all(arg is type(None) or _unchecked(arg) for arg in args)
+    return isinstance(hint, type) and issubclass(hint, Struct)
 
 
-def _checker(cls: type[Struct]) -> tuple[tuple[str, ...], msgspec.msgpack.Decoder[Any]]:
+_PLAIN: dict[Any, tuple[type, ...]] = {
+    str: (str,),
+    str | None: (str, type(None)),
+    bool: (bool,),
+    bool | None: (bool, type(None)),
+    int: (int,),
+    Uid: (int, str),
+}
+"""Field types checked by the exact type of their value (never a bool for an int)."""
+
+_Checker: TypeAlias = tuple[
+    tuple[str, ...], tuple[tuple[str, tuple[type, ...]], ...], msgspec.msgpack.Decoder[Any]
+]
+_CHECKERS: dict[type[Struct], _Checker] = {}
+
+
+def _checker(cls: type[Struct]) -> _Checker:
     hints = get_type_hints(cls, include_extras=True)
     names = tuple(name for name in cls.__struct_fields__ if not _unchecked(hints[name]))
+    plain = tuple((name, _PLAIN[hints[name]]) for name in cls.__struct_fields__ if hints[name] in _PLAIN)
     shadow = msgspec.defstruct(f"{cls.__name__}Fields", [(name, _as_stored(hints[name])) for name in names])
-    return names, msgspec.msgpack.Decoder(shadow)
+    return names, plain, msgspec.msgpack.Decoder(shadow)
 
 
 def _checked(record: Struct) -> None:
@@ -144,7 +163,12 @@ def _checked(record: Struct) -> None:
     checker = _CHECKERS.get(cls)
     if checker is None:
         checker = _CHECKERS[cls] = _checker(cls)
-    names, decoder = checker
+    names, plain, decoder = checker
+    for name, types_ in plain:
+        value = getattr(record, name)
+        if type(value) not in types_:
+            expected = " or ".join(kind.__name__ for kind in types_)
+            raise ValueError(f"invalid {cls.__name__}: {name} must be {expected}, not {value!r}")
     try:
         fields = decoder.decode(_encode_fields({name: getattr(record, name) for name in names}))
     except (msgspec.ValidationError, msgspec.EncodeError, TypeError, OverflowError) as error:
@@ -396,6 +420,8 @@ class TokenizeMsg(Struct, frozen=True, omit_defaults=True):
             raise ValueError(f"invalid TokenizeMsg: params must be SamplingParams, not {self.params!r}")
         if type(self.messages) is list:
             force_setattr(self, "messages", tuple(self.messages))
+        elif self.messages is not None and type(self.messages) is not tuple:
+            raise ValueError(f"invalid TokenizeMsg: messages must be a list, not {self.messages!r}")
 
 
 class DetokenizeMsg(Struct, frozen=True, omit_defaults=True):
