@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 import zmq
 import zmq.asyncio
@@ -30,13 +31,16 @@ from puredetok.client import (
     RequestTimeout,
 )
 from puredetok.serving.messages import (
+    PROTOCOL_VERSION,
     UNKNOWN_REQUEST,
     AbortBackendMsg,
     DetokenizeMsg,
     Opening,
     SamplingParams,
     UserMsg,
+    UserReply,
 )
+from puredetok.worker.wire import encode_batch
 from zmq_harness import stop_processes
 
 QWEN_EOS = 151645
@@ -271,3 +275,46 @@ def test_abort_takes_one_uid_and_refuses_anything_else(tmp_path: Path) -> None:
             with pytest.raises(TypeError, match="a uid is an int or a str"):
                 client.abort(bad)  # type: ignore[arg-type]
     asyncio.run(refuse_async())
+
+
+def test_a_peer_of_another_protocol_version_is_refused_and_logged_never_misread(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Frames carry the protocol version: a client counts and logs a worker of another version
+    (naming both versions) and reads nothing from it, and then reads this version's frames."""
+    frontend, backend = f"ipc://{tmp_path}/frontend", f"ipc://{tmp_path}/backend"
+    context = zmq.Context()
+    peer_front, peer_back = context.socket(zmq.PUSH), context.socket(zmq.PUSH)
+    try:
+        with (
+            caplog.at_level("WARNING", logger="puredetok.client"),
+            FrontendClient([f"ipc://{tmp_path}/worker"], frontend, timeout=5) as client,
+            BackendClient([f"ipc://{tmp_path}/worker"], backend) as scheduler,
+        ):
+            peer_front.connect(frontend)
+            peer_back.connect(backend)
+            request = client.request("r")
+            columns = {"uids": ["r"], "outputs": ["misread"], "ended": [[0, "length", None]]}
+            peer_front.send(msgspec.msgpack.encode(["reply", PROTOCOL_VERSION + 1, columns]))
+            peer_front.send(msgspec.msgpack.encode(["reply", columns]))  # version 1: [kind, batch]
+            peer_back.send(
+                msgspec.msgpack.encode(["user", PROTOCOL_VERSION + 1, [{"uid": "r", "input_ids": []}]])
+            )
+            assert scheduler.receive(5.0) == [] and scheduler.drops.counts == {"version": 1}
+            deadline = time.monotonic() + 5
+            while client.drops.counts.get("version", 0) < 2 and time.monotonic() < deadline:
+                client.poll(0.1)
+            assert client.drops.counts == {"version": 2}
+            peer_front.send(encode_batch([UserReply("r", "read", True, "length")]))
+            # nothing of the other version was read as a reply (it would have ended the request)
+            assert [reply.incremental_output for reply in request] == ["read"]
+        logged = [record.getMessage() for record in caplog.records]
+        assert any(
+            f"protocol version {PROTOCOL_VERSION + 1}" in line
+            and f"speaks version {PROTOCOL_VERSION}" in line
+            for line in logged
+        ), logged
+    finally:
+        peer_front.close(0)
+        peer_back.close(0)
+        context.term()

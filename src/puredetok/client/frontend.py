@@ -33,6 +33,7 @@ from puredetok.serving.messages import (
 )
 from puredetok.serving.uids import check_uid
 from puredetok.worker.routing import WorkerPool
+from puredetok.worker.wire import DropCounter
 
 
 class _Frontend:
@@ -50,6 +51,13 @@ class _Frontend:
         # unless a worker has 100,000 frames queued.
         self.pool = WorkerPool(workers, tokenize, context=zmq.Context.shadow(context.underlying))
         self.tracker = _Tracker(self.pool.detokenize_addresses, timeout, on_hand_back)
+
+    @property
+    def drops(self) -> DropCounter:
+        """Frames from the workers that could not be read, by reason (``"version"``: a worker of
+        another protocol version; the first of each reason is logged).
+        """
+        return self.tracker.drops
 
     def _send_tokenize(
         self,
