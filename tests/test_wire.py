@@ -335,8 +335,15 @@ def test_a_detokenize_message_says_why_only_when_it_ends() -> None:
 
 
 def test_a_reply_that_has_not_finished_has_no_reason() -> None:
+    """Checked where replies are framed (one per message: not each when it is made)."""
     with pytest.raises(ValueError, match="not finished"):
-        UserReply(1, "", False, "stop")
+        encode_batch([UserReply(1, "", False, "stop")])
+    with pytest.raises(ValueError, match="consumed"):
+        encode_batch([UserReply(1, "", True, state=b"x")])
+    frame = msgspec.msgpack.encode(
+        ["reply", PROTOCOL_VERSION, {"uids": [1], "outputs": [""], "handed": [[0, b"x", 1]]}]
+    )
+    assert everything.decode(frame).batch.items[0].finished  # a hand-back is finished on the wire
     assert UserReply(1, "", True, "stop", "x").matched_stop == "x"
 
 

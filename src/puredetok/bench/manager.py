@@ -63,9 +63,9 @@ def _steps(tokenizer: Any, requests: int, steps: int, per_message: int) -> list[
 def serving_params(steps: int) -> SamplingParams:
     """The parameters engines serve with: 4 stop strings, the tokenizer's EOS ids (the manager's
     default), ``min_tokens`` and ``max_new_tokens`` (past the last step: the scheduler ends each
-    request with its last message).
+    request with its last message; never below ``min_tokens``, which parameters refuse).
     """
-    return SamplingParams(stop=STOPS, min_tokens=MIN_TOKENS, max_new_tokens=steps + 1)
+    return SamplingParams(stop=STOPS, min_tokens=MIN_TOKENS, max_new_tokens=max(steps + 1, MIN_TOKENS))
 
 
 def _messages(rounds: list[list[list[int]]], params: SamplingParams) -> list[list[DetokenizeMsg]]:

@@ -520,6 +520,11 @@ class UserReply(Struct, frozen=True, gc=False, omit_defaults=True):
     ``error`` (starting with :data:`HANDED_BACK`, so that a client unaware of hand-backs sees the
     request end), the request's :attr:`state` and :attr:`consumed`; an :class:`Opening` with them
     continues it exactly on any worker of the same tokenizer.
+
+    Replies are made one per message, so a reply is not checked when it is made: its rules (a
+    ``finish_reason`` or ``matched_stop`` only once finished; a ``state`` with its ``consumed``)
+    are checked where replies are framed and read, :meth:`ReplyBatch.of` and the
+    :class:`ReplyBatch` columns (a reply that breaks them is never sent nor received).
     """
 
     KIND: ClassVar[str] = "reply"
@@ -535,15 +540,6 @@ class UserReply(Struct, frozen=True, gc=False, omit_defaults=True):
     """The request's stream, handed back by a worker that stops (``Stream.to_bytes()``)."""
     consumed: int | None = None
     """With a :attr:`state`: how many generated ids of the request the state has consumed."""
-
-    def __post_init__(self) -> None:
-        # One test for the usual reply (new text, not finished, no state): it is made per token.
-        if (self.finished is False and (self.finish_reason is not None or self.matched_stop is not None)) or (
-            self.state is None
-        ) is not (self.consumed is None):
-            if self.finished is False and (self.finish_reason is not None or self.matched_stop is not None):
-                raise ValueError("a reply that has not finished has no finish_reason nor matched_stop")
-            raise ValueError("a handed-back state comes with the count of ids it has consumed")
 
 
 class AbortBackendMsg(Struct, frozen=True, gc=False):
@@ -786,7 +782,18 @@ class ReplyBatch(Struct, frozen=True, gc=False, omit_defaults=True):
 
     @classmethod
     def of(cls, replies: Sequence[UserReply]) -> ReplyBatch:
-        """The batch of these replies."""
+        """The batch of these replies; raises :class:`ValueError` if one breaks the rules of a
+        reply (see :class:`UserReply`).
+        """
+        for reply in replies:
+            if not reply.finished and (reply.finish_reason is not None or reply.matched_stop is not None):
+                raise ValueError(
+                    f"reply {reply.uid!r}: a reply not finished has no finish_reason nor matched_stop"
+                )
+            if (reply.state is None) != (reply.consumed is None):
+                raise ValueError(
+                    f"reply {reply.uid!r}: a handed-back state comes with the count of ids it has consumed"
+                )
         return cls(
             tuple(reply.uid for reply in replies),
             tuple(reply.incremental_output for reply in replies),
