@@ -54,7 +54,7 @@ class _Served:
         command += ["--backend", f"ipc://{folder}/backend", "--frontend", f"ipc://{folder}/frontend"]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
         self.decoder = FrameDecoder(TO_FRONTEND)
-        self.split = msgspec.msgpack.Decoder(tuple[str, _Replies])
+        self.split = msgspec.msgpack.Decoder(tuple[str, int, _Replies])
         if not self.frontend.poll(120_000):
             raise RuntimeError("the worker did not start within 120 s")
         ready = self.decoder.decode(self.frontend.recv()).batch.items[0]
@@ -73,7 +73,7 @@ class _Served:
         while got < count:
             if not self.frontend.poll(60_000):
                 raise RuntimeError(f"the worker stopped answering ({got} of {count} replies)")
-            kind, replies = self.split.decode(self.frontend.recv())
+            kind, _, replies = self.split.decode(self.frontend.recv())
             if kind != "reply":
                 raise RuntimeError(f"unexpected {kind!r} frame from the worker")
             got += len(replies.uids)

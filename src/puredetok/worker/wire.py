@@ -231,7 +231,8 @@ class FrameDecoder:
         return self._one_by_one(kind, payload)
 
     def _envelope(self, frame: memoryview) -> tuple[str, int]:
-        """The kind of a ``[kind, batch]`` frame and where its batch starts, read by hand: a batch
+        """The kind of a ``[kind, version, batch]`` frame of this version and where its batch starts,
+        read by hand (a frame of another version raises :class:`FrameError`): a batch
         is never skipped over (``msgspec`` would recurse into it) but decoded where it stands.
         """
         scanner = Scanner(frame, max_elements=3)
