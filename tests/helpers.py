@@ -18,6 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+import msgspec  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import puredetok  # noqa: E402
@@ -196,15 +197,13 @@ def continuation(name: str, prompt: Sequence[int], output: Sequence[int], skip: 
     return continuation_text(reference(name, prompt, skip), reference(name, [*prompt, *output], skip))
 
 
-T = TypeVar("T")
+T = TypeVar("T", bound="msgspec.Struct")
 
 
 def forged(record: T, **fields: Any) -> T:
     """``record`` with ``fields`` set past its checks: what no constructor nor decoder makes, for
     tests of the checks a consumer keeps for itself (the manager's of an opening's values).
     """
-    import msgspec
-
     record = msgspec.structs.replace(record)
     for name, value in fields.items():
         msgspec.structs.force_setattr(record, name, value)

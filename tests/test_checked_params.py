@@ -86,13 +86,14 @@ def test_max_completion_tokens_is_the_chat_apis_name_for_the_limit() -> None:
     assert SamplingParams.from_openai({"max_completion_tokens": 5, "max_tokens": 5}).max_tokens == 5
     assert SamplingParams.from_openai({"max_completion_tokens": None, "max_tokens": 4}).max_tokens == 4
     assert "max_completion_tokens" not in SamplingParams.from_openai({"max_completion_tokens": 5}).extra
-    for body, named in [
+    bodies: list[tuple[dict[str, Any], str]] = [
         ({"max_completion_tokens": 5, "max_tokens": 6}, "max_completion_tokens: 5 but max_tokens 6"),
         ({"max_completion_tokens": -7}, "max_completion_tokens: must be >= 1"),
         ({"max_completion_tokens": 0}, "max_completion_tokens: must be >= 1"),
         ({"max_completion_tokens": "5"}, "max_completion_tokens: must be an integer"),
         ({"max_completion_tokens": 2, "min_tokens": 3}, "min_tokens: must not exceed"),
-    ]:
+    ]
+    for body, named in bodies:
         with pytest.raises(ValueError, match=named):
             SamplingParams.from_openai(body)
 

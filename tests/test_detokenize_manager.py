@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pickle
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import msgspec
@@ -314,13 +314,14 @@ def test_an_invalid_opening_is_refused_where_it_is_made() -> None:
     """Issue 27: the values an opening would refuse are refused when the record is made, naming the
     field, so they never reach a scheduler; the manager keeps its own checks all the same (a
     forged record, which neither a constructor nor the wire makes, is an error for its request)."""
-    for make, field in [
+    makers: list[tuple[Callable[[], object], str]] = [
         (lambda: Opening((-5,)), "prompt_ids"),
         (lambda: SamplingParams(stop=("",)), "stop"),
         (lambda: SamplingParams(max_new_tokens=0), "max_new_tokens"),
         (lambda: SamplingParams(max_tokens=-1), "max_tokens"),
         (lambda: SamplingParams(min_tokens=5, max_new_tokens=2), "min_tokens"),
-    ]:
+    ]
+    for make, field in makers:
         with pytest.raises(ValueError, match=field):
             make()
     m = manager()

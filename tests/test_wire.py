@@ -343,7 +343,8 @@ def test_a_reply_that_has_not_finished_has_no_reason() -> None:
     frame = msgspec.msgpack.encode(
         ["reply", PROTOCOL_VERSION, {"uids": [1], "outputs": [""], "handed": [[0, b"x", 1]]}]
     )
-    assert everything.decode(frame).batch.items[0].finished  # a hand-back is finished on the wire
+    [handed] = everything.decode(frame).batch.items
+    assert isinstance(handed, UserReply) and handed.finished  # a hand-back is finished on the wire
     assert UserReply(1, "", True, "stop", "x").matched_stop == "x"
 
 
