@@ -471,3 +471,33 @@ def test_serve_takes_the_codec_options_and_continues_prompts(tmp_path: Path) -> 
         assert replies["nl"][-1].finish_reason == "stop" and replies["nl"][-1].matched_stop == "\n"
     finally:
         h.close()
+
+
+def test_a_request_whose_opening_would_be_refused_never_reaches_the_scheduler(
+    harness: Harness, worker: WorkerPool
+) -> None:
+    """Issue 27: invalid parameters are refused when the message is decoded (as they are when it is
+    made), and parameters past the worker's limits (stop strings: max_stops) when it is tokenized;
+    either way the API server gets the error and the scheduler nothing."""
+    many_stops = SamplingParams(stop=[f"s{n}" for n in range(300)])
+    frame = msgspec.msgpack.encode(
+        [
+            "tokenize",
+            PROTOCOL_VERSION,
+            [
+                {"uid": "bad-limit", "text": "hi", "params": {"max_tokens": -3}},
+                {"uid": "bad-stop", "text": "hi", "params": {"stop": [""]}},
+                msgspec.to_builtins(TokenizeMsg("too-many-stops", text="hi", params=many_stops)),
+                {"uid": "good", "text": "hi", "params": {"max_tokens": 3}},
+            ],
+        ]
+    )
+    worker.send_frame(harness.worker_address(0), frame)
+    errors = harness.receive(harness.frontend, lambda got: len(got) >= 3)
+    by_uid = {m.uid: m for m in errors if isinstance(m, UserReply)}
+    assert set(by_uid) == {"bad-limit", "bad-stop", "too-many-stops"}
+    assert all(reply.finished and reply.error for reply in by_uid.values())
+    assert "max_tokens" in str(by_uid["bad-limit"].error) and "stop" in str(by_uid["bad-stop"].error)
+    assert "max_stops" in str(by_uid["too-many-stops"].error)
+    users = harness.receive(harness.backend, lambda got: any(getattr(m, "uid", None) == "good" for m in got))
+    assert [m.uid for m in users if isinstance(m, UserMsg)] == ["good"]
