@@ -752,14 +752,10 @@ def _split(ids: Sequence[int], counts: Sequence[int]) -> list[Sequence[int]]:
 
 
 def _rules_key(params: SamplingParams) -> tuple[object, ...]:
-    """The fields of ``params`` its stop rules are made of (lists, which StopRules takes as tuples,
-    as tuples).
-    """
-    stop: object = params.stop  # typed as tuples; an in-process caller may pass lists
-    stop_ids: object = params.stop_token_ids
+    """The fields of ``params`` its stop rules are made of (sequences are stored as tuples)."""
     return (
-        tuple(stop) if isinstance(stop, list) else stop,
-        tuple(stop_ids) if isinstance(stop_ids, list) else stop_ids,
+        params.stop,
+        params.stop_token_ids,
         params.ignore_eos,
         params.max_new_tokens,
         params.min_tokens,
