@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tokenizers.models import WordLevel
 
 import puredetok
-from helpers import TOKENIZERS, byte_ids, codec, id_lists, reference, tokenizer
+from helpers import TOKENIZERS, byte_ids, codec, forged, id_lists, reference, tokenizer
 from puredetok import (
     InvalidTokenError,
     StopRules,
@@ -244,9 +244,10 @@ def test_the_manager_takes_the_option_per_request_and_as_its_setting() -> None:
     assert lenient.codec() is plain.codec_of(SamplingParams(out_of_vocab="ignore"))  # one shared codec
     with pytest.raises(ValueError, match="out_of_vocab"):
         DetokenizeManager(qwen, out_of_vocab=cast(Any, "skip"))
-    [bad] = plain.handle(
-        [DetokenizeMsg(5, ids, True, Opening((), SamplingParams(out_of_vocab=cast(Any, "x"))))]
-    )
+    with pytest.raises(ValueError, match="out_of_vocab"):  # refused where it is given (issue 27)
+        SamplingParams(out_of_vocab=cast(Any, "x"))
+    forged_params = forged(SamplingParams(), out_of_vocab="x")  # the manager's own check still holds
+    [bad] = plain.handle([DetokenizeMsg(5, ids, True, Opening((), forged_params))])
     assert bad.error is not None and "out_of_vocab" in bad.error
 
 
