@@ -105,10 +105,13 @@ def test_a_trace_on_standard_input(
         ({"uid": 1, "finished": True, "abort": True}, "both finish and abort"),
         ({"uid": 1, "options": {"stopp": ["x"]}}, "unknown field `stopp`"),
         ({"tokenizer": "qwen3"}, "line 2"),
-        ({"uid": 1, "options": {"stop": [""]}}, "line 2: stop strings must not be empty"),
-        ({"uid": 1, "options": {"min_tokens": 5, "max_tokens": 2}}, "line 2: min_tokens (5) must not exceed"),
+        ({"uid": 1, "options": {"stop": [""]}}, "line 2: Expected `str` of length >= 1 - at `$.stop[0]`"),
+        (
+            {"uid": 1, "options": {"min_tokens": 5, "max_tokens": 2}},
+            "line 2: invalid SamplingParams: min_tokens (5) must not exceed",
+        ),
         ({"uid": 1, "options": {"max_tokens": 2, "max_new_tokens": 2}}, "give max_tokens or max_new_tokens"),
-        ({"uid": 1, "options": {"max_new_tokens": 0}}, "line 2: max_new_tokens must be >= 1"),
+        ({"uid": 1, "options": {"max_new_tokens": 0}}, "line 2: Expected `int` >= 1 - at `$.max_new_tokens`"),
     ],
 )
 def test_a_malformed_line_is_a_one_line_error_and_exit_2(
