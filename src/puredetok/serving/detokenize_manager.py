@@ -370,7 +370,7 @@ class DetokenizeManager:
         as ended); an opening for a request that is live or remembered as ended gets an error reply;
         neither changes anything.
         """
-        return list(self.handle_batch(DetokenizeBatch.of(messages)).items)
+        return self.handle_batch(DetokenizeBatch.of(messages)).replies()
 
     def handle_batch(self, batch: DetokenizeBatch) -> ReplyBatch:
         """:meth:`handle` column by column: what the worker runs on a frame, building no record

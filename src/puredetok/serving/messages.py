@@ -757,10 +757,14 @@ class ReplyBatch(Struct, frozen=True, gc=False, omit_defaults=True):
     @property
     def items(self) -> tuple[UserReply, ...]:
         """The replies, as records."""
+        return tuple(self.replies())
+
+    def replies(self) -> list[UserReply]:
+        """The replies, as a list of records (what ``DetokenizeManager.handle`` returns)."""
         uids, outputs = self.uids, self.outputs
         replies = list(map(UserReply, uids, outputs))  # the usual reply: new text, nothing else
         if not (self.ended or self.errors or self.handed):
-            return tuple(replies)
+            return replies
         ended = {position: (reason, matched) for position, reason, matched in self.ended}
         errors = dict(self.errors)
         handed = {position: (state, consumed) for position, state, consumed in self.handed}
@@ -778,7 +782,7 @@ class ReplyBatch(Struct, frozen=True, gc=False, omit_defaults=True):
                 state,
                 consumed,
             )
-        return tuple(replies)
+        return replies
 
     @classmethod
     def of(cls, replies: Sequence[UserReply]) -> ReplyBatch:
