@@ -24,10 +24,10 @@ def detokenize_and_abort() -> list[str]:
     assert_type(tokenizer, LoadedTokenizer)
     ids = tokenizer.encode("Hello, world", add_special_tokens=False)
     manager = DetokenizeManager(tokenizer)
-    params = SamplingParams(max_tokens=16, stop=("\n",), skip_special_tokens=True)
+    params = SamplingParams(max_tokens=16, stop=["\n"], skip_special_tokens=True)  # lists are taken
     replies = manager.handle(
         [
-            DetokenizeMsg("a", tuple(ids), True, Opening((), params)),
+            DetokenizeMsg("a", ids, True, Opening([], params)),
             DetokenizeMsg("b", (9,), False, Opening()),
         ]
     )
