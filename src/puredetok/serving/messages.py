@@ -171,7 +171,7 @@ def _checked(record: Struct) -> None:
             raise ValueError(f"invalid {cls.__name__}: {name} must be {expected}, not {value!r}")
     try:
         fields = decoder.decode(_encode_fields({name: getattr(record, name) for name in names}))
-    except (msgspec.ValidationError, msgspec.EncodeError, TypeError, OverflowError) as error:
+    except (msgspec.ValidationError, msgspec.EncodeError, TypeError, OverflowError, UnicodeError) as error:
         raise ValueError(f"invalid {cls.__name__}: {error}".replace("`$.", "`")) from None
     for name in names:
         value = getattr(fields, name)
