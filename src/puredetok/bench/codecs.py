@@ -74,7 +74,7 @@ def _latencies(served: _Served, ids: Sequence[int], options: SamplingParams) -> 
         while got < STREAMS:
             if not served.frontend.poll(60_000):
                 raise RuntimeError("the worker stopped answering")
-            kind, replies = served.split.decode(served.frontend.recv())
+            _, _, replies = served.split.decode(served.frontend.recv())
             uids = [bytes(uid) for uid in replies.uids]
             if any(new.encode() in uid for uid in uids):
                 waiting = False
