@@ -193,7 +193,12 @@ def hostile_frames(count: int, seed: int, valid: list[bytes]) -> Iterator[tuple[
             if where == 0:
                 frame = header + rng.randbytes(rng.randrange(8))
             elif where == 1:
-                frame = b"\x92\xaadetokenize" + header + rng.randbytes(rng.randrange(8))
+                frame = (
+                    b"\x93\xaadetokenize"
+                    + bytes([PROTOCOL_VERSION])
+                    + header
+                    + rng.randbytes(rng.randrange(8))
+                )
             else:
                 frame = _fill(rng.choice(_templates(serial)), header + rng.randbytes(rng.randrange(8)))
         yield kind, frame

@@ -103,7 +103,7 @@ def test_no_frame_kills_or_stalls_the_worker_and_valid_requests_stay_exact(tmp_p
         oversize.setsockopt(zmq.LINGER, 0)
         oversize.connect(h.worker_address(0))
         for _ in range(3):
-            oversize.send(b"\x92\xa5abort\x90" + b"\x00" * MAX_FRAME, copy=False)
+            oversize.send(b"\x93\xa5abort\x02\x90" + b"\x00" * MAX_FRAME, copy=False)
         kinds["oversize"] += 3
         replies = _finished(h, set(expected), inbox)
         sent = time.perf_counter() - began
