@@ -8,7 +8,7 @@ __all__ = ["manager_section", "memory_section", "BatchedTwoWindow"]
 
 import gc
 import tracemalloc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -91,27 +91,22 @@ def manager_section(tokenizer: Any, requests: int = 256, steps: int = 64, repeat
     four = _steps(tokenizer, requests, steps // 4, 4)
     serving = serving_params(steps)
 
-    # One manager per measure, made outside the timings (a manager reads the tokenizer's vocabulary
-    # when it is made); it remembers no ended uid, so every run opens the same requests afresh.
-    def run_batches(batches: list[DetokenizeBatch]) -> Any:
+    def runner(handle: Callable[[DetokenizeManager, Any], object], steps: Sequence[Any]) -> Any:
+        # One manager per measure, made untimed (it reads the vocabulary); it forgets ended uids.
         manager = DetokenizeManager(tokenizer, codecs=codecs, remember_ended=0)
 
         def run() -> None:
-            for batch in batches:
-                manager.handle_batch(batch)
+            for step in steps:
+                handle(manager, step)
             assert not len(manager)
 
         return run
+
+    def run_batches(batches: list[DetokenizeBatch]) -> Any:
+        return runner(DetokenizeManager.handle_batch, batches)
 
     def run_messages(lists: list[list[DetokenizeMsg]]) -> Any:
-        manager = DetokenizeManager(tokenizer, codecs=codecs, remember_ended=0)
-
-        def run() -> None:
-            for messages in lists:
-                manager.handle(messages)
-            assert not len(manager)
-
-        return run
+        return runner(DetokenizeManager.handle, lists)
 
     def run_two_window() -> None:
         engine = BatchedTwoWindow(tokenizer, requests)
