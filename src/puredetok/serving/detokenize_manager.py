@@ -602,18 +602,18 @@ class DetokenizeManager:
             self._remember(uid, "abort")
         return replies
 
-    def refuse(self, uid: Uid, error: str) -> UserReply:
+    def refuse(self, uid: Uid, error: str, *, opening: bool = False) -> UserReply:
         """End request ``uid`` with ``error`` for a reason found outside the manager (a limit, a
         message that could not be read, a bug); its reply.
 
         A live request is dropped (nothing held is emitted). The reply is finished, unless the uid
-        has already had its finished reply (it ended, or a message for it was answered as unknown):
-        then it is an error reply that is not finished, and changes nothing. The uid is remembered
-        as ended.
+        has already had its finished reply (it ended, or a message for it was answered as unknown,
+        when this message is not an ``opening``, which would have started it anew): then it is an
+        error reply that is not finished. The uid is remembered as ended.
         """
         if uid in self._ended:
             return UserReply(uid, "", False, error=f"{error} ({self._late(uid)})")
-        answered = self._answered.pop(uid, 0) is None
+        answered = self._answered.pop(uid, 0) is None and not opening
         self._live.pop(uid, None)
         self._consumed.pop(uid, None)
         self._remember(uid, "refused")

@@ -54,6 +54,7 @@ import signal
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any, cast
@@ -68,6 +69,7 @@ from puredetok.serving.detokenize_manager import (
     DEFAULT_MAX_LIVE,
     DEFAULT_MAX_STOP_CHARS,
     DEFAULT_MAX_STOPS,
+    DEFAULT_REMEMBER_ENDED,
     DetokenizeManager,
 )
 from puredetok.serving.loading import load_tokenizer
@@ -310,6 +312,8 @@ class Worker:
         """Requests given to the tokenizing thread, with how many of their messages it still has."""
         self._cancelled: set[Uid] = set()
         """Requests aborted while the tokenizing thread has them: their ids are not sent on."""
+        self._sent: OrderedDict[Uid, None] = OrderedDict()
+        """The last uids whose prompt went to the scheduler (a tokenize naming one again is refused)."""
         self._waiting_chars = 0
         """Characters of text given to the tokenizing thread, not yet tokenized."""
         self._tokenizer: TokenizeThread | None = None
@@ -521,9 +525,21 @@ class Worker:
                 )
 
     def handle(self, frames: Sequence[Decoded]) -> None:
-        """Handle decoded frames, in arrival order, and send one frame per kind."""
+        """Handle decoded frames, in arrival order, and send one frame per kind.
+
+        The messages of a frame that could not be read are answered before its other messages
+        (each ends its request: see :meth:`_refuse`).
+        """
         out = _Outbox()
-        for kind, run in _runs(frames):
+        for kind, frames_of_run in _runs(frames):
+            for decoded in frames_of_run:
+                for rejected in decoded.rejected:
+                    self.drops.drop("bad_message", rejected.reason)
+                    if rejected.uid is not None:
+                        self._refuse(rejected.kind, rejected.uid, rejected.reason, out, opening=rejected.opening)
+            run = [decoded.batch for decoded in frames_of_run if len(decoded.batch)]
+            if not run:
+                continue
             self.handled[kind] = self.handled.get(kind, 0) + sum(map(len, run))
             try:
                 self._handle_run(kind, run, out)
@@ -535,14 +551,9 @@ class Worker:
                     if kind == TokenizeMsg.KIND and uid in self._tokenizing:
                         self._cancelled.add(uid)  # answered here: its ids must not go out
                     self._refuse(kind, uid, f"internal error: {error}", out)
-        for decoded in frames:
-            for rejected in decoded.rejected:
-                self.drops.drop("bad_message", rejected.reason)
-                if rejected.uid is not None:
-                    self._refuse(rejected.kind, rejected.uid, rejected.reason, out)
         self._flush(out)
 
-    def _refuse(self, kind: str, uid: Uid, error: str, out: _Outbox) -> None:
+    def _refuse(self, kind: str, uid: Uid, error: str, out: _Outbox, *, opening: bool = False) -> None:
         """End request ``uid`` with ``error``: a message of ``kind`` for it could not be handled.
 
         A tokenize message is a request of its own: its reply is finished, whatever the uid. A
@@ -552,7 +563,7 @@ class Worker:
         if kind == TokenizeMsg.KIND:
             out.reply(UserReply(uid, "", True, error=error))
             return
-        reply = self.detokenize_manager.refuse(uid, error)
+        reply = self.detokenize_manager.refuse(uid, error, opening=opening)
         if uid in self._tokenizing:
             self._cancelled.add(uid)
         out.reply(reply)
@@ -629,7 +640,7 @@ class Worker:
         for position in sorted(over):
             uid, size = items[position].uid, counts[position] + prompts.get(position, 0)
             error = f"request {uid!r} refused: {size:,} ids in one message > {limit:,} (max_ids)"
-            self._refuse(DetokenizeBatch.KIND, uid, error, out)
+            self._refuse(DetokenizeBatch.KIND, uid, error, out, opening=position in prompts)
         self.drops.drop("over_max_ids", f"{len(over)} messages over {limit:,} ids")
         return DetokenizeBatch.of([message for p, message in enumerate(items) if p not in over])
 
@@ -656,7 +667,7 @@ class Worker:
         taken_chars = 0
         most = self.limits.max_chat_messages
         for msg in msgs:
-            if msg.uid in self._tokenizing or self.detokenize_manager.known(msg.uid):
+            if msg.uid in self._tokenizing or msg.uid in self._sent or self.detokenize_manager.known(msg.uid):
                 error = f"request {msg.uid!r} refused: this uid already names a request (a uid names one request)"
                 out.reply(UserReply(msg.uid, "", True, error=error))
                 continue
@@ -696,6 +707,9 @@ class Worker:
                 if not left:
                     self._cancelled.discard(msg.uid)
                 continue
+            manager = self.detokenize_manager
+            if msg.uid not in manager and manager.known(msg.uid):
+                continue  # it ended while tokenizing (its finished reply has gone): nothing goes on
             self._tokenize_result(msg, result, out)
         self._flush(out)
 
@@ -711,6 +725,9 @@ class Worker:
             out.to_backend.setdefault(UserMsg.KIND, []).append(
                 UserMsg(msg.uid, tuple(result.input_ids), msg.params)
             )
+            self._sent[msg.uid] = None
+            if len(self._sent) > DEFAULT_REMEMBER_ENDED:
+                self._sent.popitem(last=False)
 
     def _refuse_tokenized(self, uid: Uid, error: str, out: _Outbox) -> None:
         """A tokenize request that cannot go to the scheduler ends with ``error``; its uid is
@@ -813,20 +830,21 @@ class _Outbox:
             self._loose = []
 
 
-def _runs(frames: Sequence[Decoded]) -> Iterator[tuple[str, list[AnyBatch]]]:
-    """Consecutive batches of one kind, handled together in arrival order; a detokenize batch is
-    a run of its own (the unit an internal error may cost), and an empty batch is no run at all.
+def _runs(frames: Sequence[Decoded]) -> Iterator[tuple[str, list[Decoded]]]:
+    """Consecutive frames of one kind, handled together in arrival order; a detokenize frame is
+    a run of its own (the unit an internal error may cost), and a frame with no message, read or
+    rejected, is no run at all.
     """
-    kind, run = "", list[AnyBatch]()
+    kind, run = "", list[Decoded]()
     for decoded in frames:
         batch = decoded.batch
-        if not len(batch):
+        if not len(batch) and not decoded.rejected:
             continue
         if run and (batch.kind != kind or kind == DetokenizeBatch.KIND):
             yield kind, run
             run = []
         kind = batch.kind
-        run.append(batch)
+        run.append(decoded)
     if run:
         yield kind, run
 
