@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -47,6 +46,7 @@ from puredetok.serving.messages import (
 from puredetok.serving.tokenizing import TokenizeThread
 from puredetok.worker.wire import FrameDecoder, encode_batch, encode_frame
 from puredetok.worker.worker import Limits, Worker
+from zmq_harness import raw_detokenize_frame
 
 EOS = 151645
 """Qwen3's ``<|im_end|>``: ends a request with default parameters (a stop rule)."""
@@ -84,17 +84,10 @@ RawMsg = tuple[Uid, list[int], bool, str | None, str | None]
 
 
 def detokenize_frame(messages: list[RawMsg]) -> bytes:
-    """The msgpack frame of these messages, column by column (docs/worker.md)."""
-    ids = [one for _, message_ids, _, _, _ in messages for one in message_ids]
-    columns = {
-        "uids": [uid for uid, *_ in messages],
-        "token_ids": ids,
-        "counts": [len(message_ids) for _, message_ids, _, _, _ in messages],
-        "finished": [n for n, message in enumerate(messages) if message[2]],
-        "opens": [[n, opening_fields(message[3])] for n, message in enumerate(messages) if message[3]],
-        "reasons": [[n, message[4], None] for n, message in enumerate(messages) if message[2] and message[4]],
-    }
-    return msgspec.msgpack.encode(["detokenize", columns])
+    """The msgpack frame of these messages, built by hand."""
+    return raw_detokenize_frame(
+        [(uid, ids, end, opening_fields(opening) if opening else None, why) for uid, ids, end, opening, why in messages]
+    )
 
 
 class InProcessWorker(Worker):
