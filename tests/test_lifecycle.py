@@ -86,7 +86,10 @@ RawMsg = tuple[Uid, list[int], bool, str | None, str | None]
 def detokenize_frame(messages: list[RawMsg]) -> bytes:
     """The msgpack frame of these messages, built by hand."""
     return raw_detokenize_frame(
-        [(uid, ids, end, opening_fields(opening) if opening else None, why) for uid, ids, end, opening, why in messages]
+        [
+            (uid, ids, end, opening_fields(opening) if opening else None, why)
+            for uid, ids, end, opening, why in messages
+        ]
     )
 
 
@@ -117,7 +120,9 @@ class Lifecycle(RuleBasedStateMachine):
         super().__init__()
         worker = self.worker
         worker.limits = Limits(max_text_chars=MAX_TEXT_CHARS, max_ids=MAX_IDS, max_live=MAX_LIVE)
-        worker.detokenize_manager = DetokenizeManager(worker.tokenize_manager.tokenizer, codecs=self.codecs, max_live=MAX_LIVE)
+        worker.detokenize_manager = DetokenizeManager(
+            worker.tokenize_manager.tokenizer, codecs=self.codecs, max_live=MAX_LIVE
+        )
         worker._tokenizing.clear()
         worker._cancelled.clear()
         getattr(worker, "_sent", set()).clear()
@@ -373,7 +378,8 @@ class Lifecycle(RuleBasedStateMachine):
         (or a refusal) has ended it, exactly one; so no request waits for a reply that never comes."""
         for uid, starts in self.starts.items():
             going = self.state.get(uid) == "live" or (
-                uid not in self.state and (uid in self.tokenizing and uid not in self.cancelled or uid in self.waiting)
+                uid not in self.state
+                and (uid in self.tokenizing and uid not in self.cancelled or uid in self.waiting)
             )
             assert self.finished[uid] == starts - going, (uid, starts, going, self.finished[uid])
 

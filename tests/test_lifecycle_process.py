@@ -85,7 +85,9 @@ def test_a_refused_opening_ends_the_request_at_once_sync(site: Site) -> None:
         # A good opening with finished=True ends at once too, with its text.
         done = client.tokenize("done", "Hello")
         [user] = [m for m in backend.receive(TIMEOUT) if isinstance(m, UserMsg)]
-        raw.send(raw_detokenize_frame([("done", [32, 33], True, opening({}, tuple(user.input_ids)), "length")]))
+        raw.send(
+            raw_detokenize_frame([("done", [32, 33], True, opening({}, tuple(user.input_ids)), "length")])
+        )
         started = time.monotonic()
         assert done.text() == "AB" and done.final is not None and done.final.finish_reason == "length"
         assert time.monotonic() - started < AT_ONCE

@@ -23,7 +23,10 @@ from puredetok.serving.messages import TO_BACKEND, TO_FRONTEND, Message, ReadyMs
 from puredetok.worker.routing import WorkerPool
 from puredetok.worker.wire import FrameDecoder
 
-def raw_detokenize_frame(messages: Sequence[tuple[Any, Sequence[int], bool, dict[str, Any] | None, str | None]]) -> bytes:
+
+def raw_detokenize_frame(
+    messages: Sequence[tuple[Any, Sequence[int], bool, dict[str, Any] | None, str | None]],
+) -> bytes:
     """A detokenize frame built by hand as msgpack, column by column (docs/worker.md), as a
     scheduler in any language sends it: each message is ``(uid, ids, finished, opening, reason)``,
     ``opening`` a map of the Opening's fields (missing ones take their defaults) or None. Values

@@ -7,7 +7,9 @@ options, or a handed-back state): a message for a uid the manager does not hold 
 ended, or lost with another worker) gets an error reply and never opens a request, so unknown
 uids cost nothing but that reply. A record is removed when the request finishes or is aborted,
 or when the manager hands it back (:meth:`DetokenizeManager.drain`). Errors are reported per
-request, in that request's reply; the rest of the batch is unaffected.
+request, in that request's reply; the rest of the batch is unaffected. Every request gets exactly
+one finished reply (docs/worker.md, "Request lifecycle"): a refused opening ends its request, and
+nothing for a uid that has had its finished reply gets another.
 
 Capacity: at most ``max_live`` requests are live at once (:data:`DEFAULT_MAX_LIVE`); past it a
 new request is refused with an error, and a live one is never evicted (engines that evicted lost
@@ -368,11 +370,12 @@ class DetokenizeManager:
         """One reply per message, in order: the new text, and whether and why the request ended.
 
         A message with an invalid token id still applies its valid ids; the invalid ones add no
-        text and are named in the reply's ``error`` (the request goes on). A message for a uid that
-        is not live and carries no opening (never opened, ended, handed back) gets a finished error
-        reply (:data:`~puredetok.serving.messages.UNKNOWN_REQUEST` when the uid is not remembered
-        as ended); an opening for a request that is live or remembered as ended gets an error reply;
-        neither changes anything.
+        text and are named in the reply's ``error`` (the request goes on). Each request gets one
+        finished reply: a refused opening (invalid, past ``max_live``, or a second one for a live
+        request) ends its request with the error; the first message without an opening for a uid
+        never seen gets the finished :data:`~puredetok.serving.messages.UNKNOWN_REQUEST` error; a
+        later message, or an opening, for a uid that has had its finished reply gets an error reply
+        that is not finished and changes nothing.
         """
         return list(self.handle_batch(DetokenizeBatch.of(messages)).items)
 

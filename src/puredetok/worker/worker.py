@@ -80,7 +80,6 @@ from puredetok.serving.messages import (
     AbortMsg,
     AnyBatch,
     DetokenizeBatch,
-    DetokenizeMsg,
     HealthCheckMsg,
     HealthReply,
     Message,
@@ -536,7 +535,9 @@ class Worker:
                 for rejected in decoded.rejected:
                     self.drops.drop("bad_message", rejected.reason)
                     if rejected.uid is not None:
-                        self._refuse(rejected.kind, rejected.uid, rejected.reason, out, opening=rejected.opening)
+                        self._refuse(
+                            rejected.kind, rejected.uid, rejected.reason, out, opening=rejected.opening
+                        )
             run = [decoded.batch for decoded in frames_of_run if len(decoded.batch)]
             if not run:
                 continue
@@ -546,7 +547,9 @@ class Worker:
             except Exception as error:  # a bug must cost these requests, never the worker
                 logger.exception("internal error on %d %s messages", len(run), kind)
                 self.drops.drop("internal_error", f"{type(error).__name__}: {error}")
-                uids = {message.uid: None for batch in run for message in batch.items if hasattr(message, "uid")}
+                uids = {
+                    message.uid: None for batch in run for message in batch.items if hasattr(message, "uid")
+                }
                 for uid in uids:
                     if kind == TokenizeMsg.KIND and uid in self._tokenizing:
                         self._cancelled.add(uid)  # answered here: its ids must not go out
@@ -668,7 +671,9 @@ class Worker:
         most = self.limits.max_chat_messages
         for msg in msgs:
             if msg.uid in self._tokenizing or msg.uid in self._sent or self.detokenize_manager.known(msg.uid):
-                error = f"request {msg.uid!r} refused: this uid already names a request (a uid names one request)"
+                error = (
+                    f"request {msg.uid!r} refused: this uid already names a request (a uid names one request)"
+                )
                 out.reply(UserReply(msg.uid, "", True, error=error))
                 continue
             if msg.messages is not None and len(msg.messages) > most:
