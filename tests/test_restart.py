@@ -91,7 +91,10 @@ class Request:
             # (answered by the worker that ended it, or, queued while it stopped, by the new one,
             # which never held the request)
             assert reply.error is not None, (self.uid, reply)
-            assert "already ended" in reply.error or reply.error.startswith(UNKNOWN_REQUEST), (self.uid, reply)
+            assert "already ended" in reply.error or reply.error.startswith(UNKNOWN_REQUEST), (
+                self.uid,
+                reply,
+            )
             return
         self.text += reply.incremental_output
         if reply.finished:

@@ -123,8 +123,10 @@ def test_detokenize_with_stops_and_aborts(harness: Harness, worker: WorkerPool) 
     worker.send([DetokenizeMsg("s2", (32,))])  # a late token from the scheduler, after the abort
     got = harness.receive(
         harness.frontend,
-        lambda got: sum(isinstance(m, UserReply) and m.finished for m in got) >= 4
-        and any(isinstance(m, UserReply) and m.uid == "s2" and m.error for m in got),
+        lambda got: (
+            sum(isinstance(m, UserReply) and m.finished for m in got) >= 4
+            and any(isinstance(m, UserReply) and m.uid == "s2" and m.error for m in got)
+        ),
     )
     replies: dict[object, list[UserReply]] = {}
     for message in got:
