@@ -508,9 +508,7 @@ class Worker:
         """
         out = _Outbox()
         for uid, error in self._parking.built():
-            self.detokenize_manager.abort([uid])  # remembered as ended: its late messages are refused
-            out.reply(UserReply(uid, "", True, error=error))
-            out.to_backend.setdefault(AbortBackendMsg.KIND, []).append(AbortBackendMsg(uid))
+            self._refuse(DetokenizeBatch.KIND, uid, error, out)  # remembered: late messages are refused
         self._flush(out)
 
     def _disconnections(self) -> None:
