@@ -267,21 +267,28 @@ def test_invalid_ids_are_a_per_request_error_and_nothing_else_is_lost() -> None:
 
 
 def test_late_messages_duplicate_openings_and_unknown_aborts_are_errors() -> None:
+    """Issue 27's lifecycle rule in the manager: a second opening ends the live request with its
+    error (its ids cannot be trusted); after the one finished reply, late messages, openings and
+    aborts get error replies that are not finished; an abort of a uid never answered ends it."""
     m = manager()
     opening = Opening((), SamplingParams())
     m.handle([DetokenizeMsg("a", (32,), False, opening)])
     [duplicate] = m.handle([DetokenizeMsg("a", (33,), False, opening)])
-    assert duplicate.error is not None and "already open" in duplicate.error and not duplicate.finished
-    [done] = m.handle([DetokenizeMsg("a", (34,), True)])
+    assert duplicate.error is not None and "already open" in duplicate.error and duplicate.finished
+    assert "a" not in m
+    [late] = m.handle([DetokenizeMsg("a", (34,), True)])
+    assert late.error is not None and "already ended" in late.error and not late.finished
+    m.handle([DetokenizeMsg("b", (32,), False, opening)])
+    [done] = m.handle([DetokenizeMsg("b", (34,), True)])
     assert done.incremental_output == "C" and done.finished and done.error is None
-    [late] = m.handle([DetokenizeMsg("a", (35,))])
-    assert late.error is not None and "already ended" in late.error and late.finished
-    [reopen] = m.handle([DetokenizeMsg("a", (35,), False, opening)])
-    assert reopen.error is not None and "already ended" in reopen.error
+    [reopen] = m.handle([DetokenizeMsg("b", (35,), False, opening)])
+    assert reopen.error is not None and "already ended" in reopen.error and not reopen.finished
+    [again] = m.abort(["b"])
+    assert again.error is not None and "already ended" in again.error and not again.finished
     [unknown] = m.abort(["nobody"])
     assert unknown.finished and unknown.finish_reason == "abort" and unknown.error is not None
     [late_after_abort] = m.handle([DetokenizeMsg("nobody", (32,))])
-    assert late_after_abort.error is not None and len(m) == 0
+    assert late_after_abort.error is not None and not late_after_abort.finished and len(m) == 0
     with pytest.raises(ValueError, match="already ended"):
         m.open("a")
 
@@ -869,6 +876,11 @@ def test_a_message_for_a_uid_not_held_is_an_error_and_never_opens_a_request() ->
     [never] = m.handle([DetokenizeMsg("never", (32, 33))])
     assert never.finished and never.error is not None and never.error.startswith(UNKNOWN_REQUEST)
     assert never.incremental_output == "" and never.finish_reason is None and len(m) == 0
+    [again] = m.handle([DetokenizeMsg("never", (34,))])  # answered once: no second finished reply
+    assert again.error is not None and again.error.startswith(UNKNOWN_REQUEST) and not again.finished
+    [opened] = m.handle([DetokenizeMsg("never", (32,), False, Opening())])  # an opening still opens it
+    assert opened.error is None and opened.incremental_output == "A" and "never" in m
+    m.abort(["never"])
     m.handle([DetokenizeMsg(n, (32,), True, Opening()) for n in range(10)])  # ten end; four remembered
     early, last = m.handle([DetokenizeMsg(0, (33,)), DetokenizeMsg(9, (33,))])
     assert early.error is not None and early.error.startswith(UNKNOWN_REQUEST)  # forgotten: unknown
@@ -876,7 +888,7 @@ def test_a_message_for_a_uid_not_held_is_an_error_and_never_opens_a_request() ->
     for batch in range(20):
         replies = m.handle_batch(DetokenizeBatch(tuple(f"u{batch}-{n}" for n in range(500)), (32,) * 500))
         assert len(replies.errors) == 500 and len(replies.ended) == 500 and set(replies.outputs) == {""}
-    assert len(m) == 0 and len(m._ended) == 4
+    assert len(m) == 0 and len(m._ended) == 4 and len(m._answered) == 4
 
 
 def test_drained_requests_continue_exactly_in_another_manager() -> None:
@@ -920,7 +932,8 @@ def test_an_opening_with_a_bad_state_is_an_error_for_that_request() -> None:
     for reply, reason in zip(replies, reasons):
         assert reply.error is not None and reason in reply.error, (reply, reason)
     assert replies[5].error is None and replies[5].incremental_output == "A"
-    assert sorted(map(str, m._live)) == ["6", "live"]
+    assert all(reply.finished for reply in replies[:5])  # each refusal ends its request
+    assert sorted(map(str, m._live)) == ["6"]  # "live", opened twice, ended
     with pytest.raises(ValueError, match="needs a state"):
         Opening((), SamplingParams(), None, 3)
 

@@ -306,8 +306,10 @@ def test_the_manager_refuses_a_request_past_max_live() -> None:
     detached = manager.open("b")
     with pytest.raises(ValueError, match="2 requests are live"):
         manager.open("c")
-    [reply] = manager.handle([DetokenizeMsg("c", (32,))])
+    [reply] = manager.handle([DetokenizeMsg("c", (32,), False, Opening())])
     assert reply.finished and reply.error is not None and "max_live" in reply.error
+    [late] = manager.handle([DetokenizeMsg("c", (32,))])  # refused: it has had its finished reply
+    assert not late.finished and late.error is not None and "already ended" in late.error
     manager.detach("b")
     manager.open("d")
     with pytest.raises(ValueError, match="max_live"):

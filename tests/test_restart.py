@@ -88,7 +88,13 @@ class Request:
             return
         self.awaiting = False
         if self.ended is not None:  # ids the scheduler sent before it heard that a stop rule ended it
-            assert reply.error is not None and "already ended" in reply.error, (self.uid, reply)
+            # (answered by the worker that ended it, or, queued while it stopped, by the new one,
+            # which never held the request)
+            assert reply.error is not None, (self.uid, reply)
+            assert "already ended" in reply.error or reply.error.startswith(UNKNOWN_REQUEST), (
+                self.uid,
+                reply,
+            )
             return
         self.text += reply.incremental_output
         if reply.finished:

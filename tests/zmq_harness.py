@@ -16,11 +16,31 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import zmq
 
 from puredetok.serving.messages import TO_BACKEND, TO_FRONTEND, Message, ReadyMsg, UserReply
 from puredetok.worker.routing import WorkerPool
 from puredetok.worker.wire import FrameDecoder
+
+
+def raw_detokenize_frame(
+    messages: Sequence[tuple[Any, Sequence[int], bool, dict[str, Any] | None, str | None]],
+) -> bytes:
+    """A detokenize frame built by hand as msgpack, column by column (docs/worker.md), as a
+    scheduler in any language sends it: each message is ``(uid, ids, finished, opening, reason)``,
+    ``opening`` a map of the Opening's fields (missing ones take their defaults) or None. Values
+    the message classes would refuse to construct can be sent this way."""
+    columns = {
+        "uids": [uid for uid, *_ in messages],
+        "token_ids": [one for _, ids, _, _, _ in messages for one in ids],
+        "counts": [len(ids) for _, ids, _, _, _ in messages],
+        "finished": [n for n, message in enumerate(messages) if message[2]],
+        "opens": [[n, message[3]] for n, message in enumerate(messages) if message[3] is not None],
+        "reasons": [[n, message[4], None] for n, message in enumerate(messages) if message[2] and message[4]],
+    }
+    return msgspec.msgpack.encode(["detokenize", columns])
+
 
 TIMEOUT = 60.0
 """Seconds to wait for anything a worker should send (workers start in a few seconds)."""

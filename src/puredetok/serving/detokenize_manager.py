@@ -7,7 +7,9 @@ options, or a handed-back state): a message for a uid the manager does not hold 
 ended, or lost with another worker) gets an error reply and never opens a request, so unknown
 uids cost nothing but that reply. A record is removed when the request finishes or is aborted,
 or when the manager hands it back (:meth:`DetokenizeManager.drain`). Errors are reported per
-request, in that request's reply; the rest of the batch is unaffected.
+request, in that request's reply; the rest of the batch is unaffected. Every request gets exactly
+one finished reply (docs/worker.md, "Request lifecycle"): a refused opening ends its request, and
+nothing for a uid that has had its finished reply gets another.
 
 Capacity: at most ``max_live`` requests are live at once (:data:`DEFAULT_MAX_LIVE`); past it a
 new request is refused with an error, and a live one is never evicted (engines that evicted lost
@@ -162,6 +164,11 @@ class DetokenizeManager:
         """Per live request, how many generated ids it has been sent since it opened (for a
         hand-back: where the ids of its re-opening start)."""
         self._ended: OrderedDict[Uid, str] = OrderedDict()
+        """Uids that have had their finished reply, and why they ended (bounded by ``remember_ended``)."""
+        self._answered: OrderedDict[Uid, None] = OrderedDict()
+        """Uids not held that a message named, answered once with the finished ``"unknown request"``
+        error (bounded by ``remember_ended``): a later message gets that error unfinished, an
+        opening still opens them (a hand-back's re-opening follows ids sent before it)."""
         self._vocabulary = read_vocabulary(tokenizer)
         """Read once for every codec this manager builds (see :meth:`build_codec`)."""
         self._default_key = self.codec_key(DEFAULT_PARAMS)
@@ -356,19 +363,19 @@ class DetokenizeManager:
             stream = self._opened(uid, opening)
         except TypeError as error:
             raise ValueError(_invalid_parameters(uid, error)) from error
-        self._live[uid] = stream
-        self._consumed[uid] = opening.consumed
+        self._store(uid, stream, opening.consumed)
         return stream
 
     def handle(self, messages: Sequence[DetokenizeMsg]) -> list[UserReply]:
         """One reply per message, in order: the new text, and whether and why the request ended.
 
         A message with an invalid token id still applies its valid ids; the invalid ones add no
-        text and are named in the reply's ``error`` (the request goes on). A message for a uid that
-        is not live and carries no opening (never opened, ended, handed back) gets a finished error
-        reply (:data:`~puredetok.serving.messages.UNKNOWN_REQUEST` when the uid is not remembered
-        as ended); an opening for a request that is live or remembered as ended gets an error reply;
-        neither changes anything.
+        text and are named in the reply's ``error`` (the request goes on). Each request gets one
+        finished reply: a refused opening (invalid, past ``max_live``, or a second one for a live
+        request) ends its request with the error; the first message without an opening for a uid
+        never seen gets the finished :data:`~puredetok.serving.messages.UNKNOWN_REQUEST` error; a
+        later message, or an opening, for a uid that has had its finished reply gets an error reply
+        that is not finished and changes nothing.
         """
         return self.handle_batch(DetokenizeBatch.of(messages)).replies()
 
@@ -441,6 +448,8 @@ class DetokenizeManager:
             except (ValueError, TypeError):
                 break
             self._consumed[uid] = opening.consumed
+            if self._answered:
+                self._answered.pop(uid, None)
             opened.add(position)
         return opened
 
@@ -492,9 +501,11 @@ class DetokenizeManager:
         it (``end``: the scheduler's reason), name a uid that is not live, or hold an invalid id.
         """
         stream = self._live.get(uid)
-        if stream is None and opening is None:  # not live: an error reply, nothing changes
-            replies.ended.append((position, None, None))
-            replies.errors.append((position, self._not_live(uid)))
+        if stream is None and opening is None:  # not live: an error reply, nothing else changes
+            finished, error = self._not_live(uid)
+            if finished:
+                replies.ended.append((position, None, None))
+            replies.errors.append((position, error))
             replies.outputs.append("")
             return
         many = type(tokens) is not int
@@ -536,22 +547,20 @@ class DetokenizeManager:
     ) -> Stream | None:
         """The record of a message that opens its request or names a uid that is not live: the new
         record (stored; its ``count`` ids, already counted, counted on from the opening's
-        ``consumed``), or None with the error in ``replies`` (nothing else changed).
+        ``consumed``), or None with the error in ``replies``: a refused opening ends its request
+        (a live one too: opened twice), an opening or a message for a uid that has had its
+        finished reply changes nothing.
         """
         first = self._opening(uid, opening, stream)
         if isinstance(first, tuple):
-            ended, message = first
-            if ended:
+            finished, message = first
+            if finished:
                 replies.ended.append((position, None, None))
             replies.errors.append((position, message))
-            if stream is None:
-                self._consumed.pop(uid, None)
-            else:
-                self._consumed[uid] -= count
+            self._consumed.pop(uid, None)
             return None
         assert opening is not None
-        self._live[uid] = first
-        self._consumed[uid] = opening.consumed + count
+        self._store(uid, first, opening.consumed + count)
         return first
 
     def _end(self, uid: Uid, stream: Stream, position: int, replies: _Replies) -> None:
@@ -568,13 +577,16 @@ class DetokenizeManager:
         return list(self.handle_batch(DetokenizeBatch.of(messages)).outputs)
 
     def abort(self, uids: Uids) -> list[UserReply]:
-        """Drop these requests: one reply each, ``finish_reason="abort"``; nothing held is emitted.
+        """Drop these requests: one reply each; nothing held is emitted.
 
         ``uids`` is a collection (:data:`~puredetok.serving.uids.Uids`): a bare ``str`` or
         ``bytes`` raises ``TypeError`` (for one request, pass ``[uid]``), and so does an item
-        that is not an ``int`` or ``str``; nothing is aborted then. A uid that is not live gets
-        an error in its reply (it is remembered as ended all the same, so that its late messages
-        are refused).
+        that is not an ``int`` or ``str``; nothing is aborted then. A live request's reply is
+        finished with ``finish_reason="abort"``; so is a uid the manager has never answered (the
+        scheduler has not opened it yet), with an error saying it was not live. A uid that has
+        already had its finished reply (it ended, or a message for it was answered as unknown)
+        gets an error reply that is not finished: no request gets two. Every uid is then
+        remembered as ended, so that its late messages are refused.
         """
         replies = []
         for uid in uid_list(uids):
@@ -584,11 +596,37 @@ class DetokenizeManager:
                 abort(stream)
                 replies.append(UserReply(uid, "", True, "abort"))
             elif uid in self._ended:
-                replies.append(UserReply(uid, "", True, "abort", error=self._late(uid)))
+                replies.append(UserReply(uid, "", False, error=self._late(uid)))
+                continue
+            elif self._answered.pop(uid, 0) is None:
+                replies.append(UserReply(uid, "", False, error=self._unknown(uid)))
             else:
                 replies.append(UserReply(uid, "", True, "abort", error=f"no live request {uid!r}"))
             self._remember(uid, "abort")
         return replies
+
+    def refuse(self, uid: Uid, error: str, *, opening: bool = False) -> UserReply:
+        """End request ``uid`` with ``error`` for a reason found outside the manager (a limit, a
+        message that could not be read, a bug); its reply.
+
+        A live request is dropped (nothing held is emitted). The reply is finished, unless the uid
+        has already had its finished reply (it ended, or a message for it was answered as unknown,
+        when this message is not an ``opening``, which would have started it anew): then it is an
+        error reply that is not finished. The uid is remembered as ended.
+        """
+        if uid in self._ended:
+            return UserReply(uid, "", False, error=f"{error} ({self._late(uid)})")
+        answered = self._answered.pop(uid, 0) is None and not opening
+        self._live.pop(uid, None)
+        self._consumed.pop(uid, None)
+        self._remember(uid, "refused")
+        return UserReply(uid, "", not answered, error=error)
+
+    def known(self, uid: Uid) -> bool:
+        """Whether ``uid`` is live, remembered as ended, or was answered as unknown: a uid that has
+        named a request here (a new request must take another).
+        """
+        return uid in self._live or uid in self._ended or uid in self._answered
 
     def detach(self, uid: Uid) -> Stream:
         """Take request ``uid`` out of this manager (to move or park it); raises KeyError if not live.
@@ -613,8 +651,7 @@ class DetokenizeManager:
         self._check_stops(stream.rules.stop, "its stream has ")
         self._check_room(uid)
         self._ended.pop(uid, None)
-        self._live[uid] = stream
-        self._consumed[uid] = 0
+        self._store(uid, stream, 0)
 
     def drain(self) -> list[tuple[Uid, bytes, int]]:
         """Hand every live request back, as ``(uid, Stream.to_bytes(), consumed)``, and hold none.
@@ -633,19 +670,34 @@ class DetokenizeManager:
 
     def _opening(self, uid: Uid, opening: Opening | None, stream: Stream | None) -> Stream | tuple[bool, str]:
         """The record for a message that opens a request or names a uid that is not live (not yet
-        stored), or why not: ``(finished, error)``.
+        stored), or why not: ``(finished, error)``. A refused opening ends its request (``finished``:
+        a live one is dropped, the uid remembered as ended), unless the uid has already ended.
         """
-        ended = stream is None and uid in self._ended
         if opening is None:
-            return True, self._not_live(uid)
-        if stream is None and len(self._live) >= self.max_live:
-            return True, self._full(uid)
-        try:
-            return self._opened(uid, opening)
-        except ValueError as error:
-            return ended, str(error)
-        except TypeError as error:  # a parameter of the wrong type, found building its rules or codec
-            return ended, _invalid_parameters(uid, error)
+            return self._not_live(uid)
+        if stream is None and uid in self._ended:
+            return False, f"request {uid!r} {ENDED_ALREADY} ({self._ended[uid]}): opening ignored"
+        if stream is not None:
+            error = f"request {uid!r} refused: already open (opened twice): it ends"
+        elif len(self._live) >= self.max_live:
+            error = self._full(uid)
+        else:
+            try:
+                return self._opened(uid, opening)
+            except ValueError as invalid:
+                error = str(invalid)
+            except TypeError as invalid:  # a parameter of the wrong type, found building its rules or codec
+                error = _invalid_parameters(uid, invalid)
+        self._answered.pop(uid, None)
+        self._live.pop(uid, None)
+        self._remember(uid, "refused")
+        return True, error
+
+    def _store(self, uid: Uid, stream: Stream, consumed: int) -> None:
+        """Make ``stream`` the live record of ``uid``, which has consumed ``consumed`` ids."""
+        self._live[uid] = stream
+        self._consumed[uid] = consumed
+        self._answered.pop(uid, None)
 
     def _opened(self, uid: Uid, opening: Opening) -> Stream:
         """A new record for ``uid`` (checked, not stored)."""
@@ -675,11 +727,19 @@ class DetokenizeManager:
         codec, _, hold, held, min_left, max_left, reason = stream.fields()
         return Stream(codec, shared, hold, held, min_left, max_left, reason)
 
-    def _not_live(self, uid: Uid) -> str:
-        """The error of a message without an opening for a uid that is not live."""
-        if len(self._live) >= self.max_live:
-            return self._full(uid)
-        return self._late(uid) if uid in self._ended else self._unknown(uid)
+    def _not_live(self, uid: Uid) -> tuple[bool, str]:
+        """``(finished, error)`` of a message without an opening for a uid that is not live: the
+        first such message of a uid never seen is answered finished, any later one not.
+        """
+        if uid in self._ended:
+            return False, self._late(uid)
+        if uid in self._answered:
+            return False, self._unknown(uid)
+        answered = self._answered
+        answered[uid] = None
+        while len(answered) > self.remember_ended:
+            answered.popitem(last=False)
+        return True, self._unknown(uid)
 
     def _check_room(self, uid: Uid) -> None:
         if len(self._live) >= self.max_live:

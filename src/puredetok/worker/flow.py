@@ -30,7 +30,7 @@ from puredetok.worker.wire import Decoded
 
 def slices(decoded: Decoded, size: int) -> Iterator[Decoded]:
     """``decoded`` cut into frames of at most ``size`` messages, in order; the frame's rejected
-    messages go with the last slice.
+    messages go with the first slice (the worker answers them before the frame's other messages).
 
     Lazy, and linear in the batch overall: each slice costs its own messages (a detokenize
     batch's positions are found by bisection in its sorted positions), so the first slice of a
@@ -46,7 +46,7 @@ def slices(decoded: Decoded, size: int) -> Iterator[Decoded]:
         for begin in range(0, total, size):
             end = min(total, begin + size)
             part = Batch(batch.kind, batch.items[begin:end])
-            yield Decoded(part, decoded.rejected if end == total else ())
+            yield Decoded(part, decoded.rejected if begin == 0 else ())
         return
     total = len(batch)
     finished = _ascending(batch.finished, _itself)
@@ -75,7 +75,7 @@ def slices(decoded: Decoded, size: int) -> Iterator[Decoded]:
         piece = DetokenizeBatch(
             batch.uids[begin:end], ids, part_counts, part_finished, part_opens, part_reasons
         )
-        yield Decoded(piece, decoded.rejected if end == total else ())
+        yield Decoded(piece, decoded.rejected if begin == 0 else ())
 
 
 def _ascending(items: Sequence[Any], key: Callable[[Any], int]) -> Sequence[Any]:

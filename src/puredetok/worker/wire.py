@@ -87,6 +87,8 @@ class Rejected:
     uid: Uid | None
     """Its uid, when at least that field could be read."""
     reason: str
+    opening: bool = False
+    """Whether it carried an opening (a detokenize message that would have opened its request)."""
 
 
 @attrs.frozen
@@ -376,12 +378,13 @@ class FrameDecoder:
                 value is _DEEP
                 for value in (uid, fields["open"], *fields["token_ids"], *reasons.get(index, ()))
             ):
-                rejected.append(Rejected(kind, index, probe, self._too_deep(kind)))
+                rejected.append(Rejected(kind, index, probe, self._too_deep(kind), index in opens))
                 continue
             try:
                 good.append(one.decode(_encoder.encode(fields)))
             except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError) as error:
-                rejected.append(Rejected(kind, index, probe, f"malformed {kind} message: {error}"))
+                reason = f"malformed {kind} message: {error}"
+                rejected.append(Rejected(kind, index, probe, reason, index in opens))
         return Decoded(DetokenizeBatch.of(good), tuple(rejected))
 
     def _checked(self, decoded: Decoded) -> Decoded:
@@ -400,7 +403,7 @@ class FrameDecoder:
         if not deep:
             return decoded
         kind, items = batch.KIND, batch.items
-        rejected = [Rejected(kind, p, items[p].uid, self._too_deep(kind)) for p in sorted(deep)]
+        rejected = [Rejected(kind, p, items[p].uid, self._too_deep(kind), True) for p in sorted(deep)]
         kept = DetokenizeBatch.of([message for p, message in enumerate(items) if p not in deep])
         return Decoded(kept, decoded.rejected + tuple(rejected))
 

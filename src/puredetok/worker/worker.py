@@ -54,6 +54,7 @@ import signal
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any, cast
@@ -68,7 +69,7 @@ from puredetok.serving.detokenize_manager import (
     DEFAULT_MAX_LIVE,
     DEFAULT_MAX_STOP_CHARS,
     DEFAULT_MAX_STOPS,
-    ENDED_ALREADY,
+    DEFAULT_REMEMBER_ENDED,
     DetokenizeManager,
 )
 from puredetok.serving.loading import load_tokenizer
@@ -79,7 +80,6 @@ from puredetok.serving.messages import (
     AbortMsg,
     AnyBatch,
     DetokenizeBatch,
-    DetokenizeMsg,
     HealthCheckMsg,
     HealthReply,
     Message,
@@ -311,6 +311,8 @@ class Worker:
         """Requests given to the tokenizing thread, with how many of their messages it still has."""
         self._cancelled: set[Uid] = set()
         """Requests aborted while the tokenizing thread has them: their ids are not sent on."""
+        self._sent: OrderedDict[Uid, None] = OrderedDict()
+        """The last uids whose prompt went to the scheduler (a tokenize naming one again is refused)."""
         self._waiting_chars = 0
         """Characters of text given to the tokenizing thread, not yet tokenized."""
         self._tokenizer: TokenizeThread | None = None
@@ -506,9 +508,7 @@ class Worker:
         """
         out = _Outbox()
         for uid, error in self._parking.built():
-            self.detokenize_manager.abort([uid])  # remembered as ended: its late messages are refused
-            out.reply(UserReply(uid, "", True, error=error))
-            out.to_backend.setdefault(AbortBackendMsg.KIND, []).append(AbortBackendMsg(uid))
+            self._refuse(DetokenizeBatch.KIND, uid, error, out)  # remembered: late messages are refused
         self._flush(out)
 
     def _disconnections(self) -> None:
@@ -522,26 +522,54 @@ class Worker:
                 )
 
     def handle(self, frames: Sequence[Decoded]) -> None:
-        """Handle decoded frames, in arrival order, and send one frame per kind."""
+        """Handle decoded frames, in arrival order, and send one frame per kind.
+
+        The messages of a frame that could not be read are answered before its other messages
+        (each ends its request: see :meth:`_refuse`).
+        """
         out = _Outbox()
-        for kind, run in _runs(frames):
+        for kind, frames_of_run in _runs(frames):
+            for decoded in frames_of_run:
+                for rejected in decoded.rejected:
+                    self.drops.drop("bad_message", rejected.reason)
+                    if rejected.uid is not None:
+                        self._refuse(
+                            rejected.kind, rejected.uid, rejected.reason, out, opening=rejected.opening
+                        )
+            run = [decoded.batch for decoded in frames_of_run if len(decoded.batch)]
+            if not run:
+                continue
             self.handled[kind] = self.handled.get(kind, 0) + sum(map(len, run))
             try:
                 self._handle_run(kind, run, out)
             except Exception as error:  # a bug must cost these requests, never the worker
                 logger.exception("internal error on %d %s messages", len(run), kind)
                 self.drops.drop("internal_error", f"{type(error).__name__}: {error}")
-                for batch in run:
-                    for message in batch.items:
-                        if isinstance(message, TokenizeMsg | DetokenizeMsg | AbortMsg):
-                            out.reply(UserReply(message.uid, "", True, error=f"internal error: {error}"))
-        for decoded in frames:
-            for rejected in decoded.rejected:
-                self.drops.drop("bad_message", rejected.reason)
-                if rejected.uid is not None:
-                    finished = rejected.kind != DetokenizeMsg.KIND
-                    out.reply(UserReply(rejected.uid, "", finished, error=rejected.reason))
+                uids = {
+                    message.uid: None for batch in run for message in batch.items if hasattr(message, "uid")
+                }
+                for uid in uids:
+                    if kind == TokenizeMsg.KIND and uid in self._tokenizing:
+                        self._cancelled.add(uid)  # answered here: its ids must not go out
+                    self._refuse(kind, uid, f"internal error: {error}", out)
         self._flush(out)
+
+    def _refuse(self, kind: str, uid: Uid, error: str, out: _Outbox, *, opening: bool = False) -> None:
+        """End request ``uid`` with ``error``: a message of ``kind`` for it could not be handled.
+
+        A tokenize message is a request of its own: its reply is finished, whatever the uid. A
+        detokenize or abort message ends its request (see :meth:`DetokenizeManager.refuse`; its
+        ids, if the tokenizing thread has it, never go out), and the scheduler is told to drop it.
+        """
+        if kind == TokenizeMsg.KIND:
+            out.reply(UserReply(uid, "", True, error=error))
+            return
+        reply = self.detokenize_manager.refuse(uid, error, opening=opening)
+        if uid in self._tokenizing:
+            self._cancelled.add(uid)
+        out.reply(reply)
+        if reply.finished:
+            out.to_backend.setdefault(AbortBackendMsg.KIND, []).append(AbortBackendMsg(uid))
 
     def _flush(self, out: _Outbox) -> None:
         for messages in out.to_backend.values():
@@ -568,7 +596,8 @@ class Worker:
                     reply = UserReply(reply.uid, "", True, "abort")
                 elif reply.uid in self._tokenizing:  # aborted before its ids went out: they never will
                     self._cancelled.add(reply.uid)
-                    reply = UserReply(reply.uid, "", True, "abort")
+                    if reply.finished:  # not "no live request": the request was here, tokenizing
+                        reply = UserReply(reply.uid, "", True, "abort")
                 out.reply(reply)
             out.to_backend.setdefault(AbortBackendMsg.KIND, []).extend(AbortBackendMsg(uid) for uid in uids)
         elif kind == HealthCheckMsg.KIND:
@@ -582,20 +611,18 @@ class Worker:
             return
         replies = self.detokenize_manager.handle_batch(batch)
         out.replies_of(replies)
+        if not replies.ended:
+            return
         closing = frozenset(batch.finished)
-        # Only a refusal (an invalid opening, max_live) stops the scheduler's request: a uid this
-        # worker does not hold may live on elsewhere (handed back, re-opened), and one that has
-        # ended was stopped when it ended.
-        failed = frozenset(
-            position
-            for position, error in replies.errors
-            if not error.startswith(UNKNOWN_REQUEST) and ENDED_ALREADY not in error
-        )
+        errors = dict(replies.errors) if replies.errors else {}
         for position, reason, _ in replies.ended:
-            # A stop rule ended the request here while the scheduler is still generating it, or
-            # the request was refused: stop it there.
-            if position in closing or reason == "abort" or (reason is None) != (position in failed):
-                continue
+            if reason is None:  # refused (an invalid opening, max_live, opened twice): stop it there
+                # (a uid this worker does not hold may live on elsewhere: handed back, re-opened)
+                if errors[position].startswith(UNKNOWN_REQUEST):
+                    continue
+            elif position in closing or reason == "abort":
+                continue  # the scheduler ended it itself
+            # else a stop rule ended it here while the scheduler is still generating it
             out.to_backend.setdefault(AbortBackendMsg.KIND, []).append(AbortBackendMsg(batch.uids[position]))
 
     def _within_limits(self, batch: DetokenizeBatch, out: _Outbox) -> DetokenizeBatch:
@@ -611,14 +638,10 @@ class Worker:
             return batch
         over = {p for p, count in enumerate(counts) if count + prompts.get(p, 0) > limit}
         items = batch.items
-        closing = frozenset(batch.finished)
         for position in sorted(over):
             uid, size = items[position].uid, counts[position] + prompts.get(position, 0)
-            self.detokenize_manager.abort([uid])
             error = f"request {uid!r} refused: {size:,} ids in one message > {limit:,} (max_ids)"
-            out.reply(UserReply(uid, "", True, error=error))
-            if position not in closing:
-                out.to_backend.setdefault(AbortBackendMsg.KIND, []).append(AbortBackendMsg(uid))
+            self._refuse(DetokenizeBatch.KIND, uid, error, out, opening=position in prompts)
         self.drops.drop("over_max_ids", f"{len(over)} messages over {limit:,} ids")
         return DetokenizeBatch.of([message for p, message in enumerate(items) if p not in over])
 
@@ -645,19 +668,25 @@ class Worker:
         taken_chars = 0
         most = self.limits.max_chat_messages
         for msg in msgs:
+            if msg.uid in self._tokenizing or msg.uid in self._sent or self.detokenize_manager.known(msg.uid):
+                error = (
+                    f"request {msg.uid!r} refused: this uid already names a request (a uid names one request)"
+                )
+                out.reply(UserReply(msg.uid, "", True, error=error))
+                continue
             if msg.messages is not None and len(msg.messages) > most:
                 error = (
                     f"{len(msg.messages):,} chat messages > the limit of {most:,} (max_chat_messages): "
                     "not tokenized"
                 )
-                out.reply(UserReply(msg.uid, "", True, error=error))
+                self._refuse_tokenized(msg.uid, error, out)
                 continue
             chars = text_chars(msg)
             if chars > limit:
                 error = (
                     f"text of {chars:,} characters > the limit of {limit:,} (max_text_chars): not tokenized"
                 )
-                out.reply(UserReply(msg.uid, "", True, error=error))
+                self._refuse_tokenized(msg.uid, error, out)
                 continue
             if taken and taken_chars + chars > limit:  # one encode call holds one long text's worth
                 self._tokenizer.submit(taken)
@@ -681,23 +710,38 @@ class Worker:
                 if not left:
                     self._cancelled.discard(msg.uid)
                 continue
+            manager = self.detokenize_manager
+            if msg.uid not in manager and manager.known(msg.uid):
+                continue  # it ended while tokenizing (its finished reply has gone): nothing goes on
             self._tokenize_result(msg, result, out)
         self._flush(out)
 
     def _tokenize_result(self, msg: TokenizeMsg, result: TokenizeResult, out: _Outbox) -> None:
         if result.input_ids is None:
-            out.reply(UserReply(msg.uid, "", True, error=result.error))
+            self._refuse_tokenized(msg.uid, result.error or "not tokenized", out)
         elif len(result.input_ids) > self.limits.max_ids:
             error = (
                 f"prompt of {len(result.input_ids):,} ids > the limit of {self.limits.max_ids:,} (max_ids)"
             )
-            out.reply(UserReply(msg.uid, "", True, error=error))
+            self._refuse_tokenized(msg.uid, error, out)
         elif (refused := self._refused(msg.params)) is not None:
-            out.reply(UserReply(msg.uid, "", True, error=f"request {msg.uid!r} refused: {refused}"))
+            self._refuse_tokenized(msg.uid, f"request {msg.uid!r} refused: {refused}", out)
         else:
             out.to_backend.setdefault(UserMsg.KIND, []).append(
                 UserMsg(msg.uid, tuple(result.input_ids), msg.params)
             )
+            self._sent[msg.uid] = None
+            if len(self._sent) > DEFAULT_REMEMBER_ENDED:
+                self._sent.popitem(last=False)
+
+    def _refuse_tokenized(self, uid: Uid, error: str, out: _Outbox) -> None:
+        """A tokenize request that cannot go to the scheduler ends with ``error``; its uid is
+        remembered as ended (an opening for it is refused).
+        """
+        live = uid in self.detokenize_manager
+        out.reply(self.detokenize_manager.refuse(uid, error))
+        if live:  # the scheduler opened it before it was tokenized: stop it there
+            out.to_backend.setdefault(AbortBackendMsg.KIND, []).append(AbortBackendMsg(uid))
 
     def _refused(self, params: SamplingParams) -> str | None:
         """Why the opening of a request with ``params`` would be refused here, if it would (its
@@ -802,20 +846,21 @@ class _Outbox:
             self._loose = []
 
 
-def _runs(frames: Sequence[Decoded]) -> Iterator[tuple[str, list[AnyBatch]]]:
-    """Consecutive batches of one kind, handled together in arrival order; a detokenize batch is
-    a run of its own (the unit an internal error may cost), and an empty batch is no run at all.
+def _runs(frames: Sequence[Decoded]) -> Iterator[tuple[str, list[Decoded]]]:
+    """Consecutive frames of one kind, handled together in arrival order; a detokenize frame is
+    a run of its own (the unit an internal error may cost), and a frame with no message, read or
+    rejected, is no run at all.
     """
-    kind, run = "", list[AnyBatch]()
+    kind, run = "", list[Decoded]()
     for decoded in frames:
         batch = decoded.batch
-        if not len(batch):
+        if not len(batch) and not decoded.rejected:
             continue
         if run and (batch.kind != kind or kind == DetokenizeBatch.KIND):
             yield kind, run
             run = []
         kind = batch.kind
-        run.append(batch)
+        run.append(decoded)
     if run:
         yield kind, run
 
