@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import zmq
 
-from puredetok.serving.messages import TO_BACKEND, TO_FRONTEND, Message, ReadyMsg, UserReply
+from puredetok.serving.messages import PROTOCOL_VERSION, TO_BACKEND, TO_FRONTEND, Message, ReadyMsg, UserReply
 from puredetok.worker.routing import WorkerPool
 from puredetok.worker.wire import FrameDecoder
 
@@ -39,7 +39,7 @@ def raw_detokenize_frame(
         "opens": [[n, message[3]] for n, message in enumerate(messages) if message[3] is not None],
         "reasons": [[n, message[4], None] for n, message in enumerate(messages) if message[2] and message[4]],
     }
-    return msgspec.msgpack.encode(["detokenize", columns])
+    return msgspec.msgpack.encode(["detokenize", PROTOCOL_VERSION, columns])
 
 
 TIMEOUT = 60.0
