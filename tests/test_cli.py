@@ -154,6 +154,19 @@ def test_a_folder_without_a_tokenizer_gets_the_whole_message_on_one_line(
     assert "(3) an equivalent slow tokenizer class to instantiate and convert." in err
 
 
+def test_a_folder_whose_vocabulary_is_compressed_is_refused_not_loaded_empty(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """tests/data keeps Llama-2's tokenizer.json gzipped: transformers loads the folder as a
+    tokenizer of 3 special tokens, which encoded every text to nothing (the bench then divided by
+    zero)."""
+    folder = Path(__file__).parent / "data" / "tokenizers" / "llama2"
+    code, _, err = run(capsys, "explain", "x", "--tokenizer", str(folder))
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "it has no vocabulary, only its 3 special tokens" in err
+    assert "(tokenizer.json.gz must be uncompressed)" in err
+
+
 def test_an_error_message_of_several_lines_is_printed_whole_on_one(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

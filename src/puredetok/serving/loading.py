@@ -17,6 +17,7 @@ import io
 import os
 import re
 import warnings
+from collections.abc import Sized
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
@@ -128,7 +129,6 @@ def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> Loaded
         tokenizer: LoadedTokenizer = _quietly(
             transformers.AutoTokenizer.from_pretrained, str(path), local_files_only=True
         )
-        return tokenizer
     except Exception as error:
         reason = " ".join(str(error).split()) or type(error).__name__  # all of it, on one line
         if not any((path / name).exists() for name in TOKENIZER_FILES):
@@ -137,3 +137,20 @@ def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> Loaded
                 f"transformers says: {reason}"
             )
         raise TokenizerLoadError(f"cannot load a tokenizer from {str(path)!r}: {reason}") from None
+    _check_vocabulary(tokenizer, path)
+    return tokenizer
+
+
+def _check_vocabulary(tokenizer: LoadedTokenizer, path: Path) -> None:
+    """Refuse a tokenizer that ``transformers`` built without its vocabulary (a folder whose
+    vocabulary file is missing or compressed still loads, with only its special tokens).
+    """
+    size = len(tokenizer) if isinstance(tokenizer, Sized) else None
+    specials = len(set(getattr(tokenizer, "all_special_ids", ())))
+    if size is not None and size <= max(specials, 1):
+        packed = sorted(name.name for name in path.glob("*.gz"))
+        hint = f" ({', '.join(packed)} must be uncompressed)" if packed else ""
+        raise TokenizerLoadError(
+            f"cannot load a tokenizer from {str(path)!r}: it has no vocabulary, only its {size} "
+            f"special tokens; the folder lacks its vocabulary file{hint}"
+        )
