@@ -96,7 +96,9 @@ def test() -> None:
         run(BIN / "mkdocs", "build", "--strict", "--quiet", "--site-dir", site)
     wheel_check()
     env = {**os.environ, "HYPOTHESIS_PROFILE": os.environ.get("HYPOTHESIS_PROFILE", "dev")}
-    run(PYTHON, "-m", "pytest", "-n", os.environ.get("PYTEST_WORKERS", "auto"), env=env)
+    # The slowest tests are listed so that the suite's time in CI stays in view.
+    workers = os.environ.get("PYTEST_WORKERS", "auto")
+    run(PYTHON, "-m", "pytest", "-n", workers, "--durations=25", env=env)
 
 
 ENGINE_TESTS = ROOT / "engine_tests"

@@ -7,10 +7,12 @@ fallback asks it: text is sent only once it is a common prefix of ``decode(windo
 next token changes text already decoded: a word (shows trailing whitespace a strip would remove,
 and cleanup rules that need a following word), a punctuation mark (space cleanup), a byte that
 decodes to U+FFFD alone (a byte run that a later byte spoils). A probe is kept only where the
-build shows it changing text: the word where it changes the text of one of the ~5,000 sampled ids,
-the mark where it changes the text of an id that ends in a space, the byte where it changes a
-complete character before it (byte-level BPE and SentencePiece without cleanup only append, and
-keep none or only the byte). A trailing U+FFFD is held too: it may be a character that more bytes
+build shows it changing text: the word where it changes the text of one of the ~5,000 sampled ids
+or of a low id after an id that is one space (cleanup's " ' " rule on T5's "▁" then "'"), the mark
+where it changes the text of an id that ends in a space, the byte where it changes a complete
+character before it (byte-level BPE and SentencePiece without cleanup only append, and keep none or
+only the byte). A rule that needs more than one next id to show (cleanup's " 've" after " 'v") is
+beyond what the probes show. A trailing U+FFFD is held too: it may be a character that more bytes
 complete. So text that one of those changes is held, never sent early and then contradicted.
 
 How the window stays bounded without losing text.
@@ -372,14 +374,23 @@ def build_window(
     low = [i for i in range(min(size, 1024)) if i not in added]
     alone = {**dict(zip(low, batch([[i] for i in low]))), **dict(zip(ids, texts))}
     known = {i: t for i, t in alone.items() if t is not None}
+    lead = [] if plain is None else [plain]
+    # Texts after the anchor: a leading space a text's start drops (SentencePiece's "▁") shows there.
+    followed = dict(zip(known, batch([[*lead, i] for i in known])))
     mark = _pick(list(known), list(known.values()), lambda t: t.strip() in _PUNCTUATION and t.strip() != "")
-    spaced = [[plain, i] if plain is not None else [i] for i, t in known.items() if t.endswith(" ")][:64]
+    spaced = [[*lead, i] for i, t in followed.items() if t is not None and t.endswith(" ")][:64]
     if mark is not None and spaced and not _changes(mark, spaced, batch):
         mark = None
     # The word stands for any next token: where it changes the text of no sampled id (after the
     # anchor), as in byte-level BPE or SentencePiece without cleanup, it shows nothing there either.
+    # The low ids (marks) are also tried after an id that is one space, as a word changes " '" into
+    # "'" only there (cleanup's " ' " rule, T5's "▁" then "'").
     shown = word
-    sampled = [[plain, i] if plain is not None else [i] for i in known]
+    lead_text = known[plain] if plain is not None else ""
+    space = _pick(list(followed), [t or "" for t in followed.values()], lambda t: t == lead_text + " ")
+    sampled = [[*lead, i] for i in known]
+    if space is not None:
+        sampled += [[*lead, space, i] for i in low if i in known]
     if word is not None and not _changes(word, sampled, batch):
         shown = None
     chosen = [shown, mark, spoiler]
@@ -410,7 +421,7 @@ def build_window(
             ),
             None,
         )
-        if starter is not None:
+        if starter is not None and (starter,) not in trim_probes:
             trim_probes += ((starter,),)
     return Window(
         decode=decode,
