@@ -2,7 +2,7 @@
 
 Run in an environment with SGLang (``python3 tasks.py test-engines sglang`` builds one)::
 
-    python -m puredetok.bench.sglang [--requests 256] [--tokens 256] [--repeats 3]
+    python -m puredetok.bench.engines.sglang [--requests 256] [--tokens 256] [--repeats 3]
 
 Two sections per tokenizer (Qwen3, Llama-2):
 
@@ -197,7 +197,7 @@ def _line(label: str, samples: list[dict[str, float]], target: float) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Print both sections for each tokenizer."""
     parser = argparse.ArgumentParser(
-        prog="python -m puredetok.bench.sglang", description=__doc__.split("\n")[0]
+        prog="python -m puredetok.bench.engines.sglang", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--requests", type=int, default=256)
     parser.add_argument("--tokens", type=int, default=256, help="max_tokens of every request")

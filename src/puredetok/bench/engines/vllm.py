@@ -1,7 +1,7 @@
 """vLLM's ``OutputProcessor`` per token, side by side in one run: with vLLM's own detokenizer, with
 puredetok's (the plugin) and with ``detokenize=False`` (no detokenizer at all).
 
-Run it in an environment with vLLM (``python -m puredetok.bench.vllm [--tokenizer PATH ...]``;
+Run it in an environment with vLLM (``python -m puredetok.bench.engines.vllm [--tokenizer PATH ...]``;
 ``tasks.py test-engines vllm`` builds one). 256 requests with the serving parameters (4 stop
 strings, ``max_tokens``, ``min_tokens``, streamed as deltas) each get one id per engine step, as
 vLLM's engine core sends them; a run times ``add_request`` for every request and
@@ -220,7 +220,7 @@ def measure(tokenizer: Any, label: str, requests: int = 256, tokens: int = 128, 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the per-token costs and the ratio of the shares, over several repeats."""
-    parser = argparse.ArgumentParser(prog="python -m puredetok.bench.vllm", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m puredetok.bench.engines.vllm", description=__doc__)
     parser.add_argument(
         "--tokenizer",
         action="append",
