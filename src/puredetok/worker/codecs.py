@@ -2,8 +2,9 @@
 
 Building a codec for a set of decode options the worker has not seen (``skip_special_tokens=False``,
 ``clean_up_tokenization_spaces=True``, ...) reads the whole vocabulary and checks the model against
-the tokenizer's decode: 0.2 - 0.9 s. A :class:`CodecBuilder` does it in a thread of its own (one
-build at a time, in the order asked) and wakes the loop through a pipe when a codec is ready.
+the tokenizer's decode: 0.2 - 0.9 s. A :class:`CodecBuilder` does it in a thread of its own (a
+:class:`~puredetok.serving.background.Background`: one build at a time, in the order asked) and
+wakes the loop when a codec is ready.
 Meanwhile :class:`Parking` keeps the messages of the requests that wait for it, in order, out of the
 batches the loop handles: only those requests wait; a codec that can be had at once (kept, or
 derived from a kept one: another ``max_byte_run``) is never waited for. When the codec is ready the
@@ -15,14 +16,12 @@ from __future__ import annotations
 
 __all__ = ["CodecBuilder", "Parking"]
 
-import collections
-import os
-import queue
+import functools
 import sys
-import threading
 from collections.abc import Callable, Iterable
 
 from puredetok.core import Codec
+from puredetok.serving.background import Background
 from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
 from puredetok.serving.messages import DetokenizeBatch, DetokenizeMsg, Uid
 
@@ -32,7 +31,7 @@ SWITCH_SECONDS = 0.0005
 through one long C call: a pass over the whole vocabulary)."""
 
 
-class CodecBuilder:
+class CodecBuilder(Background[CodecKey, Codec]):
     """A thread that builds the codecs asked for with :meth:`submit`, one at a time, in order.
 
     :attr:`fd` becomes readable when results wait; :meth:`collect` takes them (a codec, or the
@@ -40,58 +39,16 @@ class CodecBuilder:
     """
 
     def __init__(self, build: Callable[[CodecKey], Codec]) -> None:
-        self._build = build
-        self._jobs: queue.SimpleQueue[CodecKey | None] = queue.SimpleQueue()
-        self._done: collections.deque[tuple[CodecKey, Codec | Exception]] = collections.deque()
-        self._wake_read, self._wake_write = os.pipe()
-        os.set_blocking(self._wake_read, False)
-        self.pending = 0
-        """Builds asked for whose results have not been collected yet."""
-        self._thread = threading.Thread(target=self._run, name="puredetok-codecs", daemon=True)
-        self._thread.start()
+        super().__init__(functools.partial(_switching_often, build), "puredetok-codecs")
 
-    @property
-    def fd(self) -> int:
-        """A file descriptor that is readable while results wait (for the loop's poller)."""
-        return self._wake_read
 
-    def submit(self, key: CodecKey) -> None:
-        """Build the codec for ``key`` after the ones already asked for."""
-        self.pending += 1
-        self._jobs.put(key)
-
-    def collect(self) -> list[tuple[CodecKey, Codec | Exception]]:
-        """The results ready now (the wake-up is read whatever else happens: it never stays readable)."""
-        try:
-            os.read(self._wake_read, 1 << 16)
-        except BlockingIOError:
-            pass
-        ready = []
-        while self._done:
-            ready.append(self._done.popleft())
-        self.pending -= len(ready)
-        return ready
-
-    def close(self) -> None:
-        """Finish the builds asked for, then stop the thread."""
-        self._jobs.put(None)
-        self._thread.join()
-        os.close(self._wake_read)
-        os.close(self._wake_write)
-
-    def _run(self) -> None:
-        while (key := self._jobs.get()) is not None:
-            result: Codec | Exception
-            usual = sys.getswitchinterval()
-            sys.setswitchinterval(SWITCH_SECONDS)
-            try:
-                result = self._build(key)
-            except Exception as error:  # the request that asked gets the error, the thread lives on
-                result = error
-            finally:
-                sys.setswitchinterval(usual)
-            self._done.append((key, result))
-            os.write(self._wake_write, b"\0")
+def _switching_often(build: Callable[[CodecKey], Codec], key: CodecKey) -> Codec:
+    usual = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_SECONDS)
+    try:
+        return build(key)
+    finally:
+        sys.setswitchinterval(usual)
 
 
 class Parking:
