@@ -12,71 +12,11 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from puredetok.client.common import (
-    LOG,
-    HandBack,
-)
-from puredetok.serving.messages import (
-    TO_BACKEND,
-    AbortBackendMsg,
-    DetokenizeMsg,
-    Opening,
-    SamplingParams,
-    UserMsg,
-)
-from puredetok.worker.routing import WorkerPool
-from puredetok.worker.wire import DropCounter, FrameDecoder, FrameError
+from puredetok.client.common import _Backend
+from puredetok.serving.messages import AbortBackendMsg, UserMsg
 
 
-class _Backend:
-    """What the sync and async scheduler clients share: the pool they send through."""
-
-    def __init__(
-        self, workers: Sequence[str], tokenize: Sequence[str] | None, context: zmq.Context[Any]
-    ) -> None:
-        self.pool = WorkerPool(workers, tokenize, context=zmq.Context.shadow(context.underlying))
-        self.decoder = FrameDecoder(TO_BACKEND)
-        self.drops = DropCounter(LOG)
-        """Frames from the workers that could not be read, by reason (``"version"``: a worker of
-        another protocol version, logged once)."""
-
-    def send(self, messages: Sequence[DetokenizeMsg]) -> None:
-        """Send generated ids (each request's first message with its :class:`Opening`)."""
-        self.pool.send(messages)
-
-    def reopen(
-        self,
-        hand_back: HandBack,
-        output_ids: Sequence[int],
-        params: SamplingParams,
-        *,
-        finished: bool = False,
-        finish_reason: Any = None,
-        matched_stop: str | int | None = None,
-    ) -> None:
-        """Continue a request a stopping worker handed back: ``output_ids`` are all the ids it has
-        generated so far (the ones from ``hand_back.consumed`` on are sent with its state);
-        ``params`` are the request's (their decode options choose the codec).
-        """
-        if len(output_ids) < hand_back.consumed:
-            raise ValueError(
-                f"request {hand_back.uid!r}: {len(output_ids)} ids generated, "
-                f"but its state consumed {hand_back.consumed}"
-            )
-        opening = Opening((), params, hand_back.state, hand_back.consumed)
-        ids = tuple(output_ids[hand_back.consumed :])
-        self.pool.send([DetokenizeMsg(hand_back.uid, ids, finished, opening, finish_reason, matched_stop)])
-
-    def _decode(self, frame: bytes) -> list[UserMsg | AbortBackendMsg]:
-        try:
-            items = self.decoder.decode(frame).batch.items
-        except FrameError as error:
-            self.drops.drop(error.reason, error.detail)
-            return []
-        return [m for m in items if isinstance(m, UserMsg | AbortBackendMsg)]
-
-
-class BackendClient(_Backend):
+class BackendClient(_Backend[zmq.Socket[bytes]]):
     """The scheduler's side of the workers: read tokenized requests and aborts, send ids.
 
     ``listen`` is the address the workers send ids to (their ``--backend``); this client binds it.
@@ -91,11 +31,7 @@ class BackendClient(_Backend):
         tokenize: Sequence[str] | None = None,
         context: zmq.Context[Any] | None = None,
     ) -> None:
-        context = context or zmq.Context.instance()
-        super().__init__(workers, tokenize, context)
-        self._pull: zmq.Socket[bytes] = context.socket(zmq.PULL)
-        self._pull.setsockopt(zmq.LINGER, 0)
-        self._pull.bind(listen)
+        super().__init__(workers, listen, tokenize, context or zmq.Context.instance())
 
     def receive(self, timeout: float | None = 0.0) -> list[UserMsg | AbortBackendMsg]:
         """What the workers sent, waiting up to ``timeout`` seconds (None: until something comes)
@@ -115,8 +51,7 @@ class BackendClient(_Backend):
 
     def close(self) -> None:
         """Close the sockets."""
-        self.pool.close()
-        self._pull.close(linger=0)
+        self._close_sockets()
 
     def __enter__(self) -> BackendClient:
         return self
@@ -125,7 +60,7 @@ class BackendClient(_Backend):
         self.close()
 
 
-class AsyncBackendClient(_Backend):
+class AsyncBackendClient(_Backend[zmq.asyncio.Socket]):
     """:class:`BackendClient` for asyncio: ``await client.receive()``, ``async for message in client``."""
 
     def __init__(
@@ -136,11 +71,7 @@ class AsyncBackendClient(_Backend):
         tokenize: Sequence[str] | None = None,
         context: zmq.asyncio.Context | None = None,
     ) -> None:
-        context = context or zmq.asyncio.Context.instance()
-        super().__init__(workers, tokenize, context)
-        self._pull = context.socket(zmq.PULL)
-        self._pull.setsockopt(zmq.LINGER, 0)
-        self._pull.bind(listen)
+        super().__init__(workers, listen, tokenize, context or zmq.asyncio.Context.instance())
 
     async def receive(self, timeout: float | None = None) -> list[UserMsg | AbortBackendMsg]:
         """What the workers sent, waiting up to ``timeout`` seconds (None: until something comes)."""
@@ -161,8 +92,7 @@ class AsyncBackendClient(_Backend):
 
     def close(self) -> None:
         """Close the sockets."""
-        self.pool.close()
-        self._pull.close(linger=0)
+        self._close_sockets()
 
     async def __aenter__(self) -> AsyncBackendClient:
         return self

@@ -1,5 +1,6 @@
-"""What both client sides share: the errors a request raises, hand-backs, and the tracker that
-keeps each request's replies, deadline and failure.
+"""What the sync and asyncio clients share, so that each keeps only its I/O: the errors a request
+raises, hand-backs, the tracker that keeps each request's replies, deadline and failure, and each
+side's messages built and read (the frontend's requests, probes and aborts; the backend's ids).
 """
 
 from __future__ import annotations
@@ -17,20 +18,33 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 import attrs
+import zmq
 
 from puredetok.serving.messages import (
+    DEFAULT_PARAMS,
+    TO_BACKEND,
     TO_FRONTEND,
     UNKNOWN_REQUEST,
+    AbortBackendMsg,
+    AbortMsg,
+    DetokenizeMsg,
+    HealthCheckMsg,
     HealthReply,
     Message,
+    Opening,
     ReadyMsg,
+    SamplingParams,
+    TokenizeMsg,
     Uid,
+    UserMsg,
     UserReply,
 )
-from puredetok.worker.routing import route
+from puredetok.serving.uids import check_uid
+from puredetok.worker.routing import WorkerPool, route
 from puredetok.worker.wire import DropCounter, FrameDecoder, FrameError
 
 LOG = logging.getLogger("puredetok.client")
@@ -107,6 +121,10 @@ class _Entry:
         self.deadline = deadline
         self.wake: asyncio.Event | None = None
 
+    def left(self) -> float | None:
+        """Seconds until its deadline (none: None)."""
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
 
 class _Tracker:
     """What both frontend clients do with what arrives: replies to their requests, hand-backs,
@@ -128,7 +146,7 @@ class _Tracker:
         self.health: list[HealthReply] = []
         self.unclaimed = 0
         """Replies for uids no request of this client has (counted, dropped)."""
-        self.decoder = FrameDecoder(TO_FRONTEND)
+        self._decoder = FrameDecoder(TO_FRONTEND)
         self.drops = DropCounter(LOG)
         """Frames from the workers that could not be read, by reason (``"version"``: a worker of
         another protocol version; its replies are never misread, and the first is logged)."""
@@ -144,7 +162,7 @@ class _Tracker:
 
     def frame(self, frame: bytes) -> None:
         try:
-            decoded = self.decoder.decode(frame)
+            decoded = self._decoder.decode(frame)
         except FrameError as error:
             self.drops.drop(error.reason, error.detail)
             return
@@ -227,3 +245,191 @@ class _Tracker:
             entry.done = True
             raise RequestTimeout(entry.uid, f"no reply for {self.timeout} s (aborted)")
         return None
+
+
+_Pull = TypeVar("_Pull", bound="zmq.Socket[Any]")
+"""The socket a client reads the workers with: a plain one, or an asyncio one."""
+_Req = TypeVar("_Req")
+"""What a frontend client's :meth:`_Frontend.request` returns: an iterator, or an async one."""
+
+
+class _Side(Generic[_Pull]):
+    """What every client holds: the pool it sends through and the socket it binds to hear from the
+    workers at ``listen``.
+    """
+
+    def __init__(
+        self, workers: Sequence[str], listen: str, tokenize: Sequence[str] | None, context: zmq.Context[_Pull]
+    ) -> None:
+        # Sends go through plain (blocking) sockets even for the asyncio clients: they never wait
+        # unless a worker has 100,000 frames queued.
+        self._pool = WorkerPool(workers, tokenize, context=zmq.Context.shadow(context.underlying))
+        self._pull: _Pull = context.socket(zmq.PULL)
+        self._pull.setsockopt(zmq.LINGER, 0)
+        self._pull.bind(listen)
+
+    def _close_sockets(self) -> None:
+        self._pool.close()
+        self._pull.close(linger=0)
+
+
+class _Frontend(_Side[_Pull], Generic[_Pull, _Req]):
+    """What the sync and async frontend clients share: requests tracked, tokenize requests, aborts
+    and health probes sent.
+    """
+
+    def __init__(
+        self,
+        workers: Sequence[str],
+        listen: str,
+        tokenize: Sequence[str] | None,
+        context: zmq.Context[_Pull],
+        timeout: float | None,
+        on_hand_back: Callable[[HandBack], None] | None,
+    ) -> None:
+        timeout = _seconds(timeout)  # refused before a socket opens
+        super().__init__(workers, listen, tokenize, context)
+        self._tracker = _Tracker(self._pool.detokenize_addresses, timeout, on_hand_back)
+
+    @property
+    def drops(self) -> DropCounter:
+        """Frames from the workers that could not be read, by reason (``"version"``: a worker of
+        another protocol version; the first of each reason is logged).
+        """
+        return self._tracker.drops
+
+    @property
+    def unclaimed(self) -> int:
+        """Replies that came for uids this client has no request for (dropped)."""
+        return self._tracker.unclaimed
+
+    def request(self, uid: Uid) -> _Req:
+        """Read the replies of request ``uid``, whose ids another party sends (say, a scheduler that
+        got the request some other way). Raises ValueError if this client already reads it.
+        """
+        raise NotImplementedError
+
+    def tokenize(
+        self,
+        uid: Uid,
+        text: str | None = None,
+        *,
+        messages: Sequence[Mapping[str, Any]] | None = None,
+        params: SamplingParams = DEFAULT_PARAMS,
+        template_options: Mapping[str, Any] | None = None,
+        add_special_tokens: bool = True,
+        parse_special_tokens: bool = False,
+    ) -> _Req:
+        """Send one request to be tokenized (plain ``text`` or chat ``messages``, see
+        :class:`TokenizeMsg`); its replies come through the returned request (an asyncio client's:
+        call it from the running loop).
+        """
+        request = self.request(uid)
+        try:
+            message = TokenizeMsg(
+                uid,
+                text,
+                None if messages is None else tuple(dict(message) for message in messages),
+                params,
+                dict(template_options or {}),
+                add_special_tokens,
+                parse_special_tokens,
+            )
+            self._pool.send([message])
+        except BaseException:
+            self._tracker.entries.pop(uid, None)
+            raise
+        return request
+
+    def abort(self, uid: Uid) -> None:
+        """The client is gone: drop the request at its worker and at the scheduler. Its iterator
+        ends with the abort reply. ``uid`` is one request's id (an ``int`` or ``str``); anything
+        else (a list, bytes) raises ``TypeError``.
+        """
+        self._pool.send([AbortMsg(check_uid(uid))])
+
+    def _probe(self, timeout: float) -> float:
+        """Send a health probe to every worker (forgetting earlier replies); when to stop waiting."""
+        self._tracker.health.clear()
+        self._pool.send([HealthCheckMsg(int(time.monotonic() * 1000))])
+        return time.monotonic() + timeout
+
+    def _probing(self, deadline: float) -> bool:
+        """Whether a worker has not answered the probe yet, and there is time left to wait for it."""
+        wanted = len(set(self._pool.detokenize_addresses + self._pool.tokenize_addresses))
+        return len(self._tracker.health) < wanted and time.monotonic() < deadline
+
+
+_Client = TypeVar("_Client", bound="_Frontend[Any, Any]")
+
+
+class _Replies(Generic[_Client]):
+    """What a request's sync and async iterators share: its entry, its final reply, its timeout."""
+
+    def __init__(self, client: _Client, entry: _Entry) -> None:
+        self._client = client
+        self._entry = entry
+        self.uid = entry.uid
+        self.final: UserReply | None = None
+        """The finished reply, once it has been read."""
+
+    def _take(self) -> UserReply | None:
+        """The request's next reply if one is in, None if it must wait; raises as
+        :meth:`_Tracker.next` does, aborting the request that timed out.
+        """
+        try:
+            reply = self._client._tracker.next(self._entry)
+        except RequestTimeout:
+            self._client.abort(self.uid)
+            raise
+        if reply is not None and reply.finished:
+            self.final = reply
+        return reply
+
+
+class _Backend(_Side[_Pull]):
+    """What the sync and async scheduler clients share: ids sent, frames read."""
+
+    def __init__(
+        self, workers: Sequence[str], listen: str, tokenize: Sequence[str] | None, context: zmq.Context[_Pull]
+    ) -> None:
+        super().__init__(workers, listen, tokenize, context)
+        self._decoder = FrameDecoder(TO_BACKEND)
+        self.drops = DropCounter(LOG)
+        """Frames from the workers that could not be read, by reason (``"version"``: a worker of
+        another protocol version, logged once)."""
+
+    def send(self, messages: Sequence[DetokenizeMsg]) -> None:
+        """Send generated ids (each request's first message with its :class:`Opening`)."""
+        self._pool.send(messages)
+
+    def reopen(
+        self,
+        hand_back: HandBack,
+        output_ids: Sequence[int],
+        params: SamplingParams,
+        *,
+        finished: bool = False,
+        finish_reason: Any = None,
+        matched_stop: str | int | None = None,
+    ) -> None:
+        """Continue a request a stopping worker handed back: ``output_ids`` are all the ids it has
+        generated so far (the ones from ``hand_back.consumed`` on are sent with its state);
+        ``params`` are the request's (their decode options choose the codec).
+        """
+        if len(output_ids) < hand_back.consumed:
+            raise ValueError(
+                f"request {hand_back.uid!r}: {len(output_ids)} ids generated, "
+                f"but its state consumed {hand_back.consumed}"
+            )
+        opening = Opening((), params, hand_back.state, hand_back.consumed)
+        ids = tuple(output_ids[hand_back.consumed :])
+        self._pool.send([DetokenizeMsg(hand_back.uid, ids, finished, opening, finish_reason, matched_stop)])
+
+    def _decode(self, frame: bytes) -> list[UserMsg | AbortBackendMsg]:
+        try:
+            items = self._decoder.decode(frame).batch.items
+        except FrameError as error:
+            self.drops.drop(error.reason, error.detail)
+            return []
+        return [m for m in items if isinstance(m, UserMsg | AbortBackendMsg)]
