@@ -287,7 +287,7 @@ class _Frontend(_Side[_Pull], Generic[_Pull, _Req]):
         timeout: float | None,
         on_hand_back: Callable[[HandBack], None] | None,
     ) -> None:
-        timeout = _seconds(timeout)  # refused before a socket opens
+        timeout = _seconds(timeout)  # checked before the sockets open
         super().__init__(workers, listen, tokenize, context)
         self._tracker = _Tracker(self._pool.detokenize_addresses, timeout, on_hand_back)
 
