@@ -403,10 +403,18 @@ class DetokenizeManager:
             apart |= opens.keys() - self._open_ahead(uids, opens, apart)
         closing = sorted(ends)
         live = self._live
+        # Each uid once (the usual batch): no message changes whether a later one's request is
+        # live (a request that ends here, or opens at its own position, has no later message),
+        # so which are live is looked up once, in one C-level pass.
+        known = list(map(live.__contains__, uids)) if len(set(uids)) == len(uids) else None
         position = 0
         for special in [*sorted(apart), len(uids)]:
             while position < special:
-                stop = _run_end(uids, position, special, live)
+                stop = (
+                    _run_end(uids, position, special, live)
+                    if known is None
+                    else _live_to(known, position, special)
+                )
                 if stop - position < SHORT_RUN:
                     for at in range(position, max(stop, position + 1)):
                         self._one(at, uids[at], messages[at], None, ends.get(at), replies)
@@ -865,6 +873,16 @@ def _run_end(uids: Sequence[Uid], begin: int, end: int, live: dict[Uid, Stream])
         seen |= distinct
         stretch *= 2
     return position
+
+
+def _live_to(known: list[bool], begin: int, end: int) -> int:
+    """Where the run from ``begin`` ends (at most ``end``) in a batch whose uids are distinct:
+    before the first uid that is not live (``known``: whether each message's uid is live).
+    """
+    try:
+        return known.index(False, begin, end)
+    except ValueError:
+        return end
 
 
 def _summed(uids: Sequence[Uid], counts: Sequence[int]) -> Counter[Uid]:

@@ -59,7 +59,7 @@ __all__ = [
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain, compress
-from operator import attrgetter
+from operator import attrgetter, contains
 from typing import (
     Annotated,
     Any,
@@ -139,17 +139,49 @@ _PLAIN: dict[Any, tuple[type, ...]] = {
 """Field types checked by the exact type of their value (never a bool for an int)."""
 
 _Checker: TypeAlias = tuple[
-    tuple[str, ...], tuple[tuple[str, tuple[type, ...]], ...], msgspec.msgpack.Decoder[Any]
+    Callable[[Struct], tuple[Any, ...]],
+    tuple[tuple[type, ...], ...],
+    tuple[str, ...],
+    Callable[[Struct], tuple[Any, ...]],
+    tuple[tuple[int, str], ...],
+    type[Struct],
+    msgspec.msgpack.Decoder[Any],
 ]
 _CHECKERS: dict[type[Struct], _Checker] = {}
 
 
 def _checker(cls: type[Struct]) -> _Checker:
+    """What :func:`_checked` needs for ``cls``: the plain fields (a getter of their values, their
+    types, their names), the fields decoding checks (a getter of their values), the positions of
+    the sequence fields among those, and a Struct of those fields in their stored types with its
+    decoder.
+    """
     hints = get_type_hints(cls, include_extras=True)
     names = tuple(name for name in cls.__struct_fields__ if not _unchecked(hints[name]))
-    plain = tuple((name, _PLAIN[hints[name]]) for name in cls.__struct_fields__ if hints[name] in _PLAIN)
+    plain = tuple(name for name in cls.__struct_fields__ if hints[name] in _PLAIN)
+    sequences = tuple(
+        (position, name) for position, name in enumerate(names) if _as_stored(hints[name]) != hints[name]
+    )
     shadow = msgspec.defstruct(f"{cls.__name__}Fields", [(name, _as_stored(hints[name])) for name in names])
-    return names, plain, msgspec.msgpack.Decoder(shadow)
+    return (
+        _values_of(plain),
+        tuple(_PLAIN[hints[name]] for name in plain),
+        plain,
+        _values_of(names),
+        sequences,
+        shadow,
+        msgspec.msgpack.Decoder(shadow),
+    )
+
+
+def _values_of(names: tuple[str, ...]) -> Callable[[Struct], tuple[Any, ...]]:
+    """A getter of these fields' values, as a tuple (one C-level call)."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        one = attrgetter(names[0])
+        return lambda record: (one(record),)
+    return lambda record: ()
 
 
 def _checked(record: Struct) -> None:
@@ -157,26 +189,29 @@ def _checked(record: Struct) -> None:
     and store each sequence given as a list as a tuple; raises :class:`ValueError` naming the field.
 
     The one place the annotations are enforced on records built in Python (msgspec checks them
-    only when decoding): run by the ``__post_init__`` of each record that carries parameters.
+    only when decoding): run by the ``__post_init__`` of each record that carries parameters. The
+    plain fields' types are compared in C-level passes; the other checked fields are put in a
+    Struct of their stored types, encoded and decoded (what decoding a frame checks).
     """
     cls = type(record)
     checker = _CHECKERS.get(cls)
     if checker is None:
         checker = _CHECKERS[cls] = _checker(cls)
-    names, plain, decoder = checker
-    for name, types_ in plain:
-        value = getattr(record, name)
-        if type(value) not in types_:
-            expected = " or ".join(kind.__name__ for kind in types_)
-            raise ValueError(f"invalid {cls.__name__}: {name} must be {expected}, not {value!r}")
+    plain, types_, plain_names, checked, sequences, shadow, decoder = checker
+    if not all(map(contains, types_, map(type, plain(record)))):
+        for name, allowed in zip(plain_names, types_):
+            value = getattr(record, name)
+            if type(value) not in allowed:
+                expected = " or ".join(kind.__name__ for kind in allowed)
+                raise ValueError(f"invalid {cls.__name__}: {name} must be {expected}, not {value!r}")
+    values = checked(record)
     try:
-        fields = decoder.decode(_encode_fields({name: getattr(record, name) for name in names}))
+        fields = decoder.decode(_encode_fields(shadow(*values)))
     except (msgspec.ValidationError, msgspec.EncodeError, TypeError, OverflowError, UnicodeError) as error:
         raise ValueError(f"invalid {cls.__name__}: {error}".replace("`$.", "`")) from None
-    for name in names:
-        value = getattr(fields, name)
-        if type(value) is tuple and type(getattr(record, name)) is not tuple:
-            force_setattr(record, name, value)
+    for position, name in sequences:
+        if type(values[position]) is not tuple:
+            force_setattr(record, name, getattr(fields, name))
 
 
 class SamplingParams(Struct, frozen=True, omit_defaults=True):
