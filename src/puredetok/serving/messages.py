@@ -55,9 +55,12 @@ __all__ = [
     "TO_BACKEND",
     "TO_FRONTEND",
     "KINDS",
+    "decoding",
 ]
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from itertools import chain, compress
 from operator import attrgetter, contains
 from typing import (
@@ -138,6 +141,27 @@ _PLAIN: dict[Any, tuple[type, ...]] = {
 }
 """Field types checked by the exact type of their value (never a bool for an int)."""
 
+_DECODING = threading.local()
+"""``active`` while this thread's decoders build records (see :func:`decoding`)."""
+
+
+@contextmanager
+def decoding() -> Iterator[None]:
+    """Around msgspec decoding of messages: the records it builds are checked once, by decoding.
+
+    msgspec checks a decoded record's fields against their annotations, then runs its
+    ``__post_init__``, which checks a record made in Python against the same annotations: inside
+    this block (in this thread) it does not check them again. Only for decoders of these
+    messages' own types (:class:`~puredetok.worker.wire.FrameDecoder`).
+    """
+    previous = getattr(_DECODING, "active", False)
+    _DECODING.active = True
+    try:
+        yield
+    finally:
+        _DECODING.active = previous
+
+
 _Checker: TypeAlias = tuple[
     Callable[[Struct], tuple[Any, ...]],
     tuple[tuple[type, ...], ...],
@@ -191,13 +215,21 @@ def _checked(record: Struct) -> None:
     The one place the annotations are enforced on records built in Python (msgspec checks them
     only when decoding): run by the ``__post_init__`` of each record that carries parameters. The
     plain fields' types are compared in C-level passes; the other checked fields are put in a
-    Struct of their stored types, encoded and decoded (what decoding a frame checks).
+    Struct of their stored types, encoded and decoded (what decoding a frame checks). Records that
+    a decoder builds (msgspec runs ``__post_init__`` after decoding too) were checked by decoding,
+    against the same annotations: inside :func:`decoding`, only their lists are stored as tuples.
     """
     cls = type(record)
     checker = _CHECKERS.get(cls)
     if checker is None:
         checker = _CHECKERS[cls] = _checker(cls)
     plain, types_, plain_names, checked, sequences, shadow, decoder = checker
+    if getattr(_DECODING, "active", False):  # msgspec has checked every field against the same types
+        for _, name in sequences:
+            value = getattr(record, name)
+            if type(value) is list:
+                force_setattr(record, name, tuple(value))
+        return
     if not all(map(contains, types_, map(type, plain(record)))):
         for name, allowed in zip(plain_names, types_):
             value = getattr(record, name)
