@@ -78,7 +78,7 @@ from typing import (
 
 import msgspec
 from msgspec import Meta, Struct, field
-from msgspec.structs import force_setattr
+from msgspec.structs import astuple, force_setattr
 
 PROTOCOL_VERSION: Final = 2
 """The version of the wire protocol: every frame carries it (``[kind, version, batch]``) and the
@@ -700,10 +700,6 @@ def _positions(name: str, positions: Iterable[int], size: int) -> None:
             raise ValueError(f"{name} names position {position} of a batch of {size} messages")
 
 
-_UID, _TOKEN_IDS, _FINISHED, _OPEN = map(attrgetter, ("uid", "token_ids", "finished", "open"))
-"""The fields of a message that :meth:`DetokenizeBatch.of` reads, one C-level pass each."""
-
-
 class DetokenizeBatch(Struct, frozen=True, omit_defaults=True):
     """Backend -> worker: :class:`DetokenizeMsg` messages of many requests, column by column.
 
@@ -770,22 +766,23 @@ class DetokenizeBatch(Struct, frozen=True, omit_defaults=True):
 
     @classmethod
     def of(cls, messages: Sequence[DetokenizeMsg]) -> DetokenizeBatch:
-        """The batch of these messages."""
-        ids = tuple(map(_TOKEN_IDS, messages))
+        """The batch of these messages (their fields read in one C-level pass, then transposed)."""
+        if not messages:
+            return cls((), ())
+        uids, ids, flags, opens, reasons, matched = zip(*map(astuple, messages))
         counts = tuple(map(len, ids))
         positions = range(len(messages))
-        finished = tuple(compress(positions, map(_FINISHED, messages)))
-        opens = tuple(map(_OPEN, messages))
+        finished = tuple(compress(positions, flags))
         return cls(
-            tuple(map(_UID, messages)),
+            uids,
             tuple(chain.from_iterable(ids)),
             None if counts.count(1) == len(counts) else counts,
             finished,
             tuple((position, opens[position]) for position in compress(positions, opens)),
             tuple(
-                (position, reason, messages[position].matched_stop)
+                (position, reason, matched[position])
                 for position in finished
-                if (reason := messages[position].finish_reason) is not None
+                if (reason := reasons[position]) is not None
             ),
         )
 
