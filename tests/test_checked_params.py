@@ -18,7 +18,9 @@ from puredetok.serving.messages import (
     SamplingParams,
     TokenizeMsg,
     UserMsg,
+    decoding,
 )
+from puredetok.worker.wire import FrameDecoder, encode_batch
 
 REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"max_tokens": -1}, "max_tokens"),
@@ -79,6 +81,35 @@ def test_sequences_are_taken_as_lists_and_stored_as_tuples() -> None:
     assert TokenizeMsg(1, messages=[{"role": "user", "content": "x"}]).messages == (
         {"role": "user", "content": "x"},
     )
+
+
+def test_a_decoded_record_is_checked_by_decoding_and_stores_tuples() -> None:
+    """A frame decoder checks the records it builds once, by decoding (their ``__post_init__`` does
+    not check them again): what it reads equals what is made in Python, sequences as tuples, and
+    a bad value is still refused, naming the field; outside a decoder, construction checks."""
+    params = SamplingParams(stop=["a", "b"], stop_token_ids=[7], max_tokens=9, min_tokens=2)
+    message = DetokenizeMsg("u", [5], open=Opening([1, 2], params))
+    frame = encode_batch([message])
+    decoded = FrameDecoder().decode(frame).batch.items[0]
+    assert decoded == message
+    assert isinstance(decoded, DetokenizeMsg) and decoded.open is not None
+    assert type(decoded.open.prompt_ids) is tuple and type(decoded.open.params.stop) is tuple
+    assert decoded.open.params.max_new_tokens == 9
+    bad = frame.replace(
+        msgspec.msgpack.encode("stop_token_ids") + b"\x91\x07",
+        msgspec.msgpack.encode("stop_token_ids") + b"\x91\xff",
+    )
+    assert bad != frame
+    refused = FrameDecoder().decode(bad)
+    assert not len(refused.batch) and "stop_token_ids" in refused.rejected[0].reason
+    with decoding():
+        pass
+    with pytest.raises(ValueError, match="stop_token_ids"):
+        SamplingParams(stop_token_ids=[-1])
+    with pytest.raises(RuntimeError), decoding():
+        raise RuntimeError
+    with pytest.raises(ValueError, match="stop"):
+        SamplingParams(stop=[""])
 
 
 def test_max_completion_tokens_is_the_chat_apis_name_for_the_limit() -> None:
