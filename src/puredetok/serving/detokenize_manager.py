@@ -405,8 +405,8 @@ class DetokenizeManager:
         live = self._live
         # Each uid once (the usual batch): no message changes whether a later one's request is
         # live (a request that ends here, or opens at its own position, has no later message),
-        # so which are live is looked up once, in one C-level pass.
-        known = list(map(live.__contains__, uids)) if len(set(uids)) == len(uids) else None
+        # so which are live is looked up once, in one C-level pass (a byte per message).
+        known = bytes(map(live.__contains__, uids)) if len(set(uids)) == len(uids) else None
         position = 0
         for special in [*sorted(apart), len(uids)]:
             while position < special:
@@ -875,14 +875,12 @@ def _run_end(uids: Sequence[Uid], begin: int, end: int, live: dict[Uid, Stream])
     return position
 
 
-def _live_to(known: list[bool], begin: int, end: int) -> int:
+def _live_to(known: bytes, begin: int, end: int) -> int:
     """Where the run from ``begin`` ends (at most ``end``) in a batch whose uids are distinct:
-    before the first uid that is not live (``known``: whether each message's uid is live).
+    before the first uid that is not live (``known``: one byte per message, 1 if its uid is live).
     """
-    try:
-        return known.index(False, begin, end)
-    except ValueError:
-        return end
+    stop = known.find(0, begin, end)
+    return end if stop < 0 else stop
 
 
 def _summed(uids: Sequence[Uid], counts: Sequence[int]) -> Counter[Uid]:
