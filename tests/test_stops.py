@@ -33,6 +33,7 @@ from puredetok import (
     open_stream,
 )
 from puredetok.stops import advance_each, open_like
+from puredetok.stops.stream import _advance
 from puredetok.testing.strategies import MULTILINGUAL
 from sources import EXTRA, FALLBACKS, Source, source
 from stop_reference import expected, longest_hold
@@ -126,6 +127,41 @@ def test_streamed_text_equals_the_plain_reference_for_every_chunking(
 
     if rules.include_stop_str_in_output and isinstance(want_reason.matched, str):
         assert want_text.endswith(want_reason.matched)
+
+
+def general(stream: Stream, token_id: int) -> tuple[Stream, str] | type[Exception]:
+    """What the general path (the core's step, then the stop layer's) gives, or its error's type."""
+    try:
+        return _advance(stream, token_id)
+    except (InvalidTokenError, StreamFinishedError) as error:
+        return type(error)
+
+
+@pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
+@given(data=st.data())
+def test_the_per_token_path_gives_what_the_general_path_gives(
+    name: str, skip: bool, data: st.DataObject
+) -> None:
+    """advance's per-token path (from the core's steady hold or any other: a byte held, a prompt's
+    echo) gives, on every token of every stream on the way, the same stream (its fields, and the
+    same per-token tables, so it goes on alike) and text as the general path, or the same error:
+    stop strings across many ids and inside one, specials, min_tokens, include_stop_str_in_output,
+    ending ids, limits, ids past the vocabulary."""
+    src = source(name)
+    prompt, ids, rules = data.draw(scenarios(src, skip))
+    size = src.codec(skip).vocab_size
+    extra = data.draw(st.lists(st.sampled_from([-1, size, size + 3]), max_size=2))
+    stream = open_stream(src.codec(skip), rules, prompt)
+    for token_id in [*ids, *extra]:
+        want = general(stream, token_id)
+        got = advanced(stream, token_id)
+        assert got == want
+        if not isinstance(got, tuple) or not isinstance(want, tuple):
+            continue
+        assert got[0]._quiet is want[0]._quiet
+        stream = got[0]
+        if stream.finished:
+            break
 
 
 def advanced(stream: Stream, message: int | list[int]) -> tuple[Stream, str] | type[Exception]:
