@@ -3,6 +3,7 @@ after the prompt on every shared tokenizer, and vLLM's sampling parameters kept.
 
 from __future__ import annotations
 
+import copy
 import functools
 import shutil
 import tempfile
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from vllm.sampling_params import RequestOutputKind
+from vllm.tokenizers.hf import ThreadSafeHFTokenizerMixin, maybe_make_thread_pool
 from vllm.v1.engine.detokenizer import IncrementalDetokenizer
 from vllm.v1.engine.output_processor import OutputProcessor
 
@@ -107,6 +109,51 @@ def test_the_text_is_the_tokenizers_decode_after_the_prompt(
     for out in result.outputs:
         shown = shown + out.text if kind == RequestOutputKind.DELTA else out.text
         assert want.startswith(shown)
+
+
+@functools.cache
+def pooled_tokenizer(name: str) -> Any:
+    """The tokenizer as ``LLM`` and ``AsyncLLM`` hand it to their ``OutputProcessor``: a copy of
+    vLLM's, made thread safe by ``maybe_make_thread_pool`` as vLLM's renderer does (in place: its
+    class becomes a ``TokenizerPool`` subclass whose ``decode`` calls a deep copy)."""
+    tokenizer = copy.copy(vllm_tokenizer(name))
+    maybe_make_thread_pool(tokenizer, 2)
+    return tokenizer
+
+
+@given(
+    case=requests(),
+    skip=st.booleans(),
+    spaces=st.booleans(),
+    chunks=st.lists(st.integers(1, 4), min_size=1, max_size=3),
+)
+def test_the_thread_pool_tokenizer_gets_puredetok_and_its_text_is_decodes(
+    case: tuple[str, list[int] | None, list[int]],
+    skip: bool,
+    spaces: bool,
+    chunks: list[int],
+) -> None:
+    """Over the thread-pool tokenizer the front ends hand the ``OutputProcessor``: every request
+    gets puredetok's detokenizer (its codec built from the pool's own class, not refused for the
+    pool's ``decode``), and its text is the tokenizer's decode after the prompt, as over the plain
+    tokenizer."""
+    name, prompt, output = case
+    tokenizer = pooled_tokenizer(name)
+    assert isinstance(tokenizer, ThreadSafeHFTokenizerMixin)
+    assert plugin.codec_of(tokenizer, skip, spaces) is not None
+    processor = OutputProcessor(tokenizer, log_stats=False)
+    processor.add_request(request(prompt or [], request_id="pooled"), None)
+    assert isinstance(detokenizer_of(processor, "pooled"), plugin.PuredetokDetokenizer)
+    result = run(
+        tokenizer,
+        prompt,
+        output,
+        chunks=chunks,
+        skip_special_tokens=skip,
+        spaces_between_special_tokens=spaces,
+    )
+    assert result.text == expected(name, prompt, output, skip, spaces)
+    assert result.token_ids == output and result.finish_reason == "length"
 
 
 @given(
