@@ -8,10 +8,7 @@ cannot. A stream ends on a stop token or EOS, a stop string, its token limit, :f
 The per-token path is the core's one fast path (:func:`puredetok.core.steady`) and one more
 lookup: a token whose text cannot start a stop string nor end the stream costs :func:`advance`
 about what it costs :func:`puredetok.step`, plus, while the stream counts its tokens
-(``min_tokens``, ``max_new_tokens``), a new record of six slots. The path holds while the stream
-holds no text, whatever the core holds: from another core hold (a byte of a character, a prompt's
-echo) it is the core's step, a look at its text for the first characters of the stop strings,
-and a new record.
+(``min_tokens``, ``max_new_tokens``), a new record of six slots.
 """
 
 from __future__ import annotations
@@ -50,24 +47,14 @@ _UNSET: Any = object()
 _new = object.__new__
 
 _Quiet: TypeAlias = tuple[
-    Sequence[str | None],
-    tuple[int, ...],
-    tuple[bool, ...],
-    int,
-    "int | None",
-    frozenset[str],
-    frozenset[int],
-    Hashable,
-    Codec,
+    Sequence[str | None], tuple[int, ...], tuple[bool, ...], int, "int | None", frozenset[str], frozenset[int]
 ]
 """The per-token path's tables: the core's steady texts (:func:`puredetok.core.steady`), the
 codec's per-id summaries, the rules' verdict per summary, how many ids these cover, the count
 at which the path must hand over to :func:`_advance` (the token limit, or the end of
 ``min_tokens`` when nothing else needs a count; None when the stream does not count its tokens),
-for a token the summaries call loud, the first characters of the stop strings and the ending ids
-(a loud token whose text has none of those characters and that ends nothing is quiet too), and
-the core's steady hold and the codec: from any other hold the core steps first, and a token whose
-text has none of those characters and that ends nothing is quiet as well."""
+and, for a token the summaries call loud, the first characters of the stop strings and the ending
+ids (a loud token whose text has none of those characters and that ends nothing is quiet too)."""
 
 _Context: TypeAlias = tuple[
     Codec,
@@ -150,9 +137,16 @@ class Stream:
         if rules.ending_ids <= codec.added_ids:
             size = min(len(codec.classes), codec.vocab_size)
             openers, ending = rules.matcher.openers, rules.ending_ids
-            late = (texts, codec.classes, rules.loud, size, max_end, openers, ending, idle, codec)
-            # max_end None: no count; while min_tokens is not reached, the count hands over at its end
-            early = late if max_end is not None or not min_end else (*late[:4], min_end, *late[5:])
+            late = (
+                texts,
+                codec.classes,
+                rules.loud,
+                size,
+                max_end,
+                openers,
+                ending,
+            )  # max_end None: no count
+            early = late if max_end is not None or not min_end else (*late[:4], min_end, openers, ending)
         context = (codec, rules, min_end, max_end, idle, texts, early, late, rules.matcher, rules.ending_ids)
         stream: Stream = _new(Stream)
         stream._context = context
@@ -283,7 +277,7 @@ def _record(
     new._held = held
     new._reason = reason
     new._count = count
-    if held or reason is not None:
+    if hold is not context[4] or held or reason is not None:
         new._quiet = None
     else:
         new._quiet = context[6] if count < context[2] else context[7]
@@ -362,76 +356,48 @@ def advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
     Raises :class:`InvalidTokenError` for an id outside the vocabulary and
     :class:`StreamFinishedError` once the stream has finished; ``stream`` stays valid either way.
     """
-    # Most tokens meet a running stream that holds no text, and their text can neither end the
-    # stream nor start a stop string: then at most the core's hold and the count change. From the
-    # core's steady hold the text is one lookup and the summaries tell most tokens apart without
-    # reading it; from any other hold (a byte held, a prompt's echo) the core steps, and the text
-    # is looked at. A function call would cost a third of this path, so that record is built here
-    # (as _record builds it); everything else is _settle.
+    # Most tokens meet a running stream that holds no text and leave its core hold as it is: their
+    # text comes from the core's steady texts when it can neither end the stream nor start a stop
+    # string. Then at most the count changes, and a function call would cost a third of this
+    # path, so that record is built here (as _record builds it); everything else is _advance.
     quiet = stream._quiet
     if quiet is not None and type(token_id) is int:
-        texts, classes, loud, size, stop_at, openers, ending, idle, codec = quiet
+        texts, classes, loud, size, stop_at, openers, ending = quiet
         if 0 <= token_id < size:
-            hold = stream._hold
-            if hold is idle:
-                delta = texts[token_id]
-                if delta is not None and (
-                    not loud[classes[token_id]] or (openers.isdisjoint(delta) and token_id not in ending)
-                ):
-                    if stop_at is None:
-                        return stream, delta
-                    count = stream._count + 1
-                    if count != stop_at:
-                        new: Stream = _new(Stream)
-                        new._context = stream._context
-                        new._hold = hold
-                        new._held = ""
-                        new._reason = None
-                        new._count = count
-                        new._quiet = quiet
-                        return new, delta
-                    return _settle(stream, token_id, hold, delta)
-                if delta is not None:
-                    return _settle(stream, token_id, hold, delta)
-            hold, delta = step_hold(codec, hold, token_id)
-            if openers.isdisjoint(delta) and token_id not in ending:
-                count = stream._count if stop_at is None else stream._count + 1
+            delta = texts[token_id]
+            if delta is not None and (
+                not loud[classes[token_id]] or (openers.isdisjoint(delta) and token_id not in ending)
+            ):
+                if stop_at is None:
+                    return stream, delta
+                count = stream._count + 1
                 if count != stop_at:
-                    new = _new(Stream)
+                    new: Stream = _new(Stream)
                     new._context = stream._context
-                    new._hold = hold
+                    new._hold = stream._hold
                     new._held = ""
                     new._reason = None
                     new._count = count
                     new._quiet = quiet
                     return new, delta
-            return _settle(stream, token_id, hold, delta)
     return _advance(stream, token_id)
 
 
 def _advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
-    """:func:`advance` by the general path: the core's step, then :func:`_settle`."""
     if stream._reason is not None:
         raise _refuse(stream)
     context = stream._context
-    codec, old, texts = context[0], stream._hold, context[5]
+    codec, rules, min_end, max_end, idle, texts, early_quiet, late_quiet, matcher, ending = context
+    old = stream._hold
     if (
-        old is context[4]
+        old is idle
         and type(token_id) is int
         and 0 <= token_id < codec.vocab_size
         and (delta := texts[token_id]) is not None
     ):
-        return _settle(stream, token_id, old, delta)  # the core's fast path, as in advance
-    hold, delta = step_hold(codec, old, token_id)  # an ignored id past the vocabulary counts too
-    return _settle(stream, token_id, hold, delta)
-
-
-def _settle(stream: Stream, token_id: int, hold: Hashable, delta: str) -> tuple[Stream, str]:
-    """The stop layer's part of a token the core has stepped (to ``hold``, releasing ``delta``):
-    count it, end on it, hold back or search its text.
-    """
-    context = stream._context
-    codec, rules, min_end, max_end, idle, texts, early_quiet, late_quiet, matcher, ending = context
+        hold = old  # the core's fast path, as in advance
+    else:
+        hold, delta = step_hold(codec, old, token_id)  # an ignored id past the vocabulary counts too
     held = stream._held
     count = stream._count
     if count < min_end:  # one of the first min_tokens: it ends nothing, its text is not searched
@@ -461,7 +427,7 @@ def _settle(stream: Stream, token_id: int, hold: Hashable, delta: str) -> tuple[
     new._held = held
     new._reason = None
     new._count = count
-    if held:
+    if hold is not idle or held:
         new._quiet = None
     else:
         new._quiet = early_quiet if count < min_end else late_quiet
@@ -623,8 +589,8 @@ def advance_each(
             quiet = stream._quiet
             if quiet is not None and type(token_id) is int:
                 if quiet is not last:
-                    steady_texts, classes, loud, size, stop_at, openers, ending, idle, _ = last = quiet
-                if 0 <= token_id < size and stream._hold is idle:
+                    steady_texts, classes, loud, size, stop_at, openers, ending = last = quiet
+                if 0 <= token_id < size:
                     delta = steady_texts[token_id]
                     if delta is not None and (
                         not loud[classes[token_id]] or (openers.isdisjoint(delta) and token_id not in ending)
@@ -648,7 +614,7 @@ def advance_each(
             if isinstance(token_id, (tuple, list)):
                 stream, delta = advance_many(stream, token_id)
             else:
-                stream, delta = advance(stream, token_id)
+                stream, delta = _advance(stream, token_id)
             if stream._reason is not None:
                 ended.append(len(news))
             keep(stream)
