@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from puredetok.bench.inputs import WIRE_SHAPES
+from puredetok.worker import wire
 from puredetok.worker.scan import DEFAULT_MAX_DEPTH, ScanError, Scanner
 
 scalars = (
@@ -113,3 +115,41 @@ def test_items_marks_the_value_too_deep_and_reads_the_others() -> None:
         (deep, True),
         (b"\x02", False),
     ]
+
+
+class _Counting(Scanner):
+    """A scanner that adds the values it reads to :attr:`read` (what its budget spent)."""
+
+    read = 0
+
+    def skip(self, position: int, max_depth: int | None = -1) -> int:
+        left = self.left
+        try:
+            return super().skip(position, max_depth)
+        finally:
+            _Counting.read += left - self.left
+
+
+@pytest.mark.parametrize("shape", list(WIRE_SHAPES))
+def test_decoding_a_frame_of_any_shape_reads_each_value_a_bounded_number_of_times(
+    shape: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decode path's cost is counted, not timed: the values the scanners read (a frame with a
+    bad message is read part by part) stay within three times the frame's own values, at a small
+    and a 16 times larger size; and every message is either decoded or rejected.
+    """
+    monkeypatch.setattr(wire, "Scanner", _Counting)
+    _, _, make, kinds = WIRE_SHAPES[shape]
+    decoder = wire.FrameDecoder(kinds) if kinds else wire.FrameDecoder()
+    for size in (64, 1_024):
+        frame = make(size)
+        whole = Scanner(frame, max_elements=1 << 30)
+        whole.skip(0, None)
+        values = (1 << 30) - whole.left
+        _Counting.read = 0
+        decoded = decoder.decode(frame)
+        assert _Counting.read <= 3 * values + 8
+        if shape.startswith("tokenize"):  # scanned whole before anything in it is built
+            assert _Counting.read >= values - 8
+        assert len(decoded.rejected) == ("bad" in shape or "too deep" in shape)
+        assert len(decoded.batch) > 0

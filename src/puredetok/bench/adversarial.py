@@ -40,7 +40,7 @@ from typing import Any, cast
 import zmq
 
 from puredetok.bench.core import trace_ids
-from puredetok.bench.inputs import events_section, tokenize_section
+from puredetok.bench.inputs import events_section, tokenize_section, wire_section
 from puredetok.bench.timing import Result, format_table
 from puredetok.core import Codec, codec_for, feed, finish, start
 from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
@@ -452,6 +452,7 @@ def adversarial_main(argv: list[str] | None = None) -> int:
     tokenizer = load_tokenizer(args.tokenizer)
     print(format_table("manager, adversarial batches (ns per message)", manager_shapes_section(tokenizer)))
     print(format_table("stop rules build (ns per character)", stop_build_section()))
+    print(format_table("the wire: decoding a frame (CPU ns per unit)", wire_section()))
     print(format_table("tokenize path (CPU ns per unit)", tokenize_section(tokenizer)))
     if not args.no_worker:
         print(

@@ -2,6 +2,13 @@
 one frame) of each shape costs per item at a small and a large size, and the memory replay and
 audit take for one request of a million events.
 
+- The wire: per-item time of :meth:`~puredetok.worker.wire.FrameDecoder.decode` (what a worker,
+  or a client for replies, does with a frame) for frames of every kind: detokenize frames of many
+  messages, of one message of many ids, of many openings (with prompts, or with handed-back
+  states), of many ends; abort frames; tokenize frames of many texts, one long text, a chat of
+  many messages, many tools; reply frames of many texts and of many handed-back states; and the
+  slow paths a bad message sends a frame down (a detokenize frame salvaged cell by cell, an abort
+  frame read message by message, a tokenize frame with one message nested too deep).
 - Tokenize: per-item time (per character, chat message, tool or request) of what the worker does
   with a frame's tokenize messages (:func:`~puredetok.serving.tokenizing.text_chars`, then
   :meth:`~puredetok.serving.tokenize_manager.TokenizeManager.tokenize`), for one long text
@@ -21,10 +28,13 @@ Run ``python -m puredetok.bench.inputs`` (or ``puredetok bench --adversarial``).
 from __future__ import annotations
 
 __all__ = [
+    "WIRE_SHAPES",
     "TOKENIZE_SHAPES",
     "EVENT_SHAPES",
     "tokenize_requests",
     "tokenize_section",
+    "wire_section",
+    "encode_frame_raw",
     "events_section",
     "inputs_main",
 ]
@@ -43,7 +53,21 @@ from typing import Any
 
 from puredetok.bench.timing import TEXT, Result, format_table
 from puredetok.core import Codec, codec_for, finish, start, step
-from puredetok.serving.messages import TokenizeMsg
+import msgspec
+
+from puredetok.serving.messages import (
+    HANDED_BACK,
+    PROTOCOL_VERSION,
+    TO_FRONTEND,
+    AbortMsg,
+    DetokenizeBatch,
+    DetokenizeMsg,
+    Opening,
+    SamplingParams,
+    TokenizeMsg,
+    UserReply,
+)
+from puredetok.worker.scan import DEFAULT_MAX_DEPTH
 
 RATIO_TARGET = 2.0
 """Per-item time at the large size within this factor of that at the small size, for every shape."""
@@ -149,6 +173,137 @@ def tokenize_section(tokenizer: Any, rounds: int = 3) -> list[Result]:
                 ratio,
                 f"<= {RATIO_TARGET:g}",
                 ratio <= RATIO_TARGET,
+            )
+        )
+    return results
+
+
+_STATE = bytes(range(48))
+"""Stands for a handed-back state (decoding reads it as bytes; nothing checks them here)."""
+
+
+def _detokenize(messages: list[Any]) -> bytes:
+    from puredetok.worker.wire import encode_batch
+
+    return encode_batch(messages)
+
+
+def _salvaged(messages: list[Any]) -> bytes:
+    """A detokenize frame of ``messages`` whose last uid is a float: the decoder salvages the
+    good messages cell by cell (the path of a frame with a bad message)."""
+    batch = msgspec.structs.asdict(DetokenizeBatch.of(messages))
+    batch["uids"] = [*batch["uids"][:-1], 0.5]
+    return encode_frame_raw("detokenize", batch)
+
+
+def encode_frame_raw(kind: str, batch: Any) -> bytes:
+    """A ``[kind, version, batch]`` frame of any ``batch`` (unchecked: for bad frames)."""
+    return msgspec.msgpack.encode([kind, PROTOCOL_VERSION, batch])
+
+
+def _deep(uid: int) -> dict[str, Any]:
+    """A tokenize message whose template options nest deeper than the decoder's limit."""
+    options: Any = "leaf"
+    for _ in range(2 * DEFAULT_MAX_DEPTH):
+        options = [options]
+    return {"uid": uid, "text": "hi", "template_options": {"x": options}}
+
+
+def _opening(k: int) -> Opening:
+    return Opening((k % 1000, 7, 9), SamplingParams(stop=("\n\n",), max_tokens=64))
+
+
+WIRE_SHAPES: dict[str, tuple[str, tuple[int, int], Callable[[int], bytes], tuple[type[Any], ...]]] = {
+    "detokenize, many messages of one id": (
+        "message", (2_048, 65_536), lambda n: _detokenize([DetokenizeMsg(k, (k % 1000,)) for k in range(n)]), (),
+    ),
+    "detokenize, one message of many ids": (
+        "id", (16_384, 1_048_576), lambda n: _detokenize([DetokenizeMsg(1, tuple(k % 1000 for k in range(n)))]), (),
+    ),
+    "detokenize, many openings": (
+        "message", (2_048, 65_536), lambda n: _detokenize([DetokenizeMsg(k, (1,), open=_opening(k)) for k in range(n)]), (),
+    ),
+    "detokenize, many openings with a state": (
+        "message", (2_048, 65_536),
+        lambda n: _detokenize([DetokenizeMsg(k, (1,), open=Opening(state=_STATE, consumed=3)) for k in range(n)]), (),
+    ),
+    "detokenize, many ends with reasons": (
+        "message", (2_048, 65_536),
+        lambda n: _detokenize([DetokenizeMsg(k, (1,), True, None, "stop", "\n") for k in range(n)]), (),
+    ),
+    "detokenize, one bad uid (salvaged)": (
+        "message", (2_048, 65_536), lambda n: _salvaged([DetokenizeMsg(k, (k % 1000,)) for k in range(n)]), (),
+    ),
+    "abort, many uids": ("message", (2_048, 65_536), lambda n: _detokenize([AbortMsg(k) for k in range(n)]), ()),
+    "abort, one bad uid (read one by one)": (
+        "message", (2_048, 65_536), lambda n: encode_frame_raw("abort", [{"uid": k} for k in range(n - 1)] + [{"uid": 0.5}]), (),
+    ),
+    "tokenize, many texts": (
+        "message", (1_024, 32_768), lambda n: _detokenize([TokenizeMsg(k, text=TEXT[:60]) for k in range(n)]), (),
+    ),
+    "tokenize, many texts, one nested too deep": (
+        "message", (1_024, 32_768),
+        lambda n: encode_frame_raw("tokenize", [{"uid": k, "text": TEXT[:60]} for k in range(n - 1)] + [_deep(n)]), (),
+    ),
+    "tokenize, one long text": ("char", (65_536, 4_194_304), lambda n: _detokenize([TokenizeMsg(0, text=_text(n))]), ()),
+    "tokenize, chat of many messages": (
+        "message", (1_024, 32_768), lambda n: _detokenize([TokenizeMsg(0, messages=tuple(_chat(n, lambda k: TEXT[:40])))]), (),
+    ),
+    "tokenize, many tools (template options)": (
+        "tool", (128, 4_096),
+        lambda n: _detokenize([TokenizeMsg(0, messages=({"role": "user", "content": "hi"},), template_options=_tools(n))]), (),
+    ),
+    "reply, many texts": (
+        "message", (2_048, 65_536), lambda n: _detokenize([UserReply(k, TEXT[:8]) for k in range(n)]), TO_FRONTEND,
+    ),
+    "reply, many states handed back": (
+        "message", (2_048, 65_536),
+        lambda n: _detokenize([UserReply(k, "", True, None, None, HANDED_BACK, _STATE, 3) for k in range(n)]),
+        TO_FRONTEND,
+    ),
+}  # fmt: skip
+"""Per shape: the unit counted, its small and large size, the frame of a size, and the kinds the
+decoder reads (empty: a worker's, :data:`~puredetok.serving.messages.INBOUND`)."""
+
+
+def _decode_ns(decoder: Any, frame: bytes, units: int, rounds: int) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        gc.collect()
+        began = _cpu_ns()
+        decoded = decoder.decode(frame)
+        best = min(best, (_cpu_ns() - began) / units)
+        del decoded
+    return best
+
+
+def wire_section(rounds: int = 3, repeats: int = 3) -> list[Result]:
+    """Per shape and size, CPU ns per unit of :meth:`FrameDecoder.decode` (best of ``rounds``);
+    ratio: the large size against the small one, the median and range over ``repeats``.
+    """
+    from puredetok.worker.wire import FrameDecoder
+
+    results = []
+    for shape, (unit, sizes, make, kinds) in WIRE_SHAPES.items():
+        decoder = FrameDecoder(kinds) if kinds else FrameDecoder()
+        frames = [make(size) for size in sizes]
+        decoded = decoder.decode(frames[0])
+        if len(decoded.batch) == 0:
+            raise RuntimeError(f"{shape}: nothing decoded")
+        per = [[_decode_ns(decoder, frame, size, rounds) for frame, size in zip(frames, sizes)] for _ in range(repeats)]
+        ratios = sorted(large / small for small, large in per)
+        results.append(Result(f"{shape}, {sizes[0]:,} {unit}s", min(small for small, _ in per)))
+        results.append(
+            Result(
+                f"{shape}, {sizes[1]:,} {unit}s (ratio: to small)",
+                min(large for _, large in per),
+                ratios[len(ratios) // 2],
+                f"<= {RATIO_TARGET:g}",
+                all(ratio <= RATIO_TARGET for ratio in ratios),
+                ratios[0],
+                ratios[-1],
+                sum(ratio <= RATIO_TARGET for ratio in ratios),
+                len(ratios),
             )
         )
     return results
@@ -313,7 +468,7 @@ def events_section(
 
 
 def inputs_main(argv: list[str] | None = None) -> int:
-    """Print the tokenize and replay/audit sections."""
+    """Print the wire, tokenize and replay/audit sections."""
     from puredetok.serving.loading import load_tokenizer
 
     parser = argparse.ArgumentParser(prog="python -m puredetok.bench.inputs", description=__doc__)
@@ -326,6 +481,7 @@ def inputs_main(argv: list[str] | None = None) -> int:
         shape, warm, path = args.child
         print(json.dumps(_child(shape, warm, path, args.tokenizer)))
         return 0
+    print(format_table("the wire: decoding a frame (CPU ns per unit)", wire_section(repeats=args.repeats)))
     tokenizer = load_tokenizer(args.tokenizer)
     print(format_table("tokenize path (CPU ns per unit)", tokenize_section(tokenizer)))
     if not args.no_events:
