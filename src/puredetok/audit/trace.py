@@ -68,10 +68,10 @@ def read_trace_requests(
                 if replayer is not None:
                     yield InputError(file, number, "a header belongs on the first line")
                 else:
-                    replayer = Replayer(tokenizer, item.options, codecs=codecs)
+                    replayer = Replayer(tokenizer, item.options, codecs=codecs, whole=True)
                 continue
             if replayer is None:
-                replayer = Replayer(tokenizer, SamplingParams(), codecs=codecs)
+                replayer = Replayer(tokenizer, SamplingParams(), codecs=codecs, whole=True)
             firsts.setdefault(item.uid, number)
             replayer.event(attrs.evolve(item, line=number))
             yield from _ended(replayer, firsts, file)

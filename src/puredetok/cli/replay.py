@@ -110,7 +110,7 @@ def _notes(report: RequestReport) -> list[str]:
 
 def _header(report: RequestReport) -> str:
     """One line that says how a request ended and what its checks found."""
-    decoded = len(report.ids) if report.decoded is None else report.decoded
+    decoded = report.count if report.decoded is None else report.decoded
     after = f", {report.after_end:,} after the end" if report.after_end else ""
     what = f"{_show_finish(report)}, {_plural(decoded, 'token')}{after}, {_plural(report.events, 'event')}"
     notes = "".join(f"; {note}" for note in _notes(report))
@@ -131,7 +131,7 @@ def _json_reply(reply: UserReply) -> str:
 def _json_request(report: RequestReport) -> str:
     record = {
         "uid": report.uid,
-        "tokens": len(report.ids) if report.decoded is None else report.decoded,
+        "tokens": report.count if report.decoded is None else report.decoded,
         "after_end": report.after_end,
         "events": report.events,
         "finish_reason": report.finish_reason,
@@ -202,7 +202,7 @@ def _replay(args: argparse.Namespace) -> int:
         header = first if isinstance(first, TraceHeader) else None
         tokenizer = _tokenizer(args, header)
         defaults: SamplingParams = header.options if header else SamplingParams()
-        replayer = Replayer(tokenizer, defaults)
+        replayer = Replayer(tokenizer, defaults, keep_text=not (args.quiet or args.json))
         began = time.monotonic()
         pending = [first] if isinstance(first, TraceEvent) else []
         with _progress(total, args.progress or sys.stderr.isatty()) as bar:

@@ -19,10 +19,18 @@ against the core. With a prompt ``p``, contract C says what the text of output `
 
 An aborted request has no final text to compare: G1 does not apply, G2 and G4 do.
 
-Time is linear in the trace (every check decodes a request's ids a bounded number of times
-overall) and memory is bounded by the requests live at once: a request's record is handed out
-(:meth:`Replayer.take_ended`) and dropped when it ends, and only the last
-``remember_ended`` ended uids are remembered (to tell a late event from a new request).
+Time is linear in the trace. Memory is bounded by the requests live at once, and does not grow
+with a request's length: the expected text is streamed through the core (exact: its stream
+equals ``decode``, contract C with the prompt), one id at a time as the request's events come,
+and compared with the streamed text as both arrive (:mod:`puredetok.replay.incremental`): a
+request keeps neither its ids nor its text, only the part of either text the other has not
+reached yet, a window of the last characters compared (as many as its longest stop string) and
+its states. G2 is then checked after every event. A codec that is not exact (``codec.exact`` is
+False), or a replayer made with ``whole=True``, keeps each request's ids and text instead and
+checks them against ``tokenizer.decode`` itself (the ids are decoded a bounded number of times
+overall, G2 after fewer and fewer events: see :data:`CHECK_FACTOR`). A request's record is handed
+out (:meth:`Replayer.take_ended`) and dropped when it ends, and only the last ``remember_ended``
+ended uids are remembered (to tell a late event from a new request).
 """
 
 from __future__ import annotations
@@ -43,11 +51,12 @@ from typing import Any
 
 import attrs
 
-from puredetok.core import ID_LIMIT, Codec, clean_up_tokenization
+from puredetok.core import ID_LIMIT, Codec, DecodeState, clean_up_tokenization, finish, start, step
+from puredetok.replay.incremental import Aligned, StopFinder, common_prefix
 from puredetok.replay.trace import TraceEvent
 from puredetok.serving.detokenize_manager import DEFAULT_REMEMBER_ENDED, CodecKey, DetokenizeManager
 from puredetok.serving.messages import DEFAULT_PARAMS, DetokenizeMsg, Opening, SamplingParams, Uid, UserReply
-from puredetok.stops import advance, open_stream
+from puredetok.stops import StopRules, Stream, advance, open_stream
 
 CHECKS = ("G1", "G2", "G4")
 """The guarantees checked per request."""
@@ -63,6 +72,42 @@ MAX_LISTED = 20
 """The summary names at most this many failed requests (the count is always complete)."""
 
 
+class Reference:
+    """A request's expected text, streamed through the core as its ids come, against the text the
+    manager streamed (see the module). The text of the last id consumed is compared only at the
+    end: a stop token's text may be cut.
+    """
+
+    def __init__(self, codec: Codec, rules: StopRules, prompt: Sequence[int], stops: Sequence[str]) -> None:
+        self.state: DecodeState = start(codec, prompt)
+        self.before = self.state
+        """The state before the last id consumed."""
+        self.last = ""
+        """The text of the last id consumed."""
+        self.stream: Stream = open_stream(codec, rules, prompt)
+        """Where stepping the ids through the stop rules ends (the ids after that are not its text)."""
+        self.consumed = 0
+        self.aligned = Aligned(max(map(len, stops), default=0))
+        self.finder = StopFinder(stops)
+
+    def add(self, ids: Sequence[int]) -> None:
+        """The request's next valid ids."""
+        for token in ids:
+            if self.stream.finish_reason is not None:
+                return
+            self.stream, _ = advance(self.stream, token)
+            self.consumed += 1
+            self.aligned.add(reference=self.last)
+            self.finder.add(self.last)
+            self.before = self.state
+            self.state, self.last = step(self.state, token)
+
+    @property
+    def work(self) -> int:
+        """Characters compared and searched so far."""
+        return self.aligned.work + self.finder.work
+
+
 @attrs.define
 class RequestReport:
     """One request of the trace: what it was sent and streamed, and what the checks found."""
@@ -72,16 +117,24 @@ class RequestReport:
     params: SamplingParams
     codec: Codec
     ids: list[int] = attrs.field(factory=list)
-    """The valid ids it was sent (invalid ones are skipped, as the manager skips them)."""
+    """The valid ids it was sent (invalid ones are skipped, as the manager skips them); kept only
+    when it is checked whole (see :attr:`reference`)."""
+    count: int = 0
+    """How many valid ids it was sent."""
+    reference: Reference | None = None
+    """Its expected text streamed and compared as it runs; None: it is checked whole, its ids and
+    text kept."""
+    keep_text: bool = True
+    """Whether its text is kept (:attr:`text`)."""
     decoded: int | None = None
     """How many of :attr:`ids` it decoded, once it ended: up to the id that ended it (a stop or
     its ``max_tokens``); the rest came after its end (see :attr:`after_end`)."""
     pieces: list[str] = attrs.field(factory=list)
-    """The text streamed, one piece per reply (see :attr:`text`)."""
+    """The text streamed, one piece per reply (see :attr:`text`), if it is kept."""
     length: int = 0
     """Characters streamed so far."""
     fffd: list[int] = attrs.field(factory=list)
-    """Positions in the text of every U+FFFD that was sent."""
+    """Positions in the text of every U+FFFD that was sent (when it is checked whole)."""
     events: int = 0
     finish_reason: str | None = None
     matched: str | int | None = None
@@ -100,7 +153,9 @@ class RequestReport:
 
     @property
     def text(self) -> str:
-        """Everything streamed for this request."""
+        """Everything streamed for this request; raises ValueError if it was not kept."""
+        if not self.keep_text:
+            raise ValueError(f"request {self.uid!r}: its text was not kept (Replayer(keep_text=True))")
         if len(self.pieces) > 1:
             self.pieces[:] = ["".join(self.pieces)]
         return self.pieces[0] if self.pieces else ""
@@ -108,7 +163,7 @@ class RequestReport:
     @property
     def after_end(self) -> int:
         """Valid ids sent after the request had ended (its limit or a stop): not its text."""
-        return 0 if self.decoded is None else len(self.ids) - self.decoded
+        return 0 if self.decoded is None else self.count - self.decoded
 
     @property
     def ok(self) -> bool:
@@ -142,7 +197,7 @@ class ReplaySummary:
     def count(self, report: RequestReport) -> None:
         """Count one ended request."""
         self.requests += 1
-        self.tokens += len(report.ids) if report.decoded is None else report.decoded
+        self.tokens += report.count if report.decoded is None else report.decoded
         self.after_end += report.after_end
         self.events += report.events
         if not report.ok:
@@ -153,20 +208,6 @@ class ReplaySummary:
             self.with_input_errors += 1
 
 
-def _common_prefix(a: str, b: str) -> int:
-    """The length of the longest common prefix of ``a`` and ``b`` (C-level comparisons only)."""
-    if b.startswith(a):
-        return len(a)
-    low, high = 0, min(len(a), len(b))  # a[:low] == b[:low]; they differ within a[:high + 1]
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[low:middle] == b[low:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
 class Replayer:
     """Feeds trace events to a :class:`DetokenizeManager` and checks each request when it ends.
 
@@ -175,6 +216,9 @@ class Replayer:
     requests whose first event has none; ``codecs`` may share
     codecs with other managers of the same tokenizer (see :class:`DetokenizeManager`). Ended
     requests are handed out by :meth:`take_ended` and then forgotten; :attr:`summary` counts them.
+    ``whole``: check every request against ``tokenizer.decode`` with its ids and text kept (else
+    only those whose codec is not exact); ``keep_text``: keep each request's text for
+    :attr:`RequestReport.text` (always, when checked whole).
     """
 
     def __init__(
@@ -184,8 +228,12 @@ class Replayer:
         *,
         codecs: dict[CodecKey, Codec] | None = None,
         remember_ended: int = DEFAULT_REMEMBER_ENDED,
+        whole: bool = False,
+        keep_text: bool = False,
     ) -> None:
         self.tokenizer = tokenizer
+        self.whole = whole
+        self.keep_text = keep_text
         self.defaults = defaults
         self.remember_ended = remember_ended
         self.manager = DetokenizeManager(tokenizer, codecs=codecs, remember_ended=remember_ended)
@@ -214,7 +262,7 @@ class Replayer:
                     self._notes.append(f"line {event.line}: event for request {event.uid!r} after it ended")
                 return []
             params = event.options if event.options is not None else self.defaults
-            report = RequestReport(event.uid, event.prompt or (), params, self.manager.codec_of(params))
+            report = self._open(event.uid, event.prompt or (), params)
             self.live[event.uid] = report
             # A trace is a recording: a uid's first event opens its request (the manager itself
             # opens nothing implicitly).
@@ -226,7 +274,12 @@ class Replayer:
             msg = DetokenizeMsg(event.uid, event.tokens, event.finished, opening)
             replies.append(self.manager.handle([msg])[0])
             size = ID_LIMIT if report.codec.out_of_vocab == "ignore" else report.codec.vocab_size
-            report.ids.extend(t for t in event.tokens if type(t) is int and 0 <= t < size)
+            valid = [t for t in event.tokens if type(t) is int and 0 <= t < size]
+            report.count += len(valid)
+            if report.reference is None:
+                report.ids.extend(valid)
+            else:
+                report.reference.add(valid)
         if event.abort:
             replies.extend(self.manager.abort([event.uid]))
         for reply in replies:
@@ -237,6 +290,15 @@ class Replayer:
             prompt = 2 * len(report.prompt) if report.events == 1 else 0  # its ids and about its text
             self._check_so_far(report, prompt + len(event.tokens) + report.length - streamed)
         return replies
+
+    def _open(self, uid: Uid, prompt: tuple[int, ...], params: SamplingParams) -> RequestReport:
+        codec = self.manager.codec_of(params)
+        report = RequestReport(uid, prompt, params, codec)
+        if self.whole or not codec.exact:
+            return report
+        report.keep_text = self.keep_text
+        report.reference = Reference(codec, self.manager.rules(params), prompt, params.stop)
+        return report
 
     def take_ended(self) -> list[RequestReport]:
         """The requests that ended (and were checked) since the last call; they are then forgotten."""
@@ -265,9 +327,14 @@ class Replayer:
             report.errors.append(f"line {line}: {reply.error}")
         delta = reply.incremental_output
         if delta:
-            if "\ufffd" in delta:
+            if report.reference is not None:
+                report.reference.aligned.add(engine=delta)
+            elif "\ufffd" in delta:
                 report.fffd.extend(report.length + i for i, char in enumerate(delta) if char == "\ufffd")
-            report.pieces.append(delta)
+            if report.keep_text:
+                report.pieces.append(delta)
+                if len(report.pieces) > 64:
+                    report.pieces[:] = ["".join(report.pieces)]
             report.length += len(delta)
         if reply.finished:
             report.finish_reason, report.matched = reply.finish_reason, reply.matched_stop
@@ -311,7 +378,7 @@ class Replayer:
         if report.prompt_text is None:
             report.prompt_text = self._decode(report, ())
         self.work += len(report.prompt_text)
-        return full[_common_prefix(report.prompt_text, full) :]
+        return full[common_prefix(report.prompt_text, full) :]
 
     def _check_so_far(self, report: RequestReport, received: int) -> None:
         """G2 while the request runs, when its credit allows: the text so far is a prefix of the
@@ -319,6 +386,14 @@ class Replayer:
         :data:`CHECK_FACTOR` to the request's credit, and a check spends what it decodes and
         compares (so checks grow rarer as the request grows, and cost a bounded share overall).
         """
+        reference = report.reference
+        if reference is not None:
+            if report.checks["G2"] is not False:
+                before = reference.work
+                if not reference.aligned.agrees_so_far(reference.last + finish(reference.state)):
+                    report.fail("G2", f"after {report.count} ids the text is not a prefix of their decode")
+                self.work += reference.work - before
+            return
         report.credit += CHECK_FACTOR * received
         estimate = 2 * (len(report.prompt) + len(report.ids) + report.length)
         if report.checks["G2"] is False or report.credit < estimate:
@@ -333,6 +408,9 @@ class Replayer:
 
     def verify(self, report: RequestReport) -> None:
         """Run the final checks of one ended request."""
+        if report.reference is not None:
+            self._verify_streamed(report, report.reference)
+            return
         consumed = report.decoded = self._consumed(report)
         reference = self._continuation(report, report.ids[:consumed])
         text = report.text
@@ -352,6 +430,50 @@ class Replayer:
             early = [stop for stop in report.params.stop if stop in searched]
             if early:
                 report.fail("G1", f"the stop string {early[0]!r} completes before the text ends")
+
+    def _verify_streamed(self, report: RequestReport, reference: Reference) -> None:
+        """:meth:`verify` of a request compared as it ran: the same checks, the same findings."""
+        before_work = reference.work
+        report.decoded = reference.consumed
+        tail = reference.last + finish(reference.state)
+        full = reference.aligned.end(tail)
+        if full.differs is not None:
+            report.fail("G2", "the text is not a prefix of the final decode")
+        if full.fffd_elsewhere:
+            report.fail("G4", "a U+FFFD was sent where the final decode has none")
+        if report.finish_reason == "abort":
+            report.checks["G1"] = None
+            self.work += reference.work - before_work
+            return
+        length, matched = full.engine_length, report.matched
+        stopped = report.finish_reason == "stop" and matched is not None
+        include = report.params.include_stop_str_in_output
+        equal = full.differs is None and length == full.reference_length
+        wanted, searched, limit = full.reference_length, tail, full.reference_length
+        if stopped and isinstance(matched, int):  # a stop or EOS token: its own text only if included
+            searched = finish(reference.before)
+            cut = reference.aligned.end(searched)
+            limit = cut.reference_length
+            if not include:
+                equal = cut.differs is None and length == cut.reference_length
+                wanted = cut.reference_length
+        elif stopped and isinstance(matched, str):  # the text ends just before it (or after it)
+            end = length if include else length + len(matched)
+            until = min(end, full.reference_length)
+            at = until - len(matched) - (full.reference_length - len(full.around))
+            if until >= len(matched) and at >= 0 and full.around[at : at + len(matched)] == matched:
+                equal, wanted = full.differs is None, min(length, full.reference_length)
+                limit = min(end - 1, full.reference_length)
+            else:
+                equal, wanted = False, full.reference_length + 1
+        if not equal:
+            report.fail("G1", f"the text differs from the decode ({length} vs {wanted} characters)")
+        elif not report.params.min_tokens:
+            ends = reference.finder.ends_with(searched)
+            early = [stop for stop in report.params.stop if (done := ends[stop]) is not None and done <= limit]
+            if early:
+                report.fail("G1", f"the stop string {early[0]!r} completes before the text ends")
+        self.work += reference.work - before_work
 
     def _cut(self, report: RequestReport, text: str, reference: str, consumed: int) -> tuple[str, str]:
         """Where the final text must end, from the decode alone; and the text in which no stop
