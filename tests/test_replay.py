@@ -380,10 +380,10 @@ class Scripted(DetokenizeManager):
         ("qwen3", "ok 🦩", 1, " a", " a", "\ufffd a"),
     ],
 )
-@pytest.mark.parametrize("whole", [False, True])
+@pytest.mark.parametrize("checked_whole", [False, True])
 def test_replay_expects_the_text_contract_c_gives_after_a_prompt(
     monkeypatch: pytest.MonkeyPatch,
-    whole: bool,
+    checked_whole: bool,
     name: str,
     prompt_text: str,
     cut: int,
@@ -400,7 +400,7 @@ def test_replay_expects_the_text_contract_c_gives_after_a_prompt(
     monkeypatch.setattr(replay_module, "DetokenizeManager", Scripted)
     for text, ok in ((right, True), (wrong, False)):
         Scripted.script = {1: [text]}
-        replayer = Replayer(tok, SamplingParams(), whole=whole, keep_text=True)
+        replayer = Replayer(tok, SamplingParams(), whole=checked_whole, keep_text=True)
         replayer.event(TraceEvent(1, 1, ids, prompt, None, True))
         [report] = replayer.take_ended()
         assert report.text == text and report.ok is ok, report.failures
@@ -522,3 +522,65 @@ def test_quiet_names_the_first_failures_and_counts_them_all(
     assert len(lines) == 22 and all(line.startswith("FAILED request ") for line in lines[:20])
     assert lines[20] == "... and 5 more failed (the first 20 are named)"
     assert lines[21].startswith("25 requests, 50 tokens, 25 failed, 0 with input errors [")
+
+
+class Perturbed(DetokenizeManager):
+    """A manager whose replies are changed as :attr:`changes` says (by uid and reply number), to
+    give the checks something to find."""
+
+    changes: dict[tuple[Any, int], str] = {}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.replied: dict[Any, int] = {}
+
+    def handle(self, messages: Any) -> list[UserReply]:
+        replies = []
+        for r in super().handle(messages):
+            number = self.replied[r.uid] = self.replied.get(r.uid, -1) + 1
+            text = r.incremental_output
+            change = self.changes.get((r.uid, number))
+            if change == "drop":
+                text = text[1:]
+            elif change == "repeat":
+                text += text
+            elif change is not None:
+                text += change
+            replies.append(UserReply(r.uid, text, r.finished, r.finish_reason, r.matched_stop, r.error))
+        return replies
+
+
+def _findings(report: Any) -> tuple[Any, ...]:
+    """What the final checks of a request found (the checks made while it ran are made after
+    other events in the two ways, so their messages are left out)."""
+    final = [failure for failure in report.failures if not failure.startswith("G2: after")]
+    return (report.uid, report.decoded, report.finish_reason, report.matched, report.checks["G1"], final)
+
+
+@pytest.mark.parametrize("name", ["qwen3", "llama2"])
+@settings(max_examples=max(10, settings().max_examples // 3))
+@given(data=st.data())
+def test_comparing_as_it_runs_finds_what_comparing_the_whole_texts_finds(
+    name: str, data: st.DataObject
+) -> None:
+    """Streaming the expected text through the core and comparing as both arrive gives every
+    request the same final findings (G1, G2, G4, with their messages: the lengths compared, the
+    stop string found early) as decoding its kept ids whole, on random traces whose text is
+    changed here and there (a character dropped or added, a U+FFFD, a piece repeated)."""
+    drawn = data.draw(traces(name))
+    uids = sorted({event.uid for event in drawn})
+    kinds = st.sampled_from(["drop", "repeat", "x", "\ufffd", " "])
+    Perturbed.changes = data.draw(st.dictionaries(st.tuples(st.sampled_from(uids), st.integers(0, 4)), kinds))
+    found = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(replay_module, "DetokenizeManager", Perturbed)
+        for whole in (False, True):
+            codecs = CODECS.setdefault(name, {})
+            replayer = Replayer(tokenizer(name), SamplingParams(), codecs=codecs, whole=whole)
+            for event in drawn:
+                replayer.event(event)
+            replayer.close_all()
+            reports = sorted(replayer.take_ended(), key=lambda report: report.uid)
+            assert all((report.reference is None) is whole for report in reports)
+            found.append([_findings(report) for report in reports])
+    assert found[0] == found[1]

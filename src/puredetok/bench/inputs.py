@@ -51,10 +51,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from puredetok.bench.timing import TEXT, Result, format_table
-from puredetok.core import Codec, codec_for, finish, start, step
 import msgspec
 
+from puredetok.bench.timing import TEXT, Result, format_table
+from puredetok.core import Codec, codec_for, finish, start, step
 from puredetok.serving.messages import (
     HANDED_BACK,
     PROTOCOL_VERSION,
@@ -182,7 +182,7 @@ _STATE = bytes(range(48))
 """Stands for a handed-back state (decoding reads it as bytes; nothing checks them here)."""
 
 
-def _detokenize(messages: list[Any]) -> bytes:
+def _frame(messages: list[Any]) -> bytes:
     from puredetok.worker.wire import encode_batch
 
     return encode_batch(messages)
@@ -190,7 +190,8 @@ def _detokenize(messages: list[Any]) -> bytes:
 
 def _salvaged(messages: list[Any]) -> bytes:
     """A detokenize frame of ``messages`` whose last uid is a float: the decoder salvages the
-    good messages cell by cell (the path of a frame with a bad message)."""
+    good messages cell by cell (the path of a frame with a bad message).
+    """
     batch = msgspec.structs.asdict(DetokenizeBatch.of(messages))
     batch["uids"] = [*batch["uids"][:-1], 0.5]
     return encode_frame_raw("detokenize", batch)
@@ -213,55 +214,101 @@ def _opening(k: int) -> Opening:
     return Opening((k % 1000, 7, 9), SamplingParams(stop=("\n\n",), max_tokens=64))
 
 
+def _many(make: Callable[[int], Any]) -> Callable[[int], bytes]:
+    """The frame of ``n`` messages ``make(k)``."""
+    return lambda n: _frame([make(k) for k in range(n)])
+
+
+def _one(make: Callable[[int], Any]) -> Callable[[int], bytes]:
+    """The frame of the one message ``make(n)``."""
+    return lambda n: _frame([make(n)])
+
+
+def _one_bad(kind: str, make: Callable[[int], Any], bad: Callable[[int], Any]) -> Callable[[int], bytes]:
+    """A frame of ``n - 1`` messages ``make(k)`` (as maps) and one ``bad(n)`` message."""
+    return lambda n: encode_frame_raw(kind, [make(k) for k in range(n - 1)] + [bad(n)])
+
+
+_SMALL, _LARGE = (2_048, 65_536), (1_024, 32_768)
+_HI = ({"role": "user", "content": "hi"},)
+
 WIRE_SHAPES: dict[str, tuple[str, tuple[int, int], Callable[[int], bytes], tuple[type[Any], ...]]] = {
     "detokenize, many messages of one id": (
-        "message", (2_048, 65_536), lambda n: _detokenize([DetokenizeMsg(k, (k % 1000,)) for k in range(n)]), (),
+        "message",
+        _SMALL,
+        _many(lambda k: DetokenizeMsg(k, (k % 1000,))),
+        (),
     ),
     "detokenize, one message of many ids": (
-        "id", (16_384, 1_048_576), lambda n: _detokenize([DetokenizeMsg(1, tuple(k % 1000 for k in range(n)))]), (),
+        "id",
+        (16_384, 1_048_576),
+        _one(lambda n: DetokenizeMsg(1, tuple(k % 1000 for k in range(n)))),
+        (),
     ),
     "detokenize, many openings": (
-        "message", (2_048, 65_536), lambda n: _detokenize([DetokenizeMsg(k, (1,), open=_opening(k)) for k in range(n)]), (),
+        "message",
+        _SMALL,
+        _many(lambda k: DetokenizeMsg(k, (1,), open=_opening(k))),
+        (),
     ),
     "detokenize, many openings with a state": (
-        "message", (2_048, 65_536),
-        lambda n: _detokenize([DetokenizeMsg(k, (1,), open=Opening(state=_STATE, consumed=3)) for k in range(n)]), (),
+        "message",
+        _SMALL,
+        _many(lambda k: DetokenizeMsg(k, (1,), open=Opening(state=_STATE, consumed=3))),
+        (),
     ),
     "detokenize, many ends with reasons": (
-        "message", (2_048, 65_536),
-        lambda n: _detokenize([DetokenizeMsg(k, (1,), True, None, "stop", "\n") for k in range(n)]), (),
+        "message",
+        _SMALL,
+        _many(lambda k: DetokenizeMsg(k, (1,), True, None, "stop", "\n")),
+        (),
     ),
     "detokenize, one bad uid (salvaged)": (
-        "message", (2_048, 65_536), lambda n: _salvaged([DetokenizeMsg(k, (k % 1000,)) for k in range(n)]), (),
+        "message",
+        _SMALL,
+        lambda n: _salvaged([DetokenizeMsg(k, (k % 1000,)) for k in range(n)]),
+        (),
     ),
-    "abort, many uids": ("message", (2_048, 65_536), lambda n: _detokenize([AbortMsg(k) for k in range(n)]), ()),
+    "abort, many uids": ("message", _SMALL, _many(AbortMsg), ()),
     "abort, one bad uid (read one by one)": (
-        "message", (2_048, 65_536), lambda n: encode_frame_raw("abort", [{"uid": k} for k in range(n - 1)] + [{"uid": 0.5}]), (),
+        "message",
+        _SMALL,
+        _one_bad("abort", lambda k: {"uid": k}, lambda n: {"uid": 0.5}),
+        (),
     ),
-    "tokenize, many texts": (
-        "message", (1_024, 32_768), lambda n: _detokenize([TokenizeMsg(k, text=TEXT[:60]) for k in range(n)]), (),
-    ),
+    "tokenize, many texts": ("message", _LARGE, _many(lambda k: TokenizeMsg(k, text=TEXT[:60])), ()),
     "tokenize, many texts, one nested too deep": (
-        "message", (1_024, 32_768),
-        lambda n: encode_frame_raw("tokenize", [{"uid": k, "text": TEXT[:60]} for k in range(n - 1)] + [_deep(n)]), (),
+        "message",
+        _LARGE,
+        _one_bad("tokenize", lambda k: {"uid": k, "text": TEXT[:60]}, _deep),
+        (),
     ),
-    "tokenize, one long text": ("char", (65_536, 4_194_304), lambda n: _detokenize([TokenizeMsg(0, text=_text(n))]), ()),
+    "tokenize, one long text": (
+        "char",
+        (65_536, 4_194_304),
+        _one(lambda n: TokenizeMsg(0, text=_text(n))),
+        (),
+    ),
     "tokenize, chat of many messages": (
-        "message", (1_024, 32_768), lambda n: _detokenize([TokenizeMsg(0, messages=tuple(_chat(n, lambda k: TEXT[:40])))]), (),
+        "message",
+        _LARGE,
+        _one(lambda n: TokenizeMsg(0, messages=tuple(_chat(n, lambda k: TEXT[:40])))),
+        (),
     ),
     "tokenize, many tools (template options)": (
-        "tool", (128, 4_096),
-        lambda n: _detokenize([TokenizeMsg(0, messages=({"role": "user", "content": "hi"},), template_options=_tools(n))]), (),
+        "tool",
+        (128, 4_096),
+        _one(lambda n: TokenizeMsg(0, messages=_HI, template_options=_tools(n))),
+        (),
     ),
-    "reply, many texts": (
-        "message", (2_048, 65_536), lambda n: _detokenize([UserReply(k, TEXT[:8]) for k in range(n)]), TO_FRONTEND,
-    ),
+    "reply, many texts": ("message", _SMALL, _many(lambda k: UserReply(k, TEXT[:8])), TO_FRONTEND),
     "reply, many states handed back": (
-        "message", (2_048, 65_536),
-        lambda n: _detokenize([UserReply(k, "", True, None, None, HANDED_BACK, _STATE, 3) for k in range(n)]),
+        "message",
+        _SMALL,
+        _many(lambda k: UserReply(k, "", True, None, None, HANDED_BACK, _STATE, 3)),
         TO_FRONTEND,
     ),
-}  # fmt: skip
+}
 """Per shape: the unit counted, its small and large size, the frame of a size, and the kinds the
 decoder reads (empty: a worker's, :data:`~puredetok.serving.messages.INBOUND`)."""
 
@@ -290,7 +337,10 @@ def wire_section(rounds: int = 3, repeats: int = 3) -> list[Result]:
         decoded = decoder.decode(frames[0])
         if len(decoded.batch) == 0:
             raise RuntimeError(f"{shape}: nothing decoded")
-        per = [[_decode_ns(decoder, frame, size, rounds) for frame, size in zip(frames, sizes)] for _ in range(repeats)]
+        per = [
+            [_decode_ns(decoder, frame, size, rounds) for frame, size in zip(frames, sizes)]
+            for _ in range(repeats)
+        ]
         ratios = sorted(large / small for small, large in per)
         results.append(Result(f"{shape}, {sizes[0]:,} {unit}s", min(small for small, _ in per)))
         results.append(
@@ -309,7 +359,7 @@ def wire_section(rounds: int = 3, repeats: int = 3) -> list[Result]:
     return results
 
 
-EVENT_SIZES = (10_000, 1_000_000)
+EVENT_SIZES = (10_000, 100_000, 1_000_000)
 """The events of the one request replayed or audited."""
 
 EVENT_SHAPES = ("replay, a trace", "audit, a trace", "audit, a vLLM stream")
@@ -420,11 +470,11 @@ def _measure(
 
 
 def events_section(
-    tokenizer: Any, tokenizer_name: str | None, sizes: tuple[int, int] = EVENT_SIZES, repeats: int = 3
+    tokenizer: Any, tokenizer_name: str | None, sizes: tuple[int, ...] = EVENT_SIZES, repeats: int = 3
 ) -> list[Result]:
-    """Per shape: CPU ns per event at each size (the best of ``repeats`` child processes; ratio:
-    large against small, their range over the repeats) and the peak memory growth in bytes per
-    event (the largest over the repeats).
+    """Per shape: CPU ns per event at the smallest and the largest size (the best of ``repeats``
+    child processes; ratio: largest against smallest, their range over the repeats) and, at each
+    size, the peak memory growth in bytes per event (the largest over the repeats).
     """
     from puredetok.bench.core import trace_ids
 
@@ -437,7 +487,7 @@ def events_section(
                 {size: _measure(shape, size, Path(folder), ids, codec, tokenizer_name) for size in sizes}
                 for _ in range(repeats)
             ]
-            small, large = sizes
+            small, large = sizes[0], sizes[-1]
             if not all(run[size]["ok"] and run[size]["events"] == size for run in runs for size in sizes):
                 raise RuntimeError(f"{shape}: the request was not checked whole: {runs}")
             per = {size: [run[size]["ns"] / size for run in runs] for size in sizes}

@@ -470,7 +470,7 @@ class Replayer:
             report.fail("G1", f"the text differs from the decode ({length} vs {wanted} characters)")
         elif not report.params.min_tokens:
             ends = reference.finder.ends_with(searched)
-            early = [stop for stop in report.params.stop if (done := ends[stop]) is not None and done <= limit]
+            early = [stop for stop in report.params.stop if (ends[stop] or limit + 1) <= limit]
             if early:
                 report.fail("G1", f"the stop string {early[0]!r} completes before the text ends")
         self.work += reference.work - before_work
