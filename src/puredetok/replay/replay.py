@@ -36,6 +36,7 @@ ended uids are remembered (to tell a late event from a new request).
 from __future__ import annotations
 
 __all__ = [
+    "Reference",
     "Replayer",
     "RequestReport",
     "ReplaySummary",
