@@ -98,8 +98,8 @@ class Aligned:
         """Characters compared (both texts had them)."""
         self.differs: int | None = None
         self.fffd_elsewhere = False
-        self.kept = ""
-        """The last ``window`` characters of the reference compared."""
+        self._kept: deque[str] = deque()  # the last pieces of the reference compared, ``window`` at least
+        self._kept_size = 0
         self.work = 0
         """Characters compared so far."""
         self._engine = _Pieces()
@@ -120,9 +120,18 @@ class Aligned:
         if not self.fffd_elsewhere and self.differs is not None and _FFFD in engine:
             self.fffd_elsewhere = _fffd_elsewhere(engine, reference)
         if self.window:
-            kept = self.kept + reference[-self.window :]
-            self.kept = kept[-self.window :]
+            kept = self._kept
+            kept.append(reference)
+            self._kept_size += len(reference)
+            while self._kept_size - len(kept[0]) >= self.window:
+                self._kept_size -= len(kept.popleft())
         self.compared += len(engine)
+
+    @property
+    def kept(self) -> str:
+        """The last ``window`` characters of the reference compared (all of it, if fewer)."""
+        kept = "".join(self._kept)
+        return kept[len(kept) - self.window :] if len(kept) > self.window else kept
 
     @property
     def engine_ahead(self) -> int:
