@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from puredetok.audit.parsers import plain_join, rejoin
+from puredetok.audit.parsers import Joined, plain_join, rejoin
 from puredetok.audit.records import Request
 from puredetok.core import Codec, codec_for, continuation_text, feed, finish, start, step
 
@@ -30,8 +30,9 @@ KINDS = (
 """The kinds of difference, as :func:`classify` names them."""
 
 PARSER_SPLIT = "parser split"
-"""The kind of a split chat response whose pieces cannot be joined again exactly (see
-:func:`puredetok.audit.parsers.rejoin`): reported, not counted as differing."""
+"""The kind of a split chat response whose pieces cannot be joined again exactly, or whose
+parser dropped a stretch of the exact text (see :func:`puredetok.audit.parsers.rejoin`):
+reported, not counted as differing."""
 
 DUPLICATE_LIMIT = 256
 """The longest repeated piece :func:`classify` looks for."""
@@ -69,6 +70,9 @@ class Difference:
     engine_length: int
     chunk: int | None = None
     """For a stream: the first chunk whose text a later one contradicts (it leaves the exact text)."""
+    dropped: tuple[int, int] | None = None
+    """For a split chat response: the offset and length of the exact text's stretch that the
+    parser dropped (unchecked)."""
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -204,11 +208,16 @@ class Auditor:
 
     def _check(self, request: Request) -> Difference | None:
         text, untrimmed = self.exact(request)
-        chunk = self._contradicted(request, text)
         engine: str | None = request.text
+        joined: Joined | None = None
         if request.parts is not None:
-            engine = rejoin(text, request.parts)
-        if engine == text and chunk is None:
+            joined = rejoin(text, request.parts)
+            engine = None if joined is None else joined.text
+            chunk = self._split_contradicted(request, text, joined)
+        else:
+            chunk = self._contradicted(request, text)
+        dropped = None if joined is None else joined.dropped
+        if engine == text and chunk is None and dropped is None:
             return None
         stopped = request.stop is not None or request.stop_token
         if engine == text and chunk is not None and request.chunks is not None:
@@ -217,6 +226,10 @@ class Auditor:
             engine = plain_join(request.parts or ())
             kind = PARSER_SPLIT
             offset = _common_prefix(text, engine)
+        elif engine == text and dropped is not None:
+            offset, length = dropped
+            engine = text[:offset] + text[offset + length :]  # as the parser returned it
+            kind = PARSER_SPLIT
         else:
             offset = _common_prefix(text, engine)
             kind = classify(text, engine, offset, untrimmed, request.stop, stopped)
@@ -232,7 +245,22 @@ class Auditor:
             len(text),
             len(engine),
             chunk,
+            dropped,
         )
+
+    def _split_contradicted(self, request: Request, text: str, joined: Joined | None) -> int | None:
+        """A split stream's first chunk with a piece that is not the exact text where it was
+        joined (None for a whole response, or pieces that cannot be joined)."""
+        if request.chunks is None or joined is None:
+            return None
+        part = 0
+        for index, chunk in enumerate(request.chunks):
+            for kind, piece in chunk.parts or ():
+                at = joined.offsets[part]
+                part += 1
+                if kind != "tool" and piece and not text.startswith(piece, at):
+                    return index
+        return None
 
     def _contradicted(self, request: Request, text: str) -> int | None:
         if request.chunks is None:

@@ -5,18 +5,23 @@ vLLM's reasoning parsers (``vllm/reasoning/``: ``BaseThinkingReasoningParser``, 
 and DeepSeek-R1 parsers) drop the text up to the start marker (``<think>``) when the output has
 one, and cut the rest at the end marker (``</think>``): the reasoning before it
 (``message.reasoning_content``; ``message.reasoning`` in newer servers), the content after it
-(``message.content``, None when empty); with no end marker, the whole is reasoning. Its tool
-parsers (``vllm/entrypoints/openai/tool_parsers/``, e.g. Hermes's ``<tool_call>``) keep the
-content before the first tool call and return each call's function name and its arguments
+(``message.content``, None when empty); with no end marker, the whole is reasoning. Streamed,
+they take each delta as it comes and drop a delta that is a marker alone: the text before the
+start marker arrives as content (the base parser) or as reasoning (DeepSeek-R1, Qwen3), and
+Qwen3's drops what comes before the marker in the delta that holds it. Its tool parsers
+(``vllm/entrypoints/openai/tool_parsers/``, e.g. Hermes's ``<tool_call>``) keep the content
+before the first tool call and return each call's function name and its arguments
 re-serialized (``message.tool_calls``), which cannot be joined back byte for byte: the calls are
 checked by their names, in order, in the text after the content.
 """
 
 from __future__ import annotations
 
-__all__ = ["REASONING_MARKERS", "TOOL_MARKERS", "plain_join", "rejoin"]
+__all__ = ["REASONING_MARKERS", "TOOL_MARKERS", "Joined", "plain_join", "rejoin"]
 
 from collections.abc import Sequence
+
+import attrs
 
 REASONING_MARKERS = (
     ("<think>", "</think>"),
@@ -37,9 +42,16 @@ TOOL_MARKERS = (
 """The markers that start a tool call (Hermes and Qwen; Mistral; Kimi K2; DeepSeek-V3; Llama 3)."""
 
 
-def _joined(parts: Sequence[tuple[str, str]], kind: str) -> str | None:
-    pieces = [text for piece, text in parts if piece == kind]
-    return "".join(pieces) if pieces else None
+@attrs.frozen
+class Joined:
+    """A split response's pieces joined again with the exact text's markers."""
+
+    text: str
+    offsets: tuple[int, ...]
+    """Where each piece's text begins in ``text`` (a tool call's: where the calls begin)."""
+    dropped: tuple[int, int] | None = None
+    """The offset and length of the exact text's stretch that the parser dropped (the text
+    before a start marker), taken from the exact text unchecked."""
 
 
 def plain_join(parts: Sequence[tuple[str, str]]) -> str:
@@ -47,13 +59,12 @@ def plain_join(parts: Sequence[tuple[str, str]]) -> str:
     return "".join(text for _, text in parts)
 
 
-def _tool_at(text: str) -> int:
-    found = [at for at in (text.find(marker) for marker in TOOL_MARKERS) if at >= 0]
+def _tool_at(text: str, start: int) -> int:
+    found = [at for at in (text.find(marker, start) for marker in TOOL_MARKERS) if at >= 0]
     return min(found) if found else -1
 
 
-def _in_order(names: Sequence[str], text: str) -> bool:
-    at = 0
+def _in_order(names: Sequence[str], text: str, at: int) -> bool:
     for name in names:
         at = text.find(name, at)
         if at < 0:
@@ -62,47 +73,131 @@ def _in_order(names: Sequence[str], text: str) -> bool:
     return True
 
 
-def rejoin(exact: str, parts: Sequence[tuple[str, str]]) -> str | None:
-    """The engine's text as the parser split it from its output, joined again with the markers
-    ``exact`` has (the text before a start marker, which the parser drops, taken from ``exact``).
+def _squeezed(text: str, markers: Sequence[str]) -> str:
+    """``text`` without the spaces at its ends and around each marker."""
+    for marker in markers:
+        text = marker.join(piece.strip() for piece in text.split(marker))
+    return text.strip()
 
-    None when it cannot be joined so that it is comparable: no known marker in ``exact`` around a
-    reasoning piece and some content, tool calls whose names are not in the text after the
-    content in order, or pieces that differ from ``exact``'s own only by spaces at their ends (a
-    parser that trims them).
+
+class _Joiner:
+    """The pieces placed one after the other against the exact text, the markers the parser
+    removed put back where the exact text has them at a piece's start."""
+
+    def __init__(self, exact: str, pair: tuple[str, str] | None) -> None:
+        self.exact, self.pair = exact, pair
+        self.out: list[str] = []
+        self.length = 0
+        """The length of the text joined so far."""
+        self.at = 0
+        """Where in the exact text the next piece belongs."""
+        self.region = 0
+        """Where in the exact text the current run of pieces of one kind began."""
+        self.started = False
+        """A start marker was passed (or the text before one dropped)."""
+        self.dropped: tuple[int, int] | None = None
+
+    def take(self, text: str) -> None:
+        self.out.append(text)
+        self.length += len(text)
+        self.at += len(text)
+
+    def markers(self, text: str) -> None:
+        """Put back the markers the exact text has where ``text`` should begin."""
+        if self.pair is None:
+            return
+        moved = True
+        while moved:
+            moved = False
+            for marker in self.pair:
+                if self.exact.startswith(marker, self.at) and not text.startswith(marker):
+                    self.take(marker)
+                    self.started |= marker == self.pair[0]
+                    moved = True
+
+    def turn(self, marker: str) -> None:
+        """At a change of kind: go to the marker between the two kinds, where the exact text has
+        it after the current run began (a wrong piece may have ended before or after it). The
+        text skipped to reach the first start marker is the parser's to drop."""
+        found = self.exact.find(marker, self.region)
+        if found >= 0:
+            if self.pair is not None and marker == self.pair[0] and not self.started and found > self.at:
+                self._drop(found, found)
+            self.at = found
+        self.region = self.at
+
+    def _drop(self, marker: int, to: int) -> None:
+        """The text from here to the start marker at ``marker`` is dropped; go on at ``to``."""
+        self.dropped = (self.at, marker - self.at)
+        self.out.append(self.exact[self.at : to])
+        self.length += to - self.at
+        self.at = to
+        self.started = to > marker
+
+    def drop(self, kind: str, text: str) -> None:
+        """Take the text before the first start marker as dropped by the parser when ``text``
+        belongs after that marker: it begins there, or it is the first piece and reasoning."""
+        if self.pair is None or self.started or self.exact.startswith(text, self.at):
+            return
+        start, end = self.pair
+        found = self.exact.find(start, self.at)
+        if found <= self.at:
+            return
+        after = found + len(start)
+        fits = self.exact.startswith(text, after) or (
+            self.exact.startswith(end, after) and self.exact.startswith(text, after + len(end))
+        )
+        if not fits and not (kind == "reasoning" and self.length == 0):
+            return
+        self._drop(found, after)
+
+
+def rejoin(exact: str, parts: Sequence[tuple[str, str]]) -> Joined | None:
+    """The engine's text as the parser split it from its output, joined again with the markers
+    ``exact`` has; the text before a start marker that the parser dropped is taken from
+    ``exact`` and named (:attr:`Joined.dropped`).
+
+    ``parts`` are the pieces in the order the parser took them from the text: a whole
+    response's reasoning, content and tool names; a stream's, delta by delta.
+
+    None when it cannot be joined so that it is comparable: no known marker in ``exact``
+    around a reasoning piece and some content, tool calls whose names are not in the text after
+    the content in order, or pieces that differ from ``exact``'s own only by spaces at their
+    ends (a parser that trims them).
     """
-    reasoning = _joined(parts, "reasoning")
-    content = _joined(parts, "content") or ""
-    tools = [text for kind, text in parts if kind == "tool"]
-    engine, rest = "", exact
-    pieces: list[tuple[str, str]] = []
-    if reasoning is not None:
-        pair = next(((s, e) for s, e in REASONING_MARKERS if s in exact or e in exact), None)
-        if pair is None:
-            if content or tools:
-                return None
-            return reasoning  # no end marker: the whole output is reasoning
-        start, end = pair
-        before, found, after = exact.partition(start)
-        if found:
-            engine, rest = before + start, after
-        if end in rest:
-            thought, _, rest = rest.partition(end)
-            engine += reasoning + end
-        else:
-            thought, rest = rest, ""
-            engine += reasoning
-        pieces.append((reasoning, thought))
-    if tools:
-        at = _tool_at(rest)
-        if at < 0 or not _in_order(tools, rest[at:]):
-            return None
-        said, calls = rest[:at], rest[at:]
-        engine += content + calls
-        pieces.append((content, said))
-    else:
-        engine += content
-        pieces.append((content, rest))
-    if engine != exact and all(ours.strip() == theirs.strip() for ours, theirs in pieces):
+    pair = next(((s, e) for s, e in REASONING_MARKERS if s in exact or e in exact), None)
+    kinds = {kind for kind, text in parts if text or kind == "tool"}
+    if pair is None and "reasoning" in kinds and kinds - {"reasoning"}:
         return None
-    return engine
+    joiner = _Joiner(exact, pair)
+    offsets: list[int] = []
+    tools: list[str] = []
+    last: str | None = None
+    for kind, text in parts:
+        if kind == "tool":
+            tools.append(text)
+            offsets.append(-1)
+            continue
+        if not text:
+            offsets.append(joiner.length)
+            continue
+        if pair is not None and last is not None and kind != last:
+            joiner.turn(pair[1] if kind == "content" else pair[0])
+        last = kind
+        joiner.markers(text)
+        joiner.drop(kind, text)
+        joiner.markers(text)
+        offsets.append(joiner.length)
+        joiner.take(text)
+    joiner.markers("")
+    if tools:
+        at = _tool_at(exact, joiner.region)
+        if at < 0 or not _in_order(tools, exact, at):
+            return None
+        offsets = [joiner.length if offset < 0 else offset for offset in offsets]
+        joiner.out.append(exact[at:])
+    engine = "".join(joiner.out)
+    markers = (*(pair or ()), *(TOOL_MARKERS if tools else ()))
+    if engine != exact and _squeezed(engine, markers) == _squeezed(exact, markers):
+        return None
+    return Joined(engine, tuple(offsets), joiner.dropped)

@@ -16,6 +16,9 @@ class Chunk:
     text: str
     """The new text (or, in a stream of cumulative texts, the whole text so far)."""
     ids: int
+    parts: tuple[tuple[str, str], ...] | None = None
+    """In a stream that a reasoning or tool parser split: the chunk's pieces, as
+    :attr:`Request.parts` (``text`` is then its content alone)."""
 
 
 @attrs.frozen
@@ -51,7 +54,8 @@ class Request:
     parts: tuple[tuple[str, str], ...] | None = None
     """A chat response that a reasoning or tool parser split: its pieces in the order the parser
     takes them from the text, each ``(kind, text)`` with kind ``"reasoning"``, ``"content"`` or
-    ``"tool"`` (a tool call's function name); ``text`` is then its content alone."""
+    ``"tool"`` (a tool call's function name); ``text`` is then its content alone. A stream's
+    are its chunks' pieces one after the other."""
 
 
 @attrs.frozen

@@ -34,8 +34,10 @@ class Tally:
     split: int = 0
     """Chat responses a parser split, compared with their pieces joined again."""
     unjoinable: int = 0
-    """Of those, the ones whose pieces cannot be joined again exactly (kind ``parser split``:
-    reported, not counted as differing)."""
+    """Of those, the ones whose pieces cannot be joined again exactly or whose parser dropped
+    text, and nothing else differs (kind ``parser split``: reported, not counted as differing)."""
+    dropped: int = 0
+    """Of those, the ones with text the parser dropped (the text before a start marker)."""
 
     def add(self, other: Tally) -> None:
         """Add another tally's counts to this one."""
@@ -49,6 +51,7 @@ class Tally:
             "contradicted",
             "split",
             "unjoinable",
+            "dropped",
         ):
             setattr(self, field, getattr(self, field) + getattr(other, field))
         for kind, count in other.kinds.items():
@@ -85,7 +88,11 @@ def difference_record(difference: Difference, file: str, format: str) -> dict[st
     if request.stop is not None:
         record["stop"] = request.stop
     if request.parts is not None:
-        record["parts"] = [kind for kind, _ in request.parts]
+        kinds = [kind for kind, _ in request.parts]
+        record["parts"] = [kind for at, kind in enumerate(kinds) if at == 0 or kinds[at - 1] != kind]
+    if difference.dropped is not None:
+        offset, length = difference.dropped
+        record["dropped"] = {"offset": offset, "length": length}
     if request.chunks is not None:
         record["chunk"] = difference.chunk
         record["chunks"] = len(request.chunks)
@@ -113,6 +120,7 @@ def summary_rows(tally: Tally, seconds: float) -> list[tuple[str, str]]:
     if tally.split:
         rows.append(("split by a parser", f"{tally.split:,}"))
         rows.append(("  not joinable (parser split)", f"{tally.unjoinable:,}"))
+        rows.append(("  with text the parser dropped", f"{tally.dropped:,}"))
     rows += [
         ("skipped", f"{tally.skipped:,}"),
         ("bad records", f"{tally.errors:,}"),

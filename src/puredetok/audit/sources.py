@@ -218,6 +218,7 @@ def audit_shard(shard: Shard, auditor: Auditor, columns: Columns | None = None) 
             records.append(error_record(InputError(shard.path, item.line, f"request {item.id}: {error}")))
             continue
         _count(tally, item, difference is not None and difference.chunk is not None)
+        tally.dropped += difference is not None and difference.dropped is not None
         if difference is not None and difference.kind == PARSER_SPLIT:
             tally.unjoinable += 1
             records.append(difference_record(difference, shard.path, shard.format))

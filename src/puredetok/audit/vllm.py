@@ -166,27 +166,26 @@ class _Live:
     stop_reason: int | str | None = None
     failed: bool = False
     """An error was reported for it: it is not audited."""
-    reasoning: list[str] = attrs.field(factory=list)
-    tools: dict[int, str] = attrs.field(factory=dict)
-    """The function name of each tool call, by its index."""
+    split: bool = False
+    """A chunk carried reasoning or a tool call: a parser split the stream."""
+    tools: set[int] = attrs.field(factory=set)
+    """The indexes of the tool calls whose names were seen."""
 
 
 def _ended(live: _Live) -> Request:
     choice = _Choice(finish_reason=live.finish_reason, stop_reason=live.stop_reason)
     stop, stop_token = _ending(choice)
     text = "".join(chunk.text for chunk in live.chunks)
-    if not live.reasoning and not live.tools:
+    if not live.split:
+        chunks = tuple(attrs.evolve(chunk, parts=None) for chunk in live.chunks)
         return Request(
             live.name, live.line, live.prompt, tuple(live.ids), text, live.finish_reason, stop,
-            stop_token, chunks=tuple(live.chunks),
+            stop_token, chunks=chunks,
         )  # fmt: skip
-    parts = [("reasoning", "".join(live.reasoning))] if live.reasoning else []
-    if text:
-        parts.append(("content", text))
-    parts += [("tool", live.tools[index]) for index in sorted(live.tools)]
+    parts = tuple(part for chunk in live.chunks for part in chunk.parts or ())
     return Request(
         live.name, live.line, live.prompt, tuple(live.ids), text, live.finish_reason, stop, stop_token,
-        parts=tuple(parts),
+        chunks=tuple(live.chunks), parts=parts,
     )  # fmt: skip
 
 
@@ -195,18 +194,29 @@ def _carries(delta: _Message | None) -> bool:
     return delta is not None and bool(delta.reasoning_content or delta.reasoning or delta.tool_calls)
 
 
-def _take_delta(request: _Live, choice: _Choice) -> None:
-    """The reasoning and tool call names of a chat chunk's delta."""
+def _delta_parts(request: _Live, choice: _Choice, content: str) -> tuple[tuple[str, str], ...]:
+    """A chat chunk's pieces in the order of its text: reasoning, content, the names of the tool
+    calls that begin in it."""
     delta = choice.delta
     if delta is None:
-        return
+        return (("content", content),) if content else ()
+    parts: list[tuple[str, str]] = []
     reasoning = delta.reasoning_content if delta.reasoning_content is not None else delta.reasoning
     if reasoning is not None:
-        request.reasoning.append(reasoning)
+        request.split = True
+        if reasoning:
+            parts.append(("reasoning", reasoning))
+    if content:
+        parts.append(("content", content))
     for position, call in enumerate(delta.tool_calls or ()):
+        request.split = True
         index = call.get("index", position) if isinstance(call, dict) else position
+        index = index if type(index) is int else position
         for name in _tool_names([call]):
-            request.tools.setdefault(index if type(index) is int else position, name)
+            if index not in request.tools:
+                request.tools.add(index)
+                parts.append(("tool", name))
+    return tuple(parts)
 
 
 def read_stream(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item]:
@@ -239,7 +249,7 @@ def read_stream(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item]
                 prompt = choice.prompt_token_ids or chunk.prompt_token_ids or ()
                 request = live[key] = _Live(name, number, tuple(prompt))
             text, _ = _choice_parts(choice)
-            _take_delta(request, choice)
+            parts = _delta_parts(request, choice, text or "")
             if choice.token_ids is None:
                 if (text or _carries(choice.delta)) and not request.failed:
                     yield InputError(
@@ -248,7 +258,7 @@ def read_stream(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item]
                     request.failed = True
             else:
                 request.ids.extend(choice.token_ids)
-            request.chunks.append(Chunk(text or "", len(choice.token_ids or ())))
+            request.chunks.append(Chunk(text or "", len(choice.token_ids or ()), parts))
             if choice.finish_reason is not None:
                 request.finish_reason, request.stop_reason = choice.finish_reason, choice.stop_reason
                 yield from _close(live.pop(key), file)
