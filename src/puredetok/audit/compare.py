@@ -250,7 +250,8 @@ class Auditor:
 
     def _split_contradicted(self, request: Request, text: str, joined: Joined | None) -> int | None:
         """A split stream's first chunk with a piece that is not the exact text where it was
-        joined (None for a whole response, or pieces that cannot be joined)."""
+        joined (None for a whole response, or pieces that cannot be joined).
+        """
         if request.chunks is None or joined is None:
             return None
         part = 0

@@ -82,7 +82,8 @@ def _squeezed(text: str, markers: Sequence[str]) -> str:
 
 class _Joiner:
     """The pieces placed one after the other against the exact text, the markers the parser
-    removed put back where the exact text has them at a piece's start."""
+    removed put back where the exact text has them at a piece's start.
+    """
 
     def __init__(self, exact: str, pair: tuple[str, str] | None) -> None:
         self.exact, self.pair = exact, pair
@@ -118,7 +119,8 @@ class _Joiner:
     def turn(self, marker: str) -> None:
         """At a change of kind: go to the marker between the two kinds, where the exact text has
         it after the current run began (a wrong piece may have ended before or after it). The
-        text skipped to reach the first start marker is the parser's to drop."""
+        text skipped to reach the first start marker is the parser's to drop.
+        """
         found = self.exact.find(marker, self.region)
         if found >= 0:
             if self.pair is not None and marker == self.pair[0] and not self.started and found > self.at:
@@ -136,7 +138,8 @@ class _Joiner:
 
     def drop(self, kind: str, text: str) -> None:
         """Take the text before the first start marker as dropped by the parser when ``text``
-        belongs after that marker: it begins there, or it is the first piece and reasoning."""
+        belongs after that marker: it begins there, or it is the first piece and reasoning.
+        """
         if self.pair is None or self.started or self.exact.startswith(text, self.at):
             return
         start, end = self.pair

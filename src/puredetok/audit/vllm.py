@@ -196,7 +196,8 @@ def _carries(delta: _Message | None) -> bool:
 
 def _delta_parts(request: _Live, choice: _Choice, content: str) -> tuple[tuple[str, str], ...]:
     """A chat chunk's pieces in the order of its text: reasoning, content, the names of the tool
-    calls that begin in it."""
+    calls that begin in it.
+    """
     delta = choice.delta
     if delta is None:
         return (("content", content),) if content else ()

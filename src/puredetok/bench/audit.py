@@ -6,16 +6,20 @@ tenth one wrong) and times, side by side in each repeat:
 - the local audit, in tokens per second of the process's CPU time (one core; target >= 1M on
   Qwen3) and of wall time, beside ``tokenizer.decode`` of the same outputs alone; and the peak of
   its Python memory on a log a quarter as long and on the whole (flat: shard by shard);
-- the audit on a local Ray Data with 1 worker and with 2 (one CPU each), end to end (the
-  workers' start included), and their ratio (target >= 1.6); beside it, the same on a
-  one-response log (the start alone), and where each run's time went (:func:`breakdown`: the
-  start, the tokenizer's load in a worker, the span in which shards were audited, the time after
-  the last one, how many shards ran at once, the share of a core they got).
+- the audit on a local Ray with 1 worker and with 2 (one CPU each), end to end (the workers'
+  start included), and their ratio (target >= 1.6), for each way shards reach the workers
+  (:data:`puredetok.audit.distributed.VIAS`: Ray actors fed by the driver, a Ray Data actor
+  pool); beside it, the same on a one-response log (the start alone), where each run's time
+  went (:func:`breakdown`: the start, the tokenizer's load in a worker, the span in which shards
+  were audited, the time after the last one, how many shards ran at once, the share of a core
+  they got), and its CPU time (:func:`cpu_use`: the workers' per shard, the driver's and Ray's
+  own processes' per shard, the cores the whole run kept busy), which a loaded machine does not
+  bend as it bends wall times.
 """
 
 from __future__ import annotations
 
-__all__ = ["write_log", "local_run", "ray_runs", "main"]
+__all__ = ["write_log", "local_run", "ray_runs", "process_cpu", "cpu_use", "breakdown", "main"]
 
 import argparse
 import json
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from puredetok.audit import AuditOptions, Auditor, Columns, Tally, audit_shard, shards_of
+from puredetok.audit.distributed import VIAS
 from puredetok.audit.sources import SHARD_BYTES
 from puredetok.bench.timing import TEXT
 from puredetok.serving.loading import load_tokenizer
@@ -118,22 +123,70 @@ def decode_run(path: Path, tokenizer: Any) -> float:
 
 
 def ray_runs(
-    path: Path, tokenizer_name: str, workers: int, shard_bytes: int = SHARD_BYTES
-) -> tuple[float, list[Any]]:
-    """One audit of ``path`` on the running Ray with ``workers`` workers: its wall seconds, and
-    each shard's :class:`~puredetok.audit.distributed.Timing` with the run's start first.
+    path: Path, tokenizer_name: str, workers: int, shard_bytes: int = SHARD_BYTES, via: str = "actors"
+) -> tuple[float, list[Any], dict[str, float]]:
+    """One audit of ``path`` on the running Ray with ``workers`` workers: its wall seconds, each
+    shard's :class:`~puredetok.audit.distributed.Timing` with the run's start first, and the
+    CPU seconds of the driver and of Ray's own processes (:func:`process_cpu`) over the run.
     """
     from puredetok.audit.distributed import audit_on_ray
 
     shards = shards_of(str(path), size=shard_bytes)
+    before, driver = process_cpu(), time.process_time()
     began, now = time.perf_counter(), time.time()
     tally = Tally()
     timings: list[Any] = [now]
-    for result in audit_on_ray(shards, tokenizer_name, AuditOptions(), Columns(), workers=workers):
+    for result in audit_on_ray(shards, tokenizer_name, AuditOptions(), Columns(), workers=workers, via=via):
         tally.add(result.tally)
         timings.append(result.timing)
+    seconds = time.perf_counter() - began
     timings[0] = (now, tally.tokens)
-    return time.perf_counter() - began, timings
+    after = process_cpu()
+    workers_pids = {t.pid for t in timings[1:]}
+    ray_own = sum(after[pid] - cpu for pid, cpu in before.items() if pid in after and pid not in workers_pids)
+    return seconds, timings, {"driver": time.process_time() - driver, "ray": ray_own}
+
+
+def process_cpu() -> dict[int, float]:
+    """The CPU seconds of each process descended from this one (a local Ray's: its GCS, raylet,
+    workers), by pid; empty where ``/proc`` is not there.
+    """
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    parents: dict[int, int] = {}
+    spent: dict[int, float] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        spent[pid] = (int(fields[11]) + int(fields[12])) / ticks
+    ours, me = {}, os.getpid()
+    for pid in spent:
+        at, seen = pid, 0
+        while at not in (0, 1, me) and seen < 64:
+            at, seen = parents.get(at, 0), seen + 1
+        if at == me and pid != me:
+            ours[pid] = spent[pid]
+    return ours
+
+
+def cpu_use(timings: list[Any], seconds: float, overhead: dict[str, float]) -> dict[str, float]:
+    """A Ray run's CPU time: the workers' CPU seconds per shard, the driver's and Ray's own
+    processes' (other than the workers) per shard, and the cores the whole run kept busy (all
+    of them over its wall time; the workers' start not counted).
+    """
+    shards = timings[1:]
+    worked = sum(t.cpu for t in shards)
+    count = max(len(shards), 1)
+    return {
+        "worker CPU s / shard": worked / count,
+        "driver CPU s / shard": overhead["driver"] / count,
+        "Ray's own CPU s / shard": overhead["ray"] / count,
+        "cores busy (all processes)": (worked + overhead["driver"] + overhead["ray"])
+        / max(timings[0][0] + seconds - min(t.began for t in shards), 1e-9),
+    }
 
 
 def breakdown(timings: list[Any], seconds: float) -> dict[str, float]:
@@ -175,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         "--ray-shard-bytes", type=int, default=SHARD_BYTES, help="bytes of the Ray log per shard"
     )
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray section")
+    parser.add_argument(
+        "--via", choices=["both", *VIAS], default="both", help="how shards reach the Ray workers"
+    )
     args = parser.parse_args(argv)
     tokenizer = load_tokenizer(args.tokenizer)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -208,39 +264,49 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.no_ray:
             return 0
+        vias = VIAS if args.via == "both" else (args.via,)
         import ray
 
         ray_path, start_path = Path(folder) / "ray.jsonl", Path(folder) / "start.jsonl"
         ray_tokens = write_log(ray_path, tokenizer, args.ray_tokens)
         write_log(start_path, tokenizer, OUTPUT_TOKENS)
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        runs: dict[tuple[str, int], list[float]] = {}
+        starts: dict[tuple[str, int], list[float]] = {}
+        parts: dict[tuple[str, int], list[dict[str, float]]] = {}
         try:
-            runs: dict[int, list[float]] = {1: [], 2: []}
-            starts: dict[int, list[float]] = {1: [], 2: []}
-            parts: dict[int, list[dict[str, float]]] = {1: [], 2: []}
             for _ in range(args.repeats):
-                for workers in (1, 2):
-                    starts[workers].append(ray_runs(start_path, args.tokenizer, workers)[0])
-                    seconds, timings = ray_runs(ray_path, args.tokenizer, workers, args.ray_shard_bytes)
-                    runs[workers].append(seconds)
-                    parts[workers].append(breakdown(timings, seconds))
+                for via in vias:
+                    for workers in (1, 2):
+                        key = (via, workers)
+                        starts.setdefault(key, []).append(
+                            ray_runs(start_path, args.tokenizer, workers, via=via)[0]
+                        )
+                        seconds, timings, overhead = ray_runs(
+                            ray_path, args.tokenizer, workers, args.ray_shard_bytes, via
+                        )
+                        runs.setdefault(key, []).append(seconds)
+                        parts.setdefault(key, []).append(
+                            {**breakdown(timings, seconds), **cpu_use(timings, seconds, overhead)}
+                        )
         finally:
             ray.shutdown()
-        speedups = [one / two for one, two in zip(runs[1], runs[2])]
-        spans = [one["span"] / two["span"] for one, two in zip(parts[1], parts[2])]
-        print(
-            f"Ray Data, local, 2 CPUs: {ray_tokens:,} output ids; load average now {os.getloadavg()[0]:.2f}"
-        )
-        print(
-            f"  seconds, a one-response log (start)   1 worker {_range(starts[1])}, "
-            f"2 workers {_range(starts[2])}"
-        )
-        for workers in (1, 2):
-            print(f"  {workers} worker(s): seconds end to end     {_range(runs[workers])}")
-            for name in parts[workers][0]:
-                print(f"    {name:<34} {_range([p[name] for p in parts[workers]])}")
-        print(f"  speed-up, 2 workers / 1, end to end   {_range(speedups)}   target >= 1.6")
-        print(f"  speed-up of the span auditing shards  {_range(spans)}")
+        print(f"Ray, local, 2 CPUs: {ray_tokens:,} output ids; load average now {os.getloadavg()[0]:.2f}")
+        for via in vias:
+            print(f"  via {via}:")
+            print(
+                f"    seconds, a one-response log (start)   1 worker {_range(starts[via, 1])}, "
+                f"2 workers {_range(starts[via, 2])}"
+            )
+            for workers in (1, 2):
+                print(f"    {workers} worker(s): seconds end to end     {_range(runs[via, workers])}")
+                for name in parts[via, workers][0]:
+                    print(f"      {name:<34} {_range([p[name] for p in parts[via, workers]])}")
+            one, two = parts[via, 1], parts[via, 2]
+            speedups = [a / b for a, b in zip(runs[via, 1], runs[via, 2])]
+            spans = [a["span"] / b["span"] for a, b in zip(one, two)]
+            print(f"    speed-up, 2 workers / 1, end to end   {_range(speedups)}   target >= 1.6")
+            print(f"    speed-up of the span auditing shards  {_range(spans)}")
     return 0
 
 
