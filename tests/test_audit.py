@@ -841,8 +841,9 @@ def test_split_chat_streams_are_joined_from_their_deltas(
     assert (code, err) == (1, "")
     (found,) = report(out_path)
     assert found["id"] == "bad" and found["format"] == "vllm-stream" and found["kind"] == "other"
-    assert found["parts"] == ["reasoning", "content"]
-    assert table(out)["split by a parser"] == "2"
+    assert found["parts"] == ["reasoning", "content"] and (found["chunk"], found["chunks"]) == (3, 4)
+    rows = table(out)
+    assert (rows["split by a parser"], rows["streams"], rows["with a contradicted chunk"]) == ("2", "2", "1")
 
 
 def _vllm_think_parser(output: str) -> tuple[str | None, str | None]:

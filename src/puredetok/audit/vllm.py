@@ -14,7 +14,8 @@ A chat response that vLLM's reasoning parser (``--reasoning-parser``) or tool pa
 newer servers), ``message.content`` and ``message.tool_calls`` (``[{"id", "type": "function",
 "function": {"name", "arguments"}}]``); streamed, the same fields of ``delta``, a tool call's
 name in its first delta (``delta.tool_calls[].index`` and ``function.name``). It is read as its
-pieces (``Request.parts``), which the audit joins again (:mod:`puredetok.audit.parsers`).
+pieces (``Request.parts``; streamed, each chunk's in order, ``Chunk.parts``), which the audit
+joins again (:mod:`puredetok.audit.parsers`).
 """
 
 from __future__ import annotations
