@@ -558,6 +558,33 @@ def test_a_forced_format_reads_chunks_without_events(
     assert found["format"] == "vllm-stream" and found["chunks"] == 2 and found["chunk"] == 1
 
 
+@pytest.mark.timeout(300)
+def test_both_ways_to_the_ray_workers_give_the_local_results(tmp_path: Path) -> None:
+    """Ray actors fed by the driver (the command's way) and a Ray Data actor pool: every shard's
+    findings and counts, in shard order, are the local run's."""
+    ray = pytest.importorskip("ray")
+    from puredetok.audit import Columns
+    from puredetok.audit.distributed import VIAS, audit_on_ray
+
+    shards = shards_of(str(_mixed_log(tmp_path, 30)), size=1500)
+    from puredetok.serving.loading import load_tokenizer
+
+    auditor = Auditor(load_tokenizer("qwen3"))
+    local = [audit_shard(shard, auditor) for shard in shards]
+    assert len(shards) > 3
+    try:
+        for via in VIAS:
+            found = list(audit_on_ray(shards, "qwen3", AuditOptions(), Columns(), num_cpus=2, via=via))
+            assert [(r.index, r.records, r.tally) for r in found] == [
+                (r.index, r.records, r.tally) for r in local
+            ]
+            assert all(r.timing is not None and r.timing.cpu >= 0 for r in found)
+    finally:
+        ray.shutdown()
+    with pytest.raises(ValueError, match="via must be one of"):
+        next(audit_on_ray(shards, "qwen3", AuditOptions(), Columns(), via="threads"))
+
+
 def test_the_benchmark_prints_its_measures(capsys: pytest.CaptureFixture[str]) -> None:
     from puredetok.bench.audit import main as bench
 
@@ -579,6 +606,25 @@ def test_the_ray_breakdown_says_where_the_time_went() -> None:
     assert found["start"] == 2.0 and found["load"] == 2.0 and found["span"] == 4.5
     assert found["after"] == 3.5 and found["at once"] == 8.0 / 4.5 and found["cpu share"] == 0.5
     assert found["cores"] == 4.0 / 4.5 and found["M ids / worker CPU s"] == 2.0
+
+
+def test_the_ray_cpu_use_says_what_the_design_costs() -> None:
+    """Four shards of 1 CPU second each from 2 s into a 10 s run; the driver spent 0.4 s and
+    Ray's own processes 0.4 s: 0.1 s each per shard, 4.8 CPU seconds over 8 s, and two workers
+    could be 2 x 1 / 1.2 times as fast as one on two free cores."""
+    from puredetok.audit.distributed import Timing
+    from puredetok.bench.audit import cpu_bound, cpu_use
+
+    shards = [Timing(pid, 100.5, 101.0, 102.0 + at, 104.0 + at, 1.0) for pid in (1, 2) for at in (0.0, 2.5)]
+    use = cpu_use([(100.0, 8_000_000), *shards], 10.0, {"driver": 0.4, "ray": 0.4})
+    assert use["worker CPU s / shard"] == 1.0 and use["driver CPU s / shard"] == 0.1
+    assert use["Ray's own CPU s / shard"] == 0.1 and use["cores busy (all processes)"] == pytest.approx(
+        4.8 / 8.0
+    )
+    assert (
+        cpu_bound(use) == 2.0 / 1.2
+        and cpu_bound({**use, "driver CPU s / shard": 0.0, "Ray's own CPU s / shard": 0.0}) == 2.0
+    )
 
 
 def test_a_long_audit_shows_a_progress_bar(
