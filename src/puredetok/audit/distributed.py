@@ -91,7 +91,7 @@ def _ray() -> Any:
         import ray
         import ray.data
     except ImportError:
-        raise ValueError("--ray needs Ray Data: pip install 'puredetok[ray]'") from None
+        raise ValueError("--ray needs Ray: pip install 'puredetok[ray]'") from None
     return ray
 
 
@@ -139,35 +139,43 @@ def audit_on_ray(
 QUEUED = 2
 """Shards handed to each actor ahead (the next is there when one ends)."""
 
+AHEAD = 8
+"""At most this many shards per actor are handed out past the first one whose result is still
+awaited (the results held for the report's order stay few behind a slow shard)."""
+
 
 def _on_actors(
     ray: Any, shards: Sequence[Shard], size: int, arguments: dict[str, Any]
 ) -> Iterator[ShardResult]:
     worker = ray.remote(num_cpus=1)(ShardAuditor)
     actors = [worker.remote(**arguments) for _ in range(size)]
-    waiting = iter(enumerate(shards))
-    running: dict[Any, Any] = {}
-
-    def hand(actor: Any) -> None:
-        following = next(waiting, None)
-        if following is not None:
-            order, shard = following
-            running[actor.audit.remote(shard, order)] = actor
-
-    for _ in range(QUEUED):
-        for actor in actors:
-            hand(actor)
+    queued = dict.fromkeys(range(size), 0)
+    running: dict[Any, int] = {}
     done: dict[int, ShardResult] = {}
-    wanted = 0
+    following = wanted = 0
+
+    def hand() -> None:
+        nonlocal following
+        for _ in range(QUEUED):
+            for index, actor in enumerate(actors):
+                if following >= min(len(shards), wanted + AHEAD * size) or queued[index] >= QUEUED:
+                    continue
+                running[actor.audit.remote(shards[following], following)] = index
+                queued[index] += 1
+                following += 1
+
     try:
+        hand()
         while running:
             (ready,), _ = ray.wait(list(running), num_returns=1)
-            hand(running.pop(ready))
+            queued[running.pop(ready)] -= 1
+            hand()
             result = ray.get(ready)
             done[result.index] = result
             while wanted in done:
                 yield done.pop(wanted)
                 wanted += 1
+            hand()
     finally:
         for actor in actors:
             ray.kill(actor)
