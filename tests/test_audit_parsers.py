@@ -100,6 +100,10 @@ def _stream(
     return [(number, line.encode()) for number, line in enumerate(lines, 1)]
 
 
+def _markers(text: str) -> list[str]:
+    return [marker for marker in (START, END) if marker in text]
+
+
 def _output(data: st.DataObject) -> tuple[list[int], list[int], int, int]:
     """A prompt and an output: text, maybe ``<think>``, text, maybe ``</think>``, text."""
     tok = tokenizer("qwen3")
@@ -136,8 +140,12 @@ def test_a_stream_split_by_a_parser_is_never_a_difference(data: st.DataObject) -
     style = data.draw(st.sampled_from(STYLES), label="style")
     cuts = sorted(set(data.draw(st.lists(st.integers(1, max(1, len(ids) - 1)), max_size=8), label="cuts")))
     cuts = [c for c in cuts if c < len(ids)]
-    _, difference = _check(_stream("s", style, prompt, ids, cuts, start, end))
+    lines = _stream("s", style, prompt, ids, cuts, start, end)
     text = exact("qwen3", prompt, ids)
+    # A parser that sent no reasoning at all, only dropped lone markers, left no sign of a split:
+    # the audit reads a plain stream (a limit docs/audit.md states).
+    assume(b'"reasoning"' in b"".join(line for _, line in lines) or not {START, END} & set(_markers(text)))
+    _, difference = _check(lines)
     if difference is None:
         return
     assert difference.kind == "parser split" and difference.dropped is not None
@@ -148,24 +156,29 @@ def test_a_stream_split_by_a_parser_is_never_a_difference(data: st.DataObject) -
 
 @given(data=st.data())
 def test_a_wrong_chunk_of_a_split_stream_is_the_one_named(data: st.DataObject) -> None:
-    """A piece of one chunk changed (a character added at its end): the difference names that
-    chunk, and it is counted as a difference, never as the parser's split."""
+    """A piece of one chunk changed (a character added at its end): it is counted as a
+    difference, never as the parser's split, and the chunk named is that one (or, where a
+    reasoning piece could be placed before or after the start marker, an earlier one)."""
     prompt, ids, start, end = _output(data)
     style = data.draw(st.sampled_from(STYLES), label="style")
     cuts = sorted(
         {c for c in data.draw(st.lists(st.integers(1, max(1, len(ids) - 1)), max_size=8)) if c < len(ids)}
     )
     lines = _stream("s", style, prompt, ids, cuts, start, end)
+    text = exact("qwen3", prompt, ids)
+    assume(b'"reasoning"' in b"".join(line for _, line in lines) or not _markers(text))  # the limit above
     chunks = [json.loads(line[5:]) for _, line in lines[:-1]]
     pieces = [(i, k) for i, c in enumerate(chunks) for k, v in c["choices"][0]["delta"].items() if v]
     assume(pieces)
-    assume("\u2603" not in exact("qwen3", prompt, ids))
+    assume("\u2603" not in text)
     index, key = data.draw(st.sampled_from(pieces), label="changed")
     chunks[index]["choices"][0]["delta"][key] += "\u2603"
     changed = [(n, f"data: {json.dumps(c, ensure_ascii=False)}".encode()) for n, c in enumerate(chunks, 1)]
     _, difference = _check([*changed, lines[-1]])
     assert difference is not None and difference.kind != "parser split"
-    assert difference.chunk == index
+    assert difference.chunk is not None and difference.chunk <= index
+    if not any(c["choices"][0]["delta"].get("reasoning") for c in chunks[: index + 1]):
+        assert difference.chunk == index  # no reasoning yet: nothing to place two ways
 
 
 def test_text_before_think_that_the_parser_drops_is_named(

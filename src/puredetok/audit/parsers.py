@@ -85,8 +85,10 @@ class _Joiner:
     removed put back where the exact text has them at a piece's start.
     """
 
-    def __init__(self, exact: str, pair: tuple[str, str] | None) -> None:
+    def __init__(self, exact: str, pair: tuple[str, str] | None, after: bool) -> None:
         self.exact, self.pair = exact, pair
+        self.after = after
+        """The first reasoning piece goes after the start marker even where it also fits before."""
         self.out: list[str] = []
         self.length = 0
         """The length of the text joined so far."""
@@ -116,12 +118,14 @@ class _Joiner:
                     self.started |= marker == self.pair[0]
                     moved = True
 
-    def turn(self, marker: str) -> None:
+    def turn(self, marker: str, text: str) -> None:
         """At a change of kind: go to the marker between the two kinds, where the exact text has
         it after the current run began (a wrong piece may have ended before or after it). The
         text skipped to reach the first start marker is the parser's to drop.
         """
         found = self.exact.find(marker, self.region)
+        if self.exact.startswith(text, self.at):  # the piece holds the marker, or needs none
+            found = -1
         if found >= 0:
             if self.pair is not None and marker == self.pair[0] and not self.started and found > self.at:
                 self._drop(found, found)
@@ -140,7 +144,8 @@ class _Joiner:
         """Take the text before the first start marker as dropped by the parser when ``text``
         belongs after that marker: it begins there, or it is the first piece and reasoning.
         """
-        if self.pair is None or self.started or self.exact.startswith(text, self.at):
+        first = self.after and kind == "reasoning"
+        if self.pair is None or self.started or (self.exact.startswith(text, self.at) and not first):
             return
         start, end = self.pair
         found = self.exact.find(start, self.at)
@@ -150,12 +155,31 @@ class _Joiner:
         fits = self.exact.startswith(text, after) or (
             self.exact.startswith(end, after) and self.exact.startswith(text, after + len(end))
         )
-        if not fits and not (kind == "reasoning" and self.length == 0):
+        if not fits and not first and not (kind == "reasoning" and self.length == 0):
             return
         self._drop(found, after)
 
 
 def rejoin(exact: str, parts: Sequence[tuple[str, str]]) -> Joined | None:
+    """The engine's text as the parser split it from its output, joined again (see
+    :func:`_rejoin`): a stream's reasoning can fit both before the start marker (the text before
+    it, sent as reasoning) and after it; of the two joins, the one that agrees with ``exact``
+    longer is taken (the first when they agree as long).
+    """
+    joined = _rejoin(exact, parts, False)
+    if joined is None or joined.text == exact or not any(k == "reasoning" for k, _ in parts):
+        return joined
+    other = _rejoin(exact, parts, True)
+    if other is not None and _agree(other.text, exact) > _agree(joined.text, exact):
+        return other
+    return joined
+
+
+def _agree(a: str, b: str) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)) + (a == b))
+
+
+def _rejoin(exact: str, parts: Sequence[tuple[str, str]], after: bool) -> Joined | None:
     """The engine's text as the parser split it from its output, joined again with the markers
     ``exact`` has; the text before a start marker that the parser dropped is taken from
     ``exact`` and named (:attr:`Joined.dropped`).
@@ -172,7 +196,7 @@ def rejoin(exact: str, parts: Sequence[tuple[str, str]]) -> Joined | None:
     kinds = {kind for kind, text in parts if text or kind == "tool"}
     if pair is None and "reasoning" in kinds and kinds - {"reasoning"}:
         return None
-    joiner = _Joiner(exact, pair)
+    joiner = _Joiner(exact, pair, after)
     offsets: list[int] = []
     tools: list[str] = []
     last: str | None = None
@@ -185,13 +209,17 @@ def rejoin(exact: str, parts: Sequence[tuple[str, str]]) -> Joined | None:
             offsets.append(joiner.length)
             continue
         if pair is not None and last is not None and kind != last:
-            joiner.turn(pair[1] if kind == "content" else pair[0])
+            joiner.turn(pair[1] if kind == "content" else pair[0], text)
         last = kind
         joiner.markers(text)
         joiner.drop(kind, text)
         joiner.markers(text)
         offsets.append(joiner.length)
         joiner.take(text)
+    if pair is not None and not joiner.started and any(kind == "reasoning" for kind, _ in parts):
+        found = exact.find(pair[0], joiner.at)
+        if found > joiner.at:  # reasoning, none of it placed: what comes before it was dropped
+            joiner._drop(found, found)
     joiner.markers("")
     if tools:
         at = _tool_at(exact, joiner.region)

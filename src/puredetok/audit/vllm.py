@@ -204,10 +204,9 @@ def _delta_parts(request: _Live, choice: _Choice, content: str) -> tuple[tuple[s
         return (("content", content),) if content else ()
     parts: list[tuple[str, str]] = []
     reasoning = delta.reasoning_content if delta.reasoning_content is not None else delta.reasoning
-    if reasoning is not None:
+    if reasoning is not None:  # even "": the parser took this delta's text (markers alone)
         request.split = True
-        if reasoning:
-            parts.append(("reasoning", reasoning))
+        parts.append(("reasoning", reasoning))
     if content:
         parts.append(("content", content))
     for position, call in enumerate(delta.tool_calls or ()):
