@@ -18,6 +18,7 @@ import attrs
 from puredetok.audit.parsers import Joined, plain_join, rejoin
 from puredetok.audit.records import Request
 from puredetok.core import Codec, codec_for, continuation_text, feed, finish, start, step
+from puredetok.replay.incremental import common_prefix
 
 KINDS = (
     "lost tail",
@@ -73,19 +74,6 @@ class Difference:
     dropped: tuple[int, int] | None = None
     """For a split chat response: the offset and length of the exact text's stretch that the
     parser dropped (unchecked)."""
-
-
-def _common_prefix(a: str, b: str) -> int:
-    if b.startswith(a):
-        return len(a)
-    low, high = 0, min(len(a), len(b))  # a[:low] == b[:low], and they differ before high + 1
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[low:middle] == b[low:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 def _duplicated(exact: str, engine: str, offset: int) -> bool:
@@ -225,13 +213,13 @@ class Auditor:
         if engine is None:
             engine = plain_join(request.parts or ())
             kind = PARSER_SPLIT
-            offset = _common_prefix(text, engine)
+            offset = common_prefix(text, engine)
         elif engine == text and dropped is not None:
             offset, length = dropped
             engine = text[:offset] + text[offset + length :]  # as the parser returned it
             kind = PARSER_SPLIT
         else:
-            offset = _common_prefix(text, engine)
+            offset = common_prefix(text, engine)
             kind = classify(text, engine, offset, untrimmed, request.stop, stopped)
         around = self.options.context
         window = slice(max(0, offset - around), offset + around)

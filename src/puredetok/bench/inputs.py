@@ -324,6 +324,23 @@ def _decode_ns(decoder: Any, frame: bytes, units: int, rounds: int) -> float:
     return best
 
 
+def _growth(name: str, best: float, ratios: list[float]) -> Result:
+    """The row of a large size: its best time, and its per-unit cost against the small size (the
+    median and range of the sorted ``ratios``) held to :data:`RATIO_TARGET`.
+    """
+    return Result(
+        f"{name} (ratio: to small)",
+        best,
+        ratios[len(ratios) // 2],
+        f"<= {RATIO_TARGET:g}",
+        all(ratio <= RATIO_TARGET for ratio in ratios),
+        ratios[0],
+        ratios[-1],
+        sum(ratio <= RATIO_TARGET for ratio in ratios),
+        len(ratios),
+    )
+
+
 def wire_section(rounds: int = 3, repeats: int = 3) -> list[Result]:
     """Per shape and size, CPU ns per unit of :meth:`FrameDecoder.decode` (best of ``rounds``);
     ratio: the large size against the small one, the median and range over ``repeats``.
@@ -343,19 +360,7 @@ def wire_section(rounds: int = 3, repeats: int = 3) -> list[Result]:
         ]
         ratios = sorted(large / small for small, large in per)
         results.append(Result(f"{shape}, {sizes[0]:,} {unit}s", min(small for small, _ in per)))
-        results.append(
-            Result(
-                f"{shape}, {sizes[1]:,} {unit}s (ratio: to small)",
-                min(large for _, large in per),
-                ratios[len(ratios) // 2],
-                f"<= {RATIO_TARGET:g}",
-                all(ratio <= RATIO_TARGET for ratio in ratios),
-                ratios[0],
-                ratios[-1],
-                sum(ratio <= RATIO_TARGET for ratio in ratios),
-                len(ratios),
-            )
-        )
+        results.append(_growth(f"{shape}, {sizes[1]:,} {unit}s", min(large for _, large in per), ratios))
     return results
 
 
@@ -493,19 +498,7 @@ def events_section(
             per = {size: [run[size]["ns"] / size for run in runs] for size in sizes}
             ratios = sorted(large_ns / small_ns for large_ns, small_ns in zip(per[large], per[small]))
             results.append(Result(f"{shape}, one request of {small:,} events", min(per[small])))
-            results.append(
-                Result(
-                    f"{shape}, one request of {large:,} events (ratio: to small)",
-                    min(per[large]),
-                    ratios[len(ratios) // 2],
-                    f"<= {RATIO_TARGET:g}",
-                    all(ratio <= RATIO_TARGET for ratio in ratios),
-                    ratios[0],
-                    ratios[-1],
-                    sum(ratio <= RATIO_TARGET for ratio in ratios),
-                    len(ratios),
-                )
-            )
+            results.append(_growth(f"{shape}, one request of {large:,} events", min(per[large]), ratios))
             for size in sizes:
                 growth = max(run[size]["growth"] for run in runs)
                 results.append(
