@@ -7,6 +7,7 @@ inputs are built here in the engines' own response shapes.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,10 @@ def table(out: str) -> dict[str, str]:
     return {name.strip(): value for name, value in (line.rsplit(None, 1) for line in out.splitlines())}
 
 
+@functools.cache
 def _auditor(name: str) -> Auditor:
+    """One auditor per tokenizer, as the command keeps one for a whole file (a codec costs about
+    half a second to build; the auditor keeps the ones it built)."""
     return Auditor(tokenizer(name))
 
 

@@ -10,6 +10,7 @@ server sends a chunk with an empty delta and its ids when the parser returns Non
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -124,10 +125,16 @@ def _output(data: st.DataObject) -> tuple[list[int], list[int], int, int]:
     return prompt, ids, start, end
 
 
+@functools.cache
+def _auditor() -> Auditor:
+    """One auditor for every example, as the command keeps one for a whole file."""
+    return Auditor(tokenizer("qwen3"))
+
+
 def _check(lines: list[tuple[int, bytes]]) -> tuple[Request, Difference | None]:
     (request,) = read_stream(lines, "f")
     assert isinstance(request, Request)
-    return request, Auditor(tokenizer("qwen3")).check(request)
+    return request, _auditor().check(request)
 
 
 @given(data=st.data())
