@@ -14,6 +14,7 @@ __all__ = [
     "RequestHandedBack",
 ]
 
+import abc
 import asyncio
 import logging
 import time
@@ -273,7 +274,7 @@ class _Side(Generic[_Pull]):
         self._pull.close(linger=0)
 
 
-class _Frontend(_Side[_Pull], Generic[_Pull, _Req]):
+class _Frontend(_Side[_Pull], Generic[_Pull, _Req], abc.ABC):
     """What the sync and async frontend clients share: requests tracked, tokenize requests, aborts
     and health probes sent.
     """
@@ -303,11 +304,11 @@ class _Frontend(_Side[_Pull], Generic[_Pull, _Req]):
         """Replies that came for uids this client has no request for (dropped)."""
         return self._tracker.unclaimed
 
+    @abc.abstractmethod
     def request(self, uid: Uid) -> _Req:
         """Read the replies of request ``uid``, whose ids another party sends (say, a scheduler that
         got the request some other way). Raises ValueError if this client already reads it.
         """
-        raise NotImplementedError
 
     def tokenize(
         self,
