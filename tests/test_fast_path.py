@@ -1,9 +1,12 @@
 """The core's one fast path through its public face (issue 13): ``steady(codec)`` is what
-``step_hold`` does from the steady hold, ``feed`` takes the same path below ``BATCH`` ids and the
-decoders' runs from there, and a bad id in a ``feed`` of any length names its position.
+``step_hold`` does from the steady hold (and every other id's step from it is precomputed),
+``feed`` takes the same path below ``BATCH`` ids and the decoders' runs from there, and a bad id
+in a ``feed`` of any length names its position.
 """
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 from hypothesis import given
@@ -11,7 +14,8 @@ from hypothesis import strategies as st
 
 from helpers import TOKENIZERS, codec, id_lists
 from puredetok import InvalidTokenError
-from puredetok.core import feed, feed_hold, finish, start, steady, step, step_hold
+from puredetok.core import feed, feed_hold, finish, start, steady, step, step_hold, with_max_byte_run
+from puredetok.core.chain import Chain
 from puredetok.core.stream import BATCH
 
 
@@ -73,3 +77,28 @@ def test_a_fresh_state_is_the_steady_hold_when_no_first_token_decodes_otherwise(
     fresh = start(c).hold
     first_differs = any(step_hold(c, fresh, i) != step_hold(c, idle, i) for i in range(c.vocab_size))
     assert (fresh is idle) is not first_differs
+
+
+def _without_exits(chain: Chain) -> Chain:
+    """The same chain stepping every id through its stages (the precomputed exits emptied)."""
+    bare: Chain = copy.copy(chain)
+    object.__setattr__(bare, "exits", {})
+    return bare
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+@pytest.mark.parametrize("cap", [None, 1, 2])
+def test_every_step_from_the_steady_hold_is_a_lookup_and_is_the_stages_step(
+    name: str, cap: int | None
+) -> None:
+    c = codec(name) if cap is None else with_max_byte_run(codec(name), cap)
+    assert c is not None
+    chain = c.decoding
+    if not isinstance(chain, Chain):
+        return  # a transformers class or the fallback: no chain tables
+    leaving = [token_id for token_id, text in enumerate(chain.fast) if text is None]
+    assert sorted(chain.exits) == leaving
+    bare = _without_exits(chain)
+    for token_id in leaving:
+        assert chain.exits[token_id] == bare.step(chain.idle, token_id)
+        assert chain.step(chain.idle, token_id) is chain.exits[token_id]

@@ -306,4 +306,4 @@ def test_the_script_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None
 
     assert main([]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("Bytes;") and "| Qwen3 | 3.16 MB | 18 / 21 |" in out
+    assert out.startswith("Bytes;") and "| Qwen3 | 3.19 MB | 18 / 21 |" in out

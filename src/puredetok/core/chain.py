@@ -5,7 +5,9 @@ whole vocabulary once (``table``, and ``first_table`` for a decoder that treats 
 differently); from the first decoder that needs memory on, every decoder runs as a stage.
 
 The fast path: when every stage is idle and a token passes through all of them unchanged in hold,
-its text is precomputed in ``fast`` and a step is one tuple lookup.
+its text is precomputed in ``fast`` and a step is one tuple lookup. The few ids that leave the idle
+hold (a byte token that starts a run, a token ending inside a character) have their step from it
+precomputed too, in ``exits``: from the idle hold every step is a lookup.
 """
 
 from __future__ import annotations
@@ -80,6 +82,14 @@ class Chain:
     """Ids whose table entry is None."""
     initial: Hold
     idle: Hold
+    exits: dict[int, tuple[Hold, str]] = attrs.field(init=False, repr=False)
+    """Per id whose ``fast`` text is None, its step from ``idle``: ``(hold, text)`` (derived: a
+    step is pure, so it is computed once, when the chain is made)."""
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "exits", {})
+        leaving = compress(range(len(self.fast)), map(is_, self.fast, repeat(None)))
+        object.__setattr__(self, "exits", {token_id: self.step(self.idle, token_id) for token_id in leaving})
 
     def step(self, hold: Hold, token_id: int) -> tuple[Hold, str]:
         """One token."""
@@ -87,6 +97,9 @@ class Chain:
             text = self.fast[token_id]
             if text is not None:
                 return hold, text
+            exit = self.exits.get(token_id)
+            if exit is not None:
+                return exit
         value = (self.first_table if hold[0] and self.first_table is not None else self.table)[token_id]
         if value is None:
             return hold, ""
