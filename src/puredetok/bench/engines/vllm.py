@@ -13,7 +13,7 @@ vLLM's.
 
 from __future__ import annotations
 
-__all__ = ["Figures", "main", "measure"]
+__all__ = ["Figures", "PARTS", "main", "measure", "parts"]
 
 import argparse
 import gc
@@ -218,6 +218,51 @@ def measure(tokenizer: Any, label: str, requests: int = 256, tokens: int = 128, 
     return Figures(label, _best(runs, requests * tokens), _best(alone, requests * tokens))
 
 
+PARTS = ("no decoding", "the prompt read", "as shipped")
+"""The plugin with parts of it replaced (:func:`parts`): its stop-layer calls returning their
+stream and no text (``open_like`` and ``advance``), then only ``advance`` so (the prompt read),
+then nothing replaced."""
+
+
+def _replaced(part: str) -> dict[str, Any]:
+    def no_text(stream: Any, token_id: int) -> tuple[Any, str]:
+        return stream, ""
+
+    def no_prompt(stream: Any, prompt_ids: Any = ()) -> Any:
+        return stream
+
+    if part == "no decoding":
+        return {"advance": no_text, "open_like": no_prompt}
+    if part == "the prompt read":
+        return {"advance": no_text}
+    return {}
+
+
+def parts(tokenizer: Any, requests: int = 256, tokens: int = 128, rounds: int = 3) -> dict[str, float]:
+    """Where puredetok's share goes: per part of :data:`PARTS`, puredetok's share of the
+    ``OutputProcessor``'s time over vLLM's share in the same side-by-side runs (:func:`_run`,
+    the fastest of each part over ``rounds`` runs).
+    """
+    from puredetok.engines import vllm as plugin
+
+    prompts, outputs = _traces(tokenizer, requests, tokens)
+    _run(tokenizer, prompts[:8], [o[:16] for o in outputs[:8]], "warm-up")
+    shares: dict[str, float] = {}
+    for part in PARTS:
+        kept = {name: getattr(plugin, name) for name in ("advance", "open_like")}
+        for name, function in _replaced(part).items():
+            setattr(plugin, name, function)
+        try:
+            runs = [_run(tokenizer, prompts, outputs, f"{part}-{round_}") for round_ in range(rounds)]
+        finally:
+            for name, function in kept.items():
+                setattr(plugin, name, function)
+        ns = _best(runs, requests * tokens)
+        base = ns["no-detokenize"]
+        shares[part] = (ns["puredetok"] - base) / (ns["vllm"] - base)
+    return shares
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the per-token costs and the ratio of the shares, over several repeats."""
     parser = argparse.ArgumentParser(prog="python -m puredetok.bench.engines.vllm", description=__doc__)
@@ -229,6 +274,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=256)
     parser.add_argument("--tokens", type=int, default=128, help="ids per request")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--parts", action="store_true", help="also show where puredetok's share goes (parts replaced)"
+    )
     args = parser.parse_args(argv)
     if args.requests < 1 or args.tokens < 16 or args.repeats < 1:
         parser.error("--requests and --repeats must be >= 1, --tokens >= 16")
@@ -261,6 +309,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{label:<12} share ratio {ratios[0]:.3f} - {ratios[-1]:.3f} (target <= {TARGET}): {verdict}")
         alone = sorted(f.alone_ratio for f in figures)
         print(f"{label:<12} detokenizers alone: ratio {alone[0]:.3f} - {alone[-1]:.3f}")
+        if args.parts:
+            found = [parts(tokenizer, args.requests, args.tokens) for _ in range(args.repeats)]
+            for part in PARTS:
+                values = sorted(shares[part] for shares in found)
+                print(f"{label:<12} the plugin with {part}: share ratio {values[0]:.3f} - {values[-1]:.3f}")
     return 0
 
 

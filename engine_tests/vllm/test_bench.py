@@ -1,0 +1,29 @@
+"""The bench of vLLM's ``OutputProcessor`` (``python -m puredetok.bench.engines.vllm``) runs in vLLM's
+environment, prints its ratios, and with ``--parts`` where puredetok's share goes, the plugin as it
+was afterwards (a bench leaves no part of the plugin replaced)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import helpers
+from driver import plugin
+from puredetok.bench.engines import vllm as bench
+
+
+def test_the_bench_prints_the_share_ratio_and_its_parts(capsys: pytest.CaptureFixture[str]) -> None:
+    shipped = (plugin.advance, plugin.open_like)
+    folder = str(helpers._folder("llama2"))
+    code = bench.main(
+        ["--tokenizer", folder, "--requests", "4", "--tokens", "16", "--repeats", "1", "--parts"]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    ratios = r"share ratio -?\d+\.\d{3} - -?\d+\.\d{3}"
+    assert re.search(rf"llama2\S* +{ratios} \(target <= 0\.2\)", out)
+    for part in bench.PARTS:
+        assert re.search(rf"llama2\S* +the plugin with {part}: {ratios}", out)
+    assert (plugin.advance, plugin.open_like) == shipped
+    assert plugin.registered()
