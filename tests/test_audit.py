@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -563,30 +564,41 @@ def test_a_forced_format_reads_chunks_without_events(
 
 
 @pytest.mark.timeout(300)
-def test_both_ways_to_the_ray_workers_give_the_local_results(tmp_path: Path) -> None:
-    """Ray actors fed by the driver (the command's way) and a Ray Data actor pool: every shard's
-    findings and counts, in shard order, are the local run's."""
+def test_on_ray_data_every_shard_is_the_local_one(tmp_path: Path) -> None:
+    """Several shards to a batch, two workers: every shard's findings and counts, in shard
+    order, are the local run's."""
     ray = pytest.importorskip("ray")
     from puredetok.audit import Columns
-    from puredetok.audit.distributed import VIAS, audit_on_ray
+    from puredetok.audit.distributed import audit_on_ray, batch_size
 
     shards = shards_of(str(_mixed_log(tmp_path, 30)), size=1500)
     from puredetok.serving.loading import load_tokenizer
 
     auditor = Auditor(load_tokenizer("qwen3"))
     local = [audit_shard(shard, auditor) for shard in shards]
-    assert len(shards) > 3
+    assert len(shards) > 3 and batch_size(len(shards), 2) > 1
     try:
-        for via in VIAS:
-            found = list(audit_on_ray(shards, "qwen3", AuditOptions(), Columns(), num_cpus=2, via=via))
-            assert [(r.index, r.records, r.tally) for r in found] == [
-                (r.index, r.records, r.tally) for r in local
-            ]
-            assert all(r.timing is not None and r.timing.cpu >= 0 for r in found)
+        found = list(audit_on_ray(shards, "qwen3", AuditOptions(), Columns(), num_cpus=2))
     finally:
         ray.shutdown()
-    with pytest.raises(ValueError, match="via must be one of"):
-        next(audit_on_ray(shards, "qwen3", AuditOptions(), Columns(), via="threads"))
+    assert [(r.index, r.records, r.tally) for r in found] == [(r.index, r.records, r.tally) for r in local]
+    assert all(r.timing is not None and r.timing.cpu >= 0 for r in found)
+    assert len({r.timing.pid for r in found}) == 2
+
+
+@given(st.integers(1, 2_000), st.integers(1, 8), st.integers(1, 64))
+def test_a_batch_is_a_few_per_worker_and_bounded(shards: int, workers: int, most: int) -> None:
+    """Batches of at most ``most`` shards, fewer than ``workers`` more than that needs; the
+    worker given the most batches audits less than one shard per round of batches more than
+    an even share."""
+    from puredetok.audit.distributed import batch_size
+
+    size = batch_size(shards, workers, most)
+    batches = math.ceil(shards / size)
+    rounds = math.ceil(shards / (workers * most))
+    assert 1 <= size <= most and batches < math.ceil(shards / most) + workers
+    assert math.ceil(batches / workers) * size < shards / workers + rounds
+    assert batch_size(170, 2) == 15 and batch_size(170, 1) == 16 and batch_size(3, 2) == 2
 
 
 def test_the_benchmark_prints_its_measures(capsys: pytest.CaptureFixture[str]) -> None:
@@ -599,7 +611,8 @@ def test_the_benchmark_prints_its_measures(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_the_ray_breakdown_says_where_the_time_went() -> None:
-    """Two workers, started 2 s into a 10 s run, each auditing two 2-second shards at half a core."""
+    """Two workers, started 2 s into a 10 s run, each auditing two 2-second shards at half a core,
+    idle 0.5 s between them."""
     from puredetok.audit.distributed import Timing
     from puredetok.bench.audit import breakdown
 
@@ -609,6 +622,7 @@ def test_the_ray_breakdown_says_where_the_time_went() -> None:
     found = breakdown([(100.0, 8_000_000), *shards], 10.0)
     assert found["start"] == 2.0 and found["load"] == 2.0 and found["span"] == 4.5
     assert found["after"] == 3.5 and found["at once"] == 8.0 / 4.5 and found["cpu share"] == 0.5
+    assert found["idle between two shards, s"] == 0.5
     assert found["cores"] == 4.0 / 4.5 and found["M ids / worker CPU s"] == 2.0
 
 

@@ -6,10 +6,9 @@ tenth one wrong) and times, side by side in each repeat:
 - the local audit, in tokens per second of the process's CPU time (one core; target >= 1M on
   Qwen3) and of wall time, beside ``tokenizer.decode`` of the same outputs alone; and the peak of
   its Python memory on a log a quarter as long and on the whole (flat: shard by shard);
-- the audit on a local Ray with 1 worker and with 2 (one CPU each), end to end (the workers'
-  start included), and their ratio (target >= 1.6), for each way shards reach the workers
-  (:data:`puredetok.audit.distributed.VIAS`: Ray actors fed by the driver, a Ray Data actor
-  pool); beside it, the same on a one-response log (the start alone), where each run's time
+- the audit on a local Ray Data with 1 worker and with 2 (one CPU each), end to end (the
+  workers' start included), and their ratio (target >= 1.6); beside it, the same on a
+  one-response log (the start alone), where each run's time
   went (:func:`breakdown`: the start, the tokenizer's load in a worker, the span in which shards
   were audited, the time after the last one, how many shards ran at once, the share of a core
   they got), and its CPU time (:func:`cpu_use`: the workers' per shard, the driver's and Ray's
@@ -22,6 +21,7 @@ from __future__ import annotations
 __all__ = ["write_log", "local_run", "ray_runs", "process_cpu", "cpu_use", "cpu_bound", "breakdown", "main"]
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from puredetok.audit import AuditOptions, Auditor, Columns, Tally, audit_shard, shards_of
-from puredetok.audit.distributed import VIAS
 from puredetok.audit.sources import SHARD_BYTES
 from puredetok.bench.timing import TEXT
 from puredetok.serving.loading import load_tokenizer
@@ -123,7 +122,7 @@ def decode_run(path: Path, tokenizer: Any) -> float:
 
 
 def ray_runs(
-    path: Path, tokenizer_name: str, workers: int, shard_bytes: int = SHARD_BYTES, via: str = "actors"
+    path: Path, tokenizer_name: str, workers: int, shard_bytes: int = SHARD_BYTES
 ) -> tuple[float, list[Any], dict[str, float]]:
     """One audit of ``path`` on the running Ray with ``workers`` workers: its wall seconds, each
     shard's :class:`~puredetok.audit.distributed.Timing` with the run's start first, and the
@@ -136,7 +135,7 @@ def ray_runs(
     began, now = time.perf_counter(), time.time()
     tally = Tally()
     timings: list[Any] = [now]
-    for result in audit_on_ray(shards, tokenizer_name, AuditOptions(), Columns(), workers=workers, via=via):
+    for result in audit_on_ray(shards, tokenizer_name, AuditOptions(), Columns(), workers=workers):
         tally.add(result.tally)
         timings.append(result.timing)
     seconds = time.perf_counter() - began
@@ -192,8 +191,9 @@ def cpu_use(timings: list[Any], seconds: float, overhead: dict[str, float]) -> d
 def breakdown(timings: list[Any], seconds: float) -> dict[str, float]:
     """Where a Ray run's time went: the workers' start (tokenizer load included), the span in
     which shards were audited, the time after the last shard (results merged, Ray's ending);
-    how many shards ran at once on average over that span (2 is both workers all along), and
-    the CPU seconds the shards got per second they took (below 1: a busy machine took the core),
+    how many shards ran at once on average over that span (2 is both workers all along), how
+    long a worker was idle between two of its shards on average (Ray Data's cost per batch), the
+    CPU seconds the shards got per second they took (below 1: a busy machine took the core),
     the cores they got together over the span, and output ids per CPU second of the workers.
     ``timings[0]`` is the run's start and its output ids.
     """
@@ -201,16 +201,26 @@ def breakdown(timings: list[Any], seconds: float) -> dict[str, float]:
     first = min(t.began for t in shards)
     last = max(t.ended for t in shards)
     busy = sum(t.ended - t.began for t in shards)
+    gaps = [
+        later.began - earlier.ended
+        for pid in {t.pid for t in shards}
+        for earlier, later in itertools.pairwise(sorted((t for t in shards if t.pid == pid), key=_began))
+    ]
     return {
         "start": first - start,
         "load": max(t.loaded - t.loading for t in shards),
         "span": last - first,
         "after": start + seconds - last,
         "at once": busy / (last - first) if last > first else 1.0,
+        "idle between two shards, s": sum(gaps) / len(gaps) if gaps else 0.0,
         "cpu share": sum(t.cpu for t in shards) / busy if busy else 1.0,
         "cores": sum(t.cpu for t in shards) / (last - first) if last > first else 1.0,
         "M ids / worker CPU s": tokens / sum(t.cpu for t in shards) / 1e6,
     }
+
+
+def _began(timing: Any) -> float:
+    return float(timing.began)
 
 
 def cpu_bound(use: dict[str, float]) -> float:
@@ -239,9 +249,6 @@ def main(argv: list[str] | None = None) -> int:
         "--ray-shard-bytes", type=int, default=SHARD_BYTES, help="bytes of the Ray log per shard"
     )
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray section")
-    parser.add_argument(
-        "--via", choices=["both", *VIAS], default="both", help="how shards reach the Ray workers"
-    )
     args = parser.parse_args(argv)
     tokenizer = load_tokenizer(args.tokenizer)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -275,50 +282,44 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.no_ray:
             return 0
-        vias = VIAS if args.via == "both" else (args.via,)
         import ray
 
         ray_path, start_path = Path(folder) / "ray.jsonl", Path(folder) / "start.jsonl"
         ray_tokens = write_log(ray_path, tokenizer, args.ray_tokens)
         write_log(start_path, tokenizer, OUTPUT_TOKENS)
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-        runs: dict[tuple[str, int], list[float]] = {}
-        starts: dict[tuple[str, int], list[float]] = {}
-        parts: dict[tuple[str, int], list[dict[str, float]]] = {}
+        runs: dict[int, list[float]] = {}
+        starts: dict[int, list[float]] = {}
+        parts: dict[int, list[dict[str, float]]] = {}
         try:
             for _ in range(args.repeats):
-                for via in vias:
-                    for workers in (1, 2):
-                        key = (via, workers)
-                        starts.setdefault(key, []).append(
-                            ray_runs(start_path, args.tokenizer, workers, via=via)[0]
-                        )
-                        seconds, timings, overhead = ray_runs(
-                            ray_path, args.tokenizer, workers, args.ray_shard_bytes, via
-                        )
-                        runs.setdefault(key, []).append(seconds)
-                        parts.setdefault(key, []).append(
-                            {**breakdown(timings, seconds), **cpu_use(timings, seconds, overhead)}
-                        )
+                for workers in (1, 2):
+                    starts.setdefault(workers, []).append(ray_runs(start_path, args.tokenizer, workers)[0])
+                    seconds, timings, overhead = ray_runs(
+                        ray_path, args.tokenizer, workers, args.ray_shard_bytes
+                    )
+                    runs.setdefault(workers, []).append(seconds)
+                    parts.setdefault(workers, []).append(
+                        {**breakdown(timings, seconds), **cpu_use(timings, seconds, overhead)}
+                    )
         finally:
             ray.shutdown()
-        print(f"Ray, local, 2 CPUs: {ray_tokens:,} output ids; load average now {os.getloadavg()[0]:.2f}")
-        for via in vias:
-            print(f"  via {via}:")
-            print(
-                f"    seconds, a one-response log (start)   1 worker {_range(starts[via, 1])}, "
-                f"2 workers {_range(starts[via, 2])}"
-            )
-            for workers in (1, 2):
-                print(f"    {workers} worker(s): seconds end to end     {_range(runs[via, workers])}")
-                for name in parts[via, workers][0]:
-                    print(f"      {name:<34} {_range([p[name] for p in parts[via, workers]])}")
-            one, two = parts[via, 1], parts[via, 2]
-            speedups = [a / b for a, b in zip(runs[via, 1], runs[via, 2])]
-            spans = [a["span"] / b["span"] for a, b in zip(one, two)]
-            print(f"    speed-up, 2 workers / 1, end to end   {_range(speedups)}   target >= 1.6")
-            print(f"    speed-up of the span auditing shards  {_range(spans)}")
-            print(f"    speed-up the CPU time allows, 2 cores {_range([cpu_bound(p) for p in two])}")
+        print(
+            f"Ray Data, local, 2 CPUs: {ray_tokens:,} output ids; load average now {os.getloadavg()[0]:.2f}"
+        )
+        print(
+            f"  seconds, a one-response log (start)   1 worker {_range(starts[1])}, "
+            f"2 workers {_range(starts[2])}"
+        )
+        for workers in (1, 2):
+            print(f"  {workers} worker(s): seconds end to end     {_range(runs[workers])}")
+            for name in parts[workers][0]:
+                print(f"    {name:<34} {_range([p[name] for p in parts[workers]])}")
+        speedups = [a / b for a, b in zip(runs[1], runs[2])]
+        spans = [a["span"] / b["span"] for a, b in zip(parts[1], parts[2])]
+        print(f"  speed-up, 2 workers / 1, end to end   {_range(speedups)}   target >= 1.6")
+        print(f"  speed-up of the span auditing shards  {_range(spans)}")
+        print(f"  speed-up the CPU time allows, 2 cores {_range([cpu_bound(p) for p in parts[2]])}")
     return 0
 
 
