@@ -569,14 +569,14 @@ def test_on_ray_data_every_shard_is_the_local_one(tmp_path: Path) -> None:
     order, are the local run's."""
     ray = pytest.importorskip("ray")
     from puredetok.audit import Columns
-    from puredetok.audit.distributed import audit_on_ray, batch_size
+    from puredetok.audit.distributed import audit_on_ray, batch_sizes
 
     shards = shards_of(str(_mixed_log(tmp_path, 30)), size=1500)
     from puredetok.serving.loading import load_tokenizer
 
     auditor = Auditor(load_tokenizer("qwen3"))
     local = [audit_shard(shard, auditor) for shard in shards]
-    assert len(shards) > 3 and batch_size(len(shards), 2) > 1
+    assert len(shards) > 3 and batch_sizes(len(shards), 2)[0] > 1
     try:
         found = list(audit_on_ray(shards, "qwen3", AuditOptions(), Columns(), num_cpus=2))
     finally:
@@ -586,19 +586,21 @@ def test_on_ray_data_every_shard_is_the_local_one(tmp_path: Path) -> None:
     assert len({r.timing.pid for r in found}) == 2
 
 
-@given(st.integers(1, 2_000), st.integers(1, 8), st.integers(1, 64))
-def test_a_batch_is_a_few_per_worker_and_bounded(shards: int, workers: int, most: int) -> None:
-    """Batches of at most ``most`` shards, fewer than ``workers`` more than that needs; the
-    worker given the most batches audits less than one shard per round of batches more than
-    an even share."""
-    from puredetok.audit.distributed import batch_size
+@given(st.integers(1, 5_000), st.integers(1, 8), st.integers(1, 64))
+def test_batches_shrink_as_the_shards_run_out(shards: int, workers: int, most: int) -> None:
+    """Every shard in one batch, in order; each batch at most ``most`` shards and one
+    ``2 * workers``-th of those left (the last ones small: a worker ending first waits little),
+    and few batches: the capped ones, then about ``2 * workers`` per halving of what is left."""
+    from puredetok.audit.distributed import batch_sizes
 
-    size = batch_size(shards, workers, most)
-    batches = math.ceil(shards / size)
-    rounds = math.ceil(shards / (workers * most))
-    assert 1 <= size <= most and batches < math.ceil(shards / most) + workers
-    assert math.ceil(batches / workers) * size < shards / workers + rounds
-    assert batch_size(170, 2) == 15 and batch_size(170, 1) == 16 and batch_size(3, 2) == 2
+    sizes = batch_sizes(shards, workers, most)
+    assert sum(sizes) == shards and min(sizes) >= 1 and max(sizes) <= most
+    left = shards
+    for size in sizes:
+        assert size <= max(1, math.ceil(left / (2 * workers)))
+        left -= size
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 1
+    assert len(sizes) <= shards / most + 2 * workers * (math.log2(most) + 2)
 
 
 def test_the_benchmark_prints_its_measures(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,15 +3,16 @@
 The shards are the rows of a dataset that a Ray Data actor pool maps (``map_batches``): each
 worker (one CPU) loads the tokenizer once and audits whole shards, which it reads itself (a
 shard is a path and two offsets: no log data goes through the object store). A batch is a run
-of consecutive shards, so that Ray Data's cost per batch (its scheduling, the block passed
-back) is paid a few times per worker rather than once per shard (:func:`batch_size`); the
-results come back pickled, in shard order, so the report is the local run's. On a cluster the
+of consecutive shards, large while many remain and smaller towards the end
+(:func:`batch_sizes`), so that Ray Data's cost per batch (its scheduling, the block passed
+back) is paid a few times per worker rather than once per shard, and the workers end
+together; the results come back pickled, in shard order, so the report is the local run's. On a cluster the
 input files and the tokenizer must be at the same paths on every node.
 """
 
 from __future__ import annotations
 
-__all__ = ["MAX_BATCH", "audit_on_ray", "batch_size", "ShardAuditor", "Timing"]
+__all__ = ["MAX_BATCH", "audit_on_ray", "batch_sizes", "ShardAuditor", "Timing"]
 
 import logging
 import math
@@ -50,13 +51,18 @@ MAX_BATCH = 16
 """At most this many shards in a batch (the findings the driver holds at once stay few)."""
 
 
-def batch_size(shards: int, workers: int, most: int = MAX_BATCH) -> int:
-    """How many consecutive shards a batch holds: as few batches as ``most`` allows, in a
-    multiple of ``workers`` so that the workers end together, and of sizes that differ by as
-    little as the count allows.
+def batch_sizes(shards: int, workers: int, most: int = MAX_BATCH) -> list[int]:
+    """How many consecutive shards each batch holds, in order: a share of those that remain
+    (one ``2 * workers``-th, at most ``most``, at least 1), so that the batches are few while
+    many shards remain and a worker that ends first waits at most for one small batch.
     """
-    batches = workers * math.ceil(shards / (workers * most))
-    return max(1, math.ceil(shards / max(batches, 1)))
+    sizes: list[int] = []
+    remaining = shards
+    while remaining > 0:
+        size = max(1, min(most, math.ceil(remaining / (2 * workers))))
+        sizes.append(size)
+        remaining -= size
+    return sizes
 
 
 class ShardAuditor:
@@ -76,14 +82,14 @@ class ShardAuditor:
         return ShardResult(order, result.records, result.tally, timing)
 
     def __call__(self, batch: Any) -> dict[str, list[Any]]:
-        """Audit the shards of a batch (a ``pyarrow.Table``, a column per field of
-        :class:`Shard` and ``order``): a row per shard, its result pickled.
+        """Audit the shards of a batch (a ``pyarrow.Table`` whose rows hold ``first``, the
+        place of their first shard, and ``shards``, the fields of each): a row per shard, its
+        result pickled.
         """
-        out: dict[str, list[Any]] = {"order": [], "result": []}
+        out: dict[str, list[Any]] = {"result": []}
         for row in batch.to_pylist():
-            order = row.pop("order")
-            out["order"].append(order)
-            out["result"].append(pickle.dumps(self.audit(Shard(**row), order)))
+            for order, fields in enumerate(row["shards"], row["first"]):
+                out["result"].append(pickle.dumps(self.audit(Shard(**fields), order)))
         return out
 
 
@@ -129,16 +135,18 @@ def audit_on_ray(
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True
     context.enable_progress_bars = False
-    group = batch_size(len(shards), size)
-    rows = [{**attrs.asdict(shard), "order": order} for order, shard in enumerate(shards)]
-    dataset = ray.data.from_items(rows, override_num_blocks=math.ceil(len(rows) / group)).map_batches(
+    rows, first = [], 0
+    for count in batch_sizes(len(shards), size):
+        rows.append({"first": first, "shards": [attrs.asdict(s) for s in shards[first : first + count]]})
+        first += count
+    dataset = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
         ShardAuditor,
         fn_constructor_kwargs={
             "tokenizer": tokenizer,
             "options": attrs.asdict(options),
             "columns": attrs.asdict(columns),
         },
-        batch_size=group,
+        batch_size=1,
         batch_format="pyarrow",
         # the next batch waits at each worker, so that none waits for Ray Data between two
         compute=ray.data.ActorPoolStrategy(size=size, max_tasks_in_flight_per_actor=2),
