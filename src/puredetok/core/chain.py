@@ -16,12 +16,12 @@ __all__ = ["Chain", "compile_chain"]
 
 from collections.abc import Sequence
 from itertools import compress, repeat
-from operator import is_, itemgetter
+from operator import index, is_, itemgetter
 from typing import Any
 
 import attrs
 
-from puredetok.core.decoders.base import Decoder, Group, Piece, Stage, map_all
+from puredetok.core.decoders.base import Decoder, Group, Piece, Stage, map_all, settles
 from puredetok.core.lanes import texts_alone
 
 Hold = tuple[Any, ...]
@@ -177,6 +177,34 @@ class Chain:
             out.extend(stage.flush(stage_hold))
             pieces = out
         return "".join([text for text, _ in pieces])
+
+    def tail_start(self, token_ids: Sequence[Any]) -> tuple[int, Hold]:
+        """Where a stream after ``token_ids`` can start reading them: ``(position, hold)``, the
+        hold after ``token_ids[:position]``, found from the end with a few calls per id.
+
+        That is just after the last id whose step leaves every stage idle whatever it held (each
+        stage's ``settle``, with the first-token table's value too where there is one): the hold
+        after it is ``idle``, and not first (the id reached the decoders). Ids the decode drops
+        change no hold and are passed over. Where no such id is found (a byte run to the very
+        start, a stage that cannot tell), or an id is not one the chain takes as it is (the full
+        feed then checks it, or ignores it), ``(0, initial)``: every id is read.
+        """
+        table, first_table, stages = self.table, self.first_table, self.stages
+        size = len(table)
+        for position in range(len(token_ids) - 1, -1, -1):
+            token_id = token_ids[position]
+            if type(token_id) is not int:
+                if isinstance(token_id, bool) or not hasattr(type(token_id), "__index__"):
+                    return 0, self.initial
+                token_id = index(token_id)
+            if not 0 <= token_id < size:
+                return 0, self.initial
+            value = table[token_id]
+            if value is None:
+                continue
+            if settles(stages, value) and (first_table is None or settles(stages, first_table[token_id])):
+                return position + 1, self.idle
+        return 0, self.initial
 
     def is_hold(self, hold: object) -> bool:
         """``(first, *stage holds)``, each stage's hold one that stage takes."""

@@ -32,6 +32,13 @@ class Decoding(Protocol):
     def feed(self, hold: Any, token_ids: Sequence[int]) -> tuple[Any, str]:
         """Several tokens; equal to stepping them one by one."""
 
+    def tail_start(self, token_ids: Sequence[Any]) -> tuple[int, Any]:
+        """Where a stream after the prompt ``token_ids`` starts reading it: ``(position, hold)``,
+        the hold after ``token_ids[:position]`` (so feeding ``token_ids[position:]`` from it gives
+        the hold the whole prompt gives), found reading only ids from ``position`` on, from the
+        end, with bounded work per id; ``(0, initial)`` where the model cannot tell.
+        """
+
     def finish(self, hold: Any) -> str:
         """The text still held, as the full decode would end it."""
 

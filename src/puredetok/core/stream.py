@@ -109,14 +109,31 @@ def start(codec: Codec, prompt_ids: Iterable[int] = ()) -> DecodeState:
     ``decode(prompt)``: what the prompt already showed is never emitted again, and where the output
     changes the prompt's own tail (a byte run poisoned, a space removed, a split character
     completed) the changed text is emitted (see :mod:`puredetok.core.echo`).
+
+    Only the prompt's tail is read, from the end: the decoding model says from which id on its
+    hold is determined (``tail_start``: for most models within the last few ids; a byte-fallback
+    run held at the end is read whole). A sequence (a list, a tuple, an ``array.array``, a NumPy
+    vector) is read by index there; any other iterable is read whole first. Ids before that point
+    are not read, so not checked either.
     """
-    state = DecodeState(codec, codec.decoding.initial)
-    prompt = list(prompt_ids)
-    if prompt:
-        state, _ = feed(state, prompt)
-        echo = finish(state)
-        if echo:
-            state = _state(codec, Echo(state.hold, echo))
+    decoding = codec.decoding
+    prompt: Any = prompt_ids
+    if not isinstance(prompt, Sequence) and not _integer_vector(prompt):
+        prompt = list(prompt)
+    count = len(prompt)
+    if not count:
+        return DecodeState(codec, decoding.initial)
+    position, hold = decoding.tail_start(prompt)
+    state = _state(codec, hold)
+    if position < count:
+        if type(prompt) in (list, tuple) or isinstance(prompt, array) or _integer_vector(prompt):
+            rest = prompt[position:] if position else prompt
+        else:
+            rest = [prompt[at] for at in range(position, count)]
+        state, _ = feed(state, rest)
+    echo = finish(state)
+    if echo:
+        state = _state(codec, Echo(state.hold, echo))
     return state
 
 

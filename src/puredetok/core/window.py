@@ -133,6 +133,10 @@ class Window:
                 raise
             return None
 
+    def tail_start(self, token_ids: Sequence[Any]) -> tuple[int, Hold]:
+        """Nothing about an unknown decode bounds what it reads of a prompt: every id is read."""
+        return 0, self.initial
+
     def step(self, hold: Hold, token_id: int) -> tuple[Hold, str]:
         """Record the id; every ``every`` ids, decode and send what is certain."""
         count = hold[0] + 1

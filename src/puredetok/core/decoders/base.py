@@ -16,6 +16,11 @@ output is one element, so every later piece is glued).
 A stage may also offer ``push_lanes`` (:class:`LaneStage`): the same ``push`` for many values at once,
 each pushed alone from one hold. The codec builder uses it to find the text of every id of a
 vocabulary alone (:mod:`puredetok.core.lanes`); a stage without it is pushed one value at a time.
+
+A stage may also offer ``settle`` (:class:`SettlingStage`): whether a step whose pieces end in a
+known way leaves the stage idle whatever it held before. A stream opened after a prompt starts from
+the last prompt id after which every stage is known to be idle, reading only the ids after it
+(:func:`settles`, :meth:`puredetok.core.chain.Chain.tail_start`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ __all__ = [
     "Group",
     "Stage",
     "LaneStage",
+    "SettlingStage",
+    "settles",
     "Lanes",
     "MISS",
     "Decoder",
@@ -34,7 +41,7 @@ __all__ = [
     "push_each",
 ]
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Final, Protocol
 
 Piece = tuple[Any, bool]
@@ -106,6 +113,35 @@ class LaneStage(Stage, Protocol):
         :data:`MISS` for every other value. Returns ``(outs, hold_out, glued_out)``, or None when
         this hold has no such common path (then every value is pushed alone).
         """
+
+
+class SettlingStage(Stage, Protocol):
+    """A stage that can tell when a step leaves it idle, whatever it held before."""
+
+    def settle(self, tail: Any, solid: bool) -> tuple[Any, bool] | None:
+        """What one step's pieces into this stage say of its hold after them, whatever it held.
+
+        The step's pieces end in ``tail``: for the first stage, ``tail`` is the step's one value
+        itself; for a later one, the values of the pieces joined end with it (an empty ``tail``
+        says nothing). With ``solid``, no piece is both empty and unglued. If then, from every
+        hold this stage takes, it is left holding its ``idle`` hold, the result is
+        ``(tail_out, solid_out)``, the same said of the pieces it releases in that step; else None.
+        """
+
+
+def settles(stages: Sequence[Stage], value: Any) -> bool:
+    """Whether pushing ``value`` (one step's piece ``(value, False)``) through ``stages`` leaves
+    every one of them idle, whatever they held (each stage's ``settle``; a stage without one
+    cannot tell, so this is False).
+    """
+    tail, solid = value, bool(value)  # the first stage gets the one piece (value, False)
+    for stage in stages:
+        settle = getattr(stage, "settle", None)
+        told = None if settle is None else settle(tail, solid)
+        if told is None:
+            return False
+        tail, solid = told
+    return True
 
 
 class Decoder(Protocol):

@@ -163,6 +163,14 @@ class ByteFallbackStage:
             return None
         return [MISS if type(value) is int else value for value in values], None, False
 
+    def settle(self, tail: Any, solid: bool) -> tuple[Any, bool] | None:
+        """A token that is not a byte ends whatever run there was: nothing is held after it, and
+        what is released ends with its text, unglued. A byte token leaves a run (None).
+        """
+        if type(tail) is not str:
+            return None
+        return tail, bool(tail)
+
     def flush(self, hold: Any) -> list[Piece]:
         """The stream ended: the run ends too."""
         return _release(hold)

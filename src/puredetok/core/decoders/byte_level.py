@@ -95,6 +95,26 @@ class Utf8Stage:
             outs.append(text if used == len(value) and text else MISS)
         return outs, b"", True
 
+    def settle(self, tail: Any, solid: bool) -> tuple[str, bool] | None:
+        """Nothing is held after bytes that end with a whole character beginning at one of their
+        own bytes that is not a continuation byte: whatever came before it ends there (a lead or
+        ASCII byte never continues a sequence). What is released then ends with the longest such
+        run of whole characters.
+        """
+        if type(tail) is not bytes:
+            return None
+        starts = [at for at in range(len(tail)) if not 0x80 <= tail[at] < 0xC0]
+        if not starts or len(tail) - starts[-1] > 4:
+            return None
+        for at in (starts[0], starts[-1]):
+            try:
+                text, used = utf_8_decode(tail[at:], "strict", True)
+            except UnicodeDecodeError:
+                continue
+            if text and used == len(tail) - at:
+                return text, True
+        return None
+
     def flush(self, hold: bytes) -> list[Piece]:
         """An incomplete sequence at the very end becomes one U+FFFD (or nothing, with ``"ignore"``)."""
         text = hold.decode("utf-8", self.errors) if hold else ""

@@ -35,6 +35,10 @@ class GlueStage:
         """Every value passes, glued."""
         return values, None, True
 
+    def settle(self, tail: Any, solid: bool) -> tuple[Any, bool]:
+        """Never anything held; the same values pass, glued."""
+        return tail, True
+
     def flush(self, hold: None) -> list[Piece]:
         """Nothing is ever held."""
         return []

@@ -55,6 +55,17 @@ class MetaspaceStage:
             outs.append(text if text else MISS)
         return outs, where, glued
 
+    def settle(self, tail: Any, solid: bool) -> tuple[str, bool] | None:
+        """Where every element maps the replacement alike, the hold is idle after any piece (and
+        a one-character replacement maps the tail character by character). Where the first
+        element drops it, which element a glued piece belongs to is its history: None.
+        """
+        if self.drops_in_first or type(tail) is not str:
+            return None
+        if len(self.replacement) != 1:
+            return "", True
+        return tail.replace(self.replacement, " "), True
+
     def flush(self, hold: int) -> list[Piece]:
         """Nothing is held."""
         return []

@@ -35,6 +35,7 @@ class ReplaceStage:
     _prefixes: frozenset[str] = attrs.field(init=False, eq=False, repr=False)
     _longest: int = attrs.field(init=False, eq=False, repr=False)
     _ends: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
+    _chars: frozenset[str] = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         patterns = [pattern for pattern, _ in self.rules]
@@ -46,6 +47,7 @@ class ReplaceStage:
         setter(self, "_prefixes", frozenset(p[:k] for p in patterns for k in range(1, len(p))))
         setter(self, "_longest", max(map(len, patterns)))
         setter(self, "_ends", tuple(sorted(self._prefixes)))
+        setter(self, "_chars", frozenset("".join(patterns)))
 
     @property
     def initial(self) -> tuple[str, bool]:
@@ -114,6 +116,21 @@ class ReplaceStage:
                 out = sub(replace, value)
                 outs.append(out if out else MISS)
         return outs, ("", False), not fresh
+
+    def settle(self, tail: Any, solid: bool) -> tuple[str, bool] | None:
+        """Nothing is held after text whose last character ends no proper prefix of a pattern (it
+        either ends a match or cannot start to), given that the last piece is not empty and
+        unglued and no replacement is empty (so the text it releases is never empty: not fresh).
+        What is released ends with the tail's last characters that are in no pattern.
+        """
+        if not solid or type(tail) is not str or not tail or not all(self._replacement.values()):
+            return None
+        if any(prefix.endswith(tail[-1]) for prefix in self._ends):
+            return None
+        kept = len(tail)
+        while kept and tail[kept - 1] not in self._chars:
+            kept -= 1
+        return tail[kept:], True
 
     def flush(self, hold: tuple[str, bool]) -> list[Piece]:
         """A held tail that never completed the pattern is text."""

@@ -90,6 +90,17 @@ class StripStage:
             outs.append(out if out else MISS)
         return outs, (0, ""), glued
 
+    def settle(self, tail: Any, solid: bool) -> tuple[str, bool] | None:
+        """Without a trailing strip, a piece with a character other than ``content`` uses up the
+        leading budget (whatever was left of it, glued or not), and nothing is held after it; the
+        characters after the tail's last ``content`` are never stripped. An empty unglued piece
+        after it would start a new element (so ``solid`` is needed).
+        """
+        if not solid or self.stop or len(self.content) != 1 or type(tail) is not str:
+            return None
+        rest = tail[tail.rfind(self.content) + 1 :]
+        return (rest, True) if rest else None
+
     def flush(self, hold: tuple[int, str]) -> list[Piece]:
         """The element ends: its held trailing run is stripped."""
         return []

@@ -126,6 +126,10 @@ class WhisperPrompt:
         object.__setattr__(self, "idle", (_PASS, self.chain.idle))
         object.__setattr__(self, "fast", self.chain.fast)
 
+    def tail_start(self, token_ids: Sequence[Any]) -> tuple[int, tuple[int, Any]]:
+        """The prompt rule looks at the ids from the start: every id is read."""
+        return 0, self.initial
+
     def step(self, hold: tuple[int, Any], token_id: int) -> tuple[tuple[int, Any], str]:
         """The prompt rule, then the chain."""
         mode, inner = hold
