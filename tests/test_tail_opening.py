@@ -1,0 +1,223 @@
+"""A stream after a prompt reads only the prompt's tail (``start`` through ``Decoding.tail_start``).
+
+The reference is the feed of the whole prompt, as ``start`` opened a stream before: the hold it
+leaves, with the prompt's held text as an :class:`~puredetok.core.echo.Echo`. The tail opening must
+give the same state (hold equality, Echo included) and the same future deltas, on every tokenizer
+in tests/data (with ``skip_special_tokens`` both ways, and with transformers' space cleanup forced
+on, which puts cleanup stages after a byte-level or byte-fallback chain), on the class families and
+synthetic decoders, and on the generic fallback; for prompts aimed at every edge: byte runs and
+incomplete characters at the end (short, and longer than a feed's batch), special tokens, the empty
+prompt, one id, text ending where a cleanup rule may still match, any ids.
+
+Each stage's ``settle`` is held to its word directly: from the hold any prompt leaves, an id it
+says settles leaves the chain idle. And the count: the ids ``start`` reads of a long prompt are
+those of its tail, not the whole prompt (the old opening read every one).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any, overload
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+import families
+import puredetok
+import synthetic
+from helpers import TOKENIZERS, codec, output_lists, prompt_lists, tokenizer, vocabulary
+from puredetok import DecodeState, feed, finish, start, step
+from puredetok.core.chain import Chain
+from puredetok.core.decoders.base import settles
+from puredetok.core.echo import Echo
+from puredetok.core.stream import BATCH, feed_hold
+from puredetok.testing.strategies import byte_runs, special_ids, text_ids
+
+CLEANUP_ENDINGS = (" ", " n", " n'", " '", " 'v", " 'r", " do", " do n", " .", "\n", ":\n", "é")
+"""Text endings where a later token may still complete a cleanup rule (or may not)."""
+
+
+def full_start(c: puredetok.Codec, prompt: Sequence[int]) -> DecodeState:
+    """The opening that feeds every id of the prompt (what ``start`` did before)."""
+    state, _ = feed(DecodeState(c, c.decoding.initial), list(prompt))
+    echo = finish(state)
+    return DecodeState(c, Echo(state.hold, echo)) if echo else state
+
+
+def future(state: DecodeState, output: Sequence[int]) -> list[str]:
+    deltas = []
+    for token_id in output:
+        state, delta = step(state, token_id)
+        deltas.append(delta)
+    return [*deltas, finish(state)]
+
+
+def assert_same_opening(c: puredetok.Codec, prompt: list[int], output: list[int]) -> None:
+    opened, whole = start(c, prompt), full_start(c, prompt)
+    assert opened == whole, prompt
+    assert future(opened, output) == future(whole, output), (prompt, output)
+    assert feed(opened, output) == feed(whole, output)
+
+
+@functools.cache
+def real_codec(name: str, skip: bool, cleanup: bool | None) -> puredetok.Codec:
+    return codec(name, skip, cleanup)
+
+
+def edge_prompts(name: str) -> st.SearchStrategy[list[int]]:
+    """Prompts ending at every edge, after text long enough for a batched feed or not."""
+    v = vocabulary(name)
+    head = st.one_of(st.just([]), text_ids(v, max_size=8), text_ids(v, max_size=2 * BATCH))
+    endings = [
+        st.just([]),
+        byte_runs(v),
+        byte_runs(v, max_size=2 * BATCH),
+        special_ids(v, max_size=4),
+        st.sampled_from(CLEANUP_ENDINGS).map(v.encode),
+        st.integers(0, len(tokenizer(name)) - 1).map(lambda token_id: [token_id]),
+    ]
+    tail = st.one_of(*endings)
+    return st.one_of(
+        prompt_lists(name),
+        st.tuples(head, tail).map(lambda parts: parts[0] + parts[1]),
+        st.tuples(head, st.lists(tail, max_size=3)).map(lambda p: p[0] + [i for part in p[1] for i in part]),
+    )
+
+
+REAL = [(name, skip, cleanup) for name in TOKENIZERS for skip in (False, True) for cleanup in (None, True)]
+REAL_IDS = [f"{n}-{'skip' if s else 'keep'}{'-cleanup' if c else ''}" for n, s, c in REAL]
+
+
+@pytest.mark.parametrize(("name", "skip", "cleanup"), REAL, ids=REAL_IDS)
+@given(data=st.data())
+def test_the_tail_opening_equals_the_full_feed(
+    name: str, skip: bool, cleanup: bool | None, data: st.DataObject
+) -> None:
+    prompt = data.draw(edge_prompts(name), label="prompt")
+    output = data.draw(output_lists(name), label="output")
+    assert_same_opening(real_codec(name, skip, cleanup), prompt, output)
+
+
+def _is_anchor(chain: Chain, token_id: int) -> bool:
+    value = chain.table[token_id]
+    first = chain.first_table
+    return (
+        value is not None
+        and settles(chain.stages, value)
+        and (first is None or settles(chain.stages, first[token_id]))
+    )
+
+
+@pytest.mark.parametrize(("name", "skip", "cleanup"), REAL, ids=REAL_IDS)
+@given(data=st.data())
+def test_an_id_that_settles_leaves_the_chain_idle_after_any_prompt(
+    name: str, skip: bool, cleanup: bool | None, data: st.DataObject
+) -> None:
+    """Each stage's ``settle`` is true to its word, from the holds prompts really leave."""
+    c = real_codec(name, skip, cleanup)
+    chain = c.decoding
+    assert isinstance(chain, Chain)
+    prompt = data.draw(edge_prompts(name), label="prompt")
+    token_id = data.draw(st.integers(0, len(chain.table) - 1), label="id")
+    assume(_is_anchor(chain, token_id))
+    hold, _ = feed_hold(c, chain.initial, prompt)
+    assert chain.step(hold, token_id)[0] == chain.idle
+
+
+@functools.cache
+def other_codec(label: str, skip: bool) -> puredetok.Codec:
+    kind, name = label.split(":")
+    if kind == "window":
+        return puredetok.codec_for(tokenizer(name), skip_special_tokens=skip, window=True)
+    source = families.family(name) if kind == "class" else synthetic.EXACT[name]()
+    return puredetok.codec_for(source, skip_special_tokens=skip)
+
+
+OTHERS = [
+    *(f"class:{name}" for name in families.FAMILIES),
+    *(f"synthetic:{name}" for name in synthetic.EXACT),
+    "window:qwen3",
+    "window:llama2",
+]
+
+
+@pytest.mark.parametrize("skip", [False, True])
+@pytest.mark.parametrize("label", OTHERS)
+@given(data=st.data())
+def test_the_tail_opening_equals_the_full_feed_on_every_family(
+    label: str, skip: bool, data: st.DataObject
+) -> None:
+    c = other_codec(label, skip)
+    ids = st.integers(0, c.vocab_size - 1)
+    prompt = data.draw(st.lists(ids, max_size=2 * BATCH + 5), label="prompt")
+    output = data.draw(st.lists(ids, max_size=20), label="output")
+    assert_same_opening(c, prompt, output)
+
+
+class Counted(Sequence[int]):
+    """A prompt that records the positions read from it."""
+
+    def __init__(self, ids: list[int]) -> None:
+        self.ids = ids
+        self.positions: set[int] = set()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, at: int) -> int: ...
+    @overload
+    def __getitem__(self, at: slice) -> Sequence[int]: ...
+    def __getitem__(self, at: Any) -> Any:
+        got = self.ids[at]
+        self.positions.update(range(len(self.ids))[at] if isinstance(at, slice) else [at % len(self.ids)])
+        return got
+
+
+LONG = ("The quick brown fox jumps over the lazy dog, then naps. " * 400).strip()
+
+
+@functools.cache
+def long_prompt(name: str) -> list[int]:
+    return vocabulary(name).encode(LONG)
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+@given(data=st.data())
+def test_a_long_prompt_is_read_only_at_its_tail(name: str, data: st.DataObject) -> None:
+    """The ids ``start`` reads: a few of the long text's, then the tail drawn after it (the old
+    opening read all of them)."""
+    tail = data.draw(edge_prompts(name), label="tail")
+    c = codec(name, data.draw(st.booleans(), label="skip"))
+    ids = long_prompt(name) + tail
+    assert len(ids) > 4000
+    counted = Counted(ids)
+    state = start(c, counted)
+    assert len(counted.positions) <= len(tail) + 8
+    assert state == full_start(c, ids)
+
+
+def test_a_prompt_of_any_sequence_type_opens_alike() -> None:
+    """Lists, tuples, arrays, iterators: the same state, read by index where they allow it."""
+    from array import array
+
+    c = codec("qwen3")
+    ids = long_prompt("qwen3")[:300] + vocabulary("qwen3").spell("🙂".encode()[:3])
+    expected = full_start(c, ids)
+    for prompt in (ids, tuple(ids), array("q", ids), iter(ids), Counted(ids)):
+        assert start(c, prompt) == expected
+
+
+def test_a_bad_id_is_refused_with_its_position_where_it_is_read() -> None:
+    """In the tail read, a bad id is refused, named by its place in the whole prompt; before
+    it, it is not read at all (so not checked: the opening costs what the tail costs)."""
+    c = codec("qwen3")
+    ids = long_prompt("qwen3")[:100]
+    split = vocabulary("qwen3").spell("🙂".encode()[:3])  # an incomplete character
+    for bad in (-1, c.vocab_size, True, "7"):
+        with pytest.raises(puredetok.InvalidTokenError) as raised:
+            start(c, [*ids, bad, *split])
+        assert raised.value.position == len(ids)
+    assert start(c, [-1, *ids]) == start(c, ids)
