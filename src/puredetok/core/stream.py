@@ -118,7 +118,7 @@ def start(codec: Codec, prompt_ids: Iterable[int] = ()) -> DecodeState:
     """
     decoding = codec.decoding
     prompt: Any = prompt_ids
-    if not isinstance(prompt, Sequence) and not _integer_vector(prompt):
+    if type(prompt) is not list and not isinstance(prompt, Sequence) and not _integer_vector(prompt):
         prompt = list(prompt)
     count = len(prompt)
     if not count:

@@ -101,18 +101,22 @@ class Utf8Stage:
         ASCII byte never continues a sequence). What is released then ends with the longest such
         run of whole characters.
         """
-        if type(tail) is not bytes:
+        if type(tail) is not bytes or not tail:
             return None
-        starts = [at for at in range(len(tail)) if not 0x80 <= tail[at] < 0xC0]
-        if not starts or len(tail) - starts[-1] > 4:
-            return None
-        for at in (starts[0], starts[-1]):
+        if not 0x80 <= tail[0] < 0xC0:  # most tokens: whole characters from their first byte
             try:
-                text, used = utf_8_decode(tail[at:], "strict", True)
+                text, used = utf_8_decode(tail, "strict", True)
             except UnicodeDecodeError:
-                continue
-            if text and used == len(tail) - at:
+                text, used = "", 0
+            if text and used == len(tail):
                 return text, True
+        for at in range(len(tail) - 1, max(-1, len(tail) - 5), -1):
+            if not 0x80 <= tail[at] < 0xC0:
+                try:
+                    text, used = utf_8_decode(tail[at:], "strict", True)
+                except UnicodeDecodeError:
+                    return None
+                return (text, True) if text and used == len(tail) - at else None
         return None
 
     def flush(self, hold: bytes) -> list[Piece]:
