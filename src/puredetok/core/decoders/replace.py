@@ -36,6 +36,7 @@ class ReplaceStage:
     _longest: int = attrs.field(init=False, eq=False, repr=False)
     _ends: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
     _chars: frozenset[str] = attrs.field(init=False, eq=False, repr=False)
+    _held_ends: frozenset[str] | None = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         patterns = [pattern for pattern, _ in self.rules]
@@ -48,6 +49,9 @@ class ReplaceStage:
         setter(self, "_longest", max(map(len, patterns)))
         setter(self, "_ends", tuple(sorted(self._prefixes)))
         setter(self, "_chars", frozenset("".join(patterns)))
+        # The last characters of what may be held; None: an empty replacement (settle cannot tell).
+        ends = frozenset(prefix[-1] for prefix in self._prefixes)
+        setter(self, "_held_ends", ends if all(content for _, content in self.rules) else None)
 
     @property
     def initial(self) -> tuple[str, bool]:
@@ -119,16 +123,17 @@ class ReplaceStage:
 
     def settle(self, tail: Any, solid: bool) -> tuple[str, bool] | None:
         """Nothing is held after text whose last character ends no proper prefix of a pattern (it
-        either ends a match or cannot start to), given that the last piece is not empty and
-        unglued and no replacement is empty (so the text it releases is never empty: not fresh).
+        either ends a match or cannot start to), given ``solid`` (no empty unglued piece after it
+        starts a new element) and no empty replacement (what it releases is never empty, so the
+        hold is not fresh).
         What is released ends with the tail's last characters that are in no pattern.
         """
-        if not solid or type(tail) is not str or not tail or not all(self._replacement.values()):
+        held_ends = self._held_ends
+        if not solid or held_ends is None or type(tail) is not str or not tail or tail[-1] in held_ends:
             return None
-        if any(prefix.endswith(tail[-1]) for prefix in self._ends):
-            return None
+        chars = self._chars
         kept = len(tail)
-        while kept and tail[kept - 1] not in self._chars:
+        while kept and tail[kept - 1] not in chars:
             kept -= 1
         return tail[kept:], True
 
