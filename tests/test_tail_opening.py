@@ -69,7 +69,9 @@ def real_codec(name: str, skip: bool, cleanup: bool | None) -> puredetok.Codec:
 def edge_prompts(name: str) -> st.SearchStrategy[list[int]]:
     """Prompts ending at every edge, after text long enough for a batched feed or not."""
     v = vocabulary(name)
-    head = st.one_of(st.just([]), text_ids(v, max_size=8), text_ids(v, max_size=2 * BATCH))
+    head: st.SearchStrategy[list[int]] = st.one_of(
+        st.just([]), text_ids(v, max_size=8), text_ids(v, max_size=2 * BATCH)
+    )
     endings = [
         st.just([]),
         byte_runs(v),
@@ -123,6 +125,7 @@ def test_an_id_that_settles_leaves_the_chain_idle_after_any_prompt(
     token_id = data.draw(st.integers(0, len(chain.table) - 1), label="id")
     assume(_is_anchor(chain, token_id))
     hold, _ = feed_hold(c, chain.initial, prompt)
+    assert isinstance(hold, tuple)
     assert chain.step(hold, token_id)[0] == chain.idle
 
 
@@ -216,7 +219,8 @@ def test_a_bad_id_is_refused_with_its_position_where_it_is_read() -> None:
     c = codec("qwen3")
     ids = long_prompt("qwen3")[:100]
     split = vocabulary("qwen3").spell("🙂".encode()[:3])  # an incomplete character
-    for bad in (-1, c.vocab_size, True, "7"):
+    bad_ids: list[Any] = [-1, c.vocab_size, True, "7"]
+    for bad in bad_ids:
         with pytest.raises(puredetok.InvalidTokenError) as raised:
             start(c, [*ids, bad, *split])
         assert raised.value.position == len(ids)
