@@ -225,3 +225,16 @@ def test_a_bad_id_is_refused_with_its_position_where_it_is_read() -> None:
             start(c, [*ids, bad, *split])
         assert raised.value.position == len(ids)
     assert start(c, [-1, *ids]) == start(c, ids)
+
+
+def test_the_opening_bench_measures_both_openings_at_every_length() -> None:
+    """``python -m puredetok.bench.opening``'s rows: one per length, the new opening reading a few
+    ids of each (it checks that both openings agree before timing them)."""
+    from puredetok.bench.opening import LENGTHS, opening_rows
+
+    rows = opening_rows("Qwen3", tokenizer("qwen3"), repeats=1, rounds=1)
+    assert len(rows) == len(LENGTHS)
+    for row, length in zip(rows, LENGTHS):
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert cells[:2] == ["Qwen3", f"{length:,}"]
+        assert 1 <= int(cells[2]) <= 8

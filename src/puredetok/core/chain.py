@@ -185,12 +185,14 @@ class Chain:
         That is just after the last id whose step leaves every stage idle whatever it held (each
         stage's ``settle``, with the first-token table's value too where there is one): the hold
         after it is ``idle``, and not first (the id reached the decoders). Ids the decode drops
-        change no hold and are passed over. Where no such id is found (a byte run to the very
-        start, a stage that cannot tell), or an id is not one the chain takes as it is (the full
-        feed then checks it, or ignores it), ``(0, initial)``: every id is read.
+        change no hold and are passed over (a prompt of nothing else leaves ``initial``). Where no
+        such id is found (a byte run to the very start, a stage that cannot tell), or an id is not
+        one the chain takes as it is (the full feed then checks it, or ignores it),
+        ``(0, initial)``: every id is read.
         """
         table, first_table, stages = self.table, self.first_table, self.stages
         size = len(table)
+        dropped_only = True
         for position in range(len(token_ids) - 1, -1, -1):
             token_id = token_ids[position]
             if type(token_id) is not int:
@@ -204,7 +206,8 @@ class Chain:
                 continue
             if settles(stages, value) and (first_table is None or settles(stages, first_table[token_id])):
                 return position + 1, self.idle
-        return 0, self.initial
+            dropped_only = False
+        return (len(token_ids), self.initial) if dropped_only else (0, self.initial)
 
     def is_hold(self, hold: object) -> bool:
         """``(first, *stage holds)``, each stage's hold one that stage takes."""
