@@ -34,6 +34,8 @@ __all__ = [
 from bisect import bisect_left
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
+from itertools import repeat
+from operator import is_not
 from typing import Any, TypeAlias, cast
 
 import attrs
@@ -404,23 +406,24 @@ class DetokenizeManager:
         closing = sorted(ends)
         live = self._live
         # Each uid once (the usual batch): no message changes whether a later one's request is
-        # live (a request that ends here, or opens at its own position, has no later message),
-        # so which are live is looked up once, in one C-level pass (a byte per message).
-        known = bytes(map(live.__contains__, uids)) if len(set(uids)) == len(uids) else None
+        # live, nor its record (a request that ends here, or opens at its own position, has no
+        # later message), so the records are looked up once, in one C-level pass; which requests
+        # are live is then read from them (a byte per message) only when one is not.
+        streams = list(map(live.get, uids)) if len(set(uids)) == len(uids) else None
+        known = None if streams is None or all(streams) else bytes(map(is_not, streams, repeat(None)))
         position = 0
         for special in [*sorted(apart), len(uids)]:
             while position < special:
-                stop = (
-                    _run_end(uids, position, special, live)
-                    if known is None
-                    else _live_to(known, position, special)
-                )
+                if streams is None:
+                    stop = _run_end(uids, position, special, live)
+                else:
+                    stop = special if known is None else _live_to(known, position, special)
                 if stop - position < SHORT_RUN:
                     for at in range(position, max(stop, position + 1)):
                         self._one(at, uids[at], messages[at], None, ends.get(at), replies)
                     position = at + 1
                     continue
-                position = self._run(uids, messages, counts, position, stop, ends, closing, replies)
+                position = self._run(uids, streams, messages, counts, position, stop, ends, closing, replies)
                 if position < special:
                     self._one(position, uids[position], messages[position], None, ends.get(position), replies)
                     position += 1
@@ -464,6 +467,7 @@ class DetokenizeManager:
     def _run(
         self,
         uids: Sequence[Uid],
+        streams: list[Stream | None] | None,
         messages: Sequence[Any],
         counts: Sequence[int] | None,
         begin: int,
@@ -475,12 +479,17 @@ class DetokenizeManager:
         """The messages from ``begin`` to ``end`` (of live requests, each uid once: see
         :func:`_run_end`), advanced at once, and those the scheduler ends (``ends``, by position;
         ``closing``: their positions in order) ended; returns where it stopped (before ``end`` if
-        a message would raise: it takes the per-message path).
+        a message would raise: it takes the per-message path). ``streams``: the records of the
+        batch's requests, looked up before (None: looked up here).
         """
         live = self._live
-        run = uids[begin:end] if begin or end != len(uids) else uids
-        streams = list(map(live.__getitem__, run))
-        news, texts, ended = advance_each(streams, messages[begin : begin + len(run)])
+        whole = not begin and end == len(uids)
+        run = uids if whole else uids[begin:end]
+        if streams is None:
+            records: Sequence[Any] = list(map(live.__getitem__, run))
+        else:
+            records = streams if whole else streams[begin:end]
+        news, texts, ended = advance_each(records, messages[begin : begin + len(run)])
         done = len(news)
         taken = run if done == len(run) else run[:done]
         for at in closing[bisect_left(closing, begin) : bisect_left(closing, begin + done)]:
