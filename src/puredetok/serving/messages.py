@@ -768,10 +768,11 @@ class DetokenizeBatch(Struct, frozen=True, omit_defaults=True):
     def of(cls, messages: Sequence[DetokenizeMsg]) -> DetokenizeBatch:
         """The batch of these messages.
 
-        Each column the usual message fills is read in a pass of its own (a comprehension reads
-        a field for about a third of what a tuple of all six and its transposition cost); the ids
-        of a batch of one id each (the decode step) are unpacked in that pass, and the fields
-        of the few finished messages are read only for those.
+        The columns every message fills are read a pass each (a comprehension reads a field for
+        about a third of what a tuple of all six fields and its transposition cost), the ids of a
+        batch of one id each (the decode step) unpacked in their pass. The usual message neither
+        ends nor opens its request: one pass says whether any does, before the positions of those
+        that do are looked for.
         """
         uids = tuple([message.uid for message in messages])
         ids = [message.token_ids for message in messages]
@@ -779,6 +780,8 @@ class DetokenizeBatch(Struct, frozen=True, omit_defaults=True):
             flat, counts = tuple([token for (token,) in ids]), None
         except ValueError:  # a message without exactly one id
             flat, counts = tuple(chain.from_iterable(ids)), tuple(map(len, ids))
+        if not any([message.finished or message.open is not None for message in messages]):
+            return cls(uids, flat, counts)
         positions = range(len(messages))
         finished = tuple(compress(positions, [message.finished for message in messages]))
         opens = [message.open for message in messages]
