@@ -782,16 +782,18 @@ class DetokenizeBatch(Struct, frozen=True, omit_defaults=True):
             flat, counts = tuple(chain.from_iterable(ids)), tuple(map(len, ids))
         if not any([message.finished or message.open is not None for message in messages]):
             return cls(uids, flat, counts)
-        positions = range(len(messages))
-        finished = tuple(compress(positions, [message.finished for message in messages]))
-        opens = [message.open for message in messages]
+        finished = tuple(compress(range(len(messages)), [message.finished for message in messages]))
         ended = [messages[position] for position in finished]
         return cls(
             uids,
             flat,
             counts,
             finished,
-            tuple((position, opens[position]) for position in compress(positions, opens)),
+            tuple(
+                (position, message.open)
+                for position, message in enumerate(messages)
+                if message.open is not None
+            ),
             tuple(
                 (position, message.finish_reason, message.matched_stop)
                 for position, message in zip(finished, ended)
