@@ -40,6 +40,8 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"ignore_eos": 1}, "ignore_eos"),
     ({"clean_up_tokenization_spaces": 0}, "clean_up_tokenization_spaces"),
     ({"extra": {1: "x"}}, "extra"),
+    ({"extra": {"x": 1, 2: "y"}}, "extra"),
+    ({"extra": ["x"]}, "extra"),
     ({"max_tokens": 3, "max_new_tokens": 4}, "max_tokens or max_new_tokens"),
 ]
 
