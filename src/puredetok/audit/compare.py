@@ -9,8 +9,20 @@ stop string that ended it: the exact text is cut the same way, as the record say
 
 from __future__ import annotations
 
-__all__ = ["KINDS", "PARSER_SPLIT", "AuditOptions", "Auditor", "Difference", "classify"]
+__all__ = [
+    "KINDS",
+    "PARSER_SPLIT",
+    "AuditOptions",
+    "Auditor",
+    "Difference",
+    "Facts",
+    "classify",
+    "decide",
+    "duplicated",
+    "near_fffd",
+]
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -74,9 +86,13 @@ class Difference:
     dropped: tuple[int, int] | None = None
     """For a split chat response: the offset and length of the exact text's stretch that the
     parser dropped (unchecked)."""
+    looked: int | None = None
+    """For a request compared as it streamed: the kinds ``cleanup spacing`` and ``duplicated
+    text`` were looked for only in this many characters after the difference (the texts ran on
+    further; see :data:`puredetok.audit.follow.SUFFIX_LIMIT`). None: in the whole texts."""
 
 
-def _duplicated(exact: str, engine: str, offset: int) -> bool:
+def duplicated(exact: str, engine: str, offset: int) -> bool:
     """The engine's text is the exact one with a piece repeated just before the difference."""
     extra = len(engine) - len(exact)
     if not 0 < extra <= DUPLICATE_LIMIT:
@@ -89,27 +105,88 @@ def _duplicated(exact: str, engine: str, offset: int) -> bool:
     return False
 
 
-def classify(exact: str, engine: str, offset: int, untrimmed: str, stop: str | None, stopped: bool) -> str:
-    """The kind of a difference at ``offset`` (see :data:`KINDS`). ``untrimmed`` is the exact text
-    of every id before any stop trimming; ``stop`` the stop string and ``stopped`` whether the
-    record says a stop string or token ended the request.
+@attrs.frozen
+class Facts:
+    """What :func:`decide` needs to name a difference: lengths and yes-or-no answers about the
+    texts, which a comparison that keeps only windows of them can give (see
+    :mod:`puredetok.audit.follow`) as well as one that has them whole.
     """
-    if stopped and (
-        (len(engine) > len(exact) and untrimmed.startswith(engine))
-        or (stop is not None and (engine == exact + stop or exact == engine + stop))
-        or (stop is not None and stop not in untrimmed)
+
+    exact_length: int
+    engine_length: int
+    offset: int
+    """The length of the texts' common prefix."""
+    stop: str | None
+    stopped: bool
+    """The record says a stop string or token ended the request."""
+    untrimmed_starts: bool
+    """The exact text of every id, before any stop trimming, begins with the engine's text."""
+    engine_ends_with_stop: bool
+    exact_ends_with_stop: bool
+    stop_in_untrimmed: bool
+    near_fffd: bool
+    """A U+FFFD in either text within 3 characters of the difference."""
+
+
+def decide(facts: Facts, spacing: Callable[[], bool], repeated: Callable[[], bool]) -> str:
+    """The kind of a difference (see :data:`KINDS`); ``spacing``: whether the texts are equal but
+    for spaces, ``repeated``: whether the engine's is the exact one with a piece repeated (asked
+    only when the kinds before them do not apply).
+    """
+    f, stop = facts, facts.stop
+    stop_length = len(stop or "")
+    engine_is_exact_and_stop = f.engine_ends_with_stop and (
+        f.engine_length == f.exact_length + stop_length and f.offset == f.exact_length
+    )
+    exact_is_engine_and_stop = f.exact_ends_with_stop and (
+        f.exact_length == f.engine_length + stop_length and f.offset == f.engine_length
+    )
+    if f.stopped and (
+        (f.engine_length > f.exact_length and f.untrimmed_starts)
+        or (stop is not None and (engine_is_exact_and_stop or exact_is_engine_and_stop))
+        or (stop is not None and not f.stop_in_untrimmed)
     ):
         return "stop trimming"
-    if exact.startswith(engine):
+    if f.offset == f.engine_length:
         return "lost tail"
-    near = slice(max(0, offset - 3), offset + 4)
-    if "\ufffd" in engine[near] or "\ufffd" in exact[near]:
+    if f.near_fffd:
         return "replacement characters"
-    if engine.replace(" ", "") == exact.replace(" ", ""):
+    if spacing():
         return "cleanup spacing"
-    if _duplicated(exact, engine, offset):
+    if repeated():
         return "duplicated text"
     return "other"
+
+
+def near_fffd(exact: str, engine: str, offset: int) -> bool:
+    """A U+FFFD in either text within 3 characters of ``offset``."""
+    near = slice(max(0, offset - 3), offset + 4)
+    return "\ufffd" in engine[near] or "\ufffd" in exact[near]
+
+
+def classify(exact: str, engine: str, untrimmed: str, stop: str | None, stopped: bool) -> str:
+    """The kind of a difference between two whole texts (see :data:`KINDS`). ``untrimmed`` is the
+    exact text of every id before any stop trimming; ``stop`` the stop string and ``stopped``
+    whether the record says a stop string or token ended the request.
+    """
+    offset = common_prefix(exact, engine)
+    facts = Facts(
+        len(exact),
+        len(engine),
+        offset,
+        stop,
+        stopped,
+        untrimmed.startswith(engine),
+        stop is not None and engine.endswith(stop),
+        stop is not None and exact.endswith(stop),
+        stop is not None and stop in untrimmed,
+        near_fffd(exact, engine, offset),
+    )
+    return decide(
+        facts,
+        lambda: engine.replace(" ", "") == exact.replace(" ", ""),
+        lambda: duplicated(exact, engine, offset),
+    )
 
 
 class Auditor:
@@ -220,7 +297,7 @@ class Auditor:
             kind = PARSER_SPLIT
         else:
             offset = common_prefix(text, engine)
-            kind = classify(text, engine, offset, untrimmed, request.stop, stopped)
+            kind = classify(text, engine, untrimmed, request.stop, stopped)
         around = self.options.context
         window = slice(max(0, offset - around), offset + around)
         return Difference(

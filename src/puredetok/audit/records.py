@@ -56,6 +56,22 @@ class Request:
     takes them from the text, each ``(kind, text)`` with kind ``"reasoning"``, ``"content"`` or
     ``"tool"`` (a tool call's function name); ``text`` is then its content alone. A stream's
     are its chunks' pieces one after the other."""
+    counts: tuple[int, int] | None = None
+    """A stream compared as it came (:mod:`puredetok.audit.follow`), whose ids and text were not
+    kept (``output_ids`` and ``text`` are then empty, ``chunks`` None): how many output ids and
+    chunks it had."""
+
+    @property
+    def token_count(self) -> int:
+        """How many output ids it had."""
+        return len(self.output_ids) if self.counts is None else self.counts[0]
+
+    @property
+    def chunk_count(self) -> int | None:
+        """How many chunks it had (None: not a stream)."""
+        if self.counts is not None:
+            return self.counts[1]
+        return None if self.chunks is None else len(self.chunks)
 
 
 @attrs.frozen

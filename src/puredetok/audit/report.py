@@ -82,7 +82,7 @@ def difference_record(difference: Difference, file: str, format: str) -> dict[st
         "engine": difference.engine,
         "exact_length": difference.exact_length,
         "engine_length": difference.engine_length,
-        "tokens": len(request.output_ids),
+        "tokens": request.token_count,
         "finish_reason": request.finish_reason,
     }
     if request.stop is not None:
@@ -93,9 +93,11 @@ def difference_record(difference: Difference, file: str, format: str) -> dict[st
     if difference.dropped is not None:
         offset, length = difference.dropped
         record["dropped"] = {"offset": offset, "length": length}
-    if request.chunks is not None:
+    if request.chunk_count is not None:
         record["chunk"] = difference.chunk
-        record["chunks"] = len(request.chunks)
+        record["chunks"] = request.chunk_count
+    if difference.looked is not None:
+        record["looked"] = difference.looked
     return record
 
 

@@ -19,7 +19,8 @@ import attrs
 import msgspec
 
 from puredetok.audit import rollouts, sglang, trace, vllm
-from puredetok.audit.compare import PARSER_SPLIT, Auditor
+from puredetok.audit.compare import PARSER_SPLIT, Auditor, Difference
+from puredetok.audit.follow import Followed
 from puredetok.audit.records import Columns, InputError, Item, Request, Skipped
 from puredetok.audit.report import Tally, difference_record, error_record
 
@@ -177,7 +178,7 @@ def _lines(shard: Shard) -> Iterator[tuple[int, bytes]]:
             number += 1
 
 
-def _items(shard: Shard, auditor: Auditor, columns: Columns) -> Iterator[Item]:
+def _items(shard: Shard, auditor: Auditor, columns: Columns) -> Iterator[Item | Followed]:
     file, format = shard.path, shard.format
     if shard.layout == "parquet":
         return rollouts.read_parquet(shard.path, shard.start, shard.row, columns, file)
@@ -192,7 +193,7 @@ def _items(shard: Shard, auditor: Auditor, columns: Columns) -> Iterator[Item]:
     if format == "vllm":
         return vllm.read_responses(lines, file)
     if format == "vllm-stream":
-        return vllm.read_stream(lines, file)
+        return vllm.read_stream(lines, file, auditor, _lines(shard))
     if format == "sglang":
         return sglang.read_outputs(lines, file)
     if format == "sglang-stream":
@@ -211,13 +212,22 @@ def audit_shard(shard: Shard, auditor: Auditor, columns: Columns | None = None) 
             tally.errors += 1
             records.append(error_record(item))
             continue
-        try:
-            difference = auditor.check(item)
-        except ValueError as error:
+        difference: Difference | None = None
+        error: str | None = None
+        if isinstance(item, Followed):
+            request, difference, error = item.request, item.difference, item.error
+        else:
+            request = item
+            try:
+                difference = auditor.check(item)
+            except ValueError as raised:
+                error = str(raised)
+        if error is not None:
             tally.errors += 1
-            records.append(error_record(InputError(shard.path, item.line, f"request {item.id}: {error}")))
+            message = f"request {request.id}: {error}"
+            records.append(error_record(InputError(shard.path, request.line, message)))
             continue
-        _count(tally, item, difference is not None and difference.chunk is not None)
+        _count(tally, request, difference is not None and difference.chunk is not None)
         tally.dropped += difference is not None and difference.dropped is not None
         if difference is not None and difference.kind == PARSER_SPLIT:
             tally.unjoinable += 1
@@ -231,8 +241,8 @@ def audit_shard(shard: Shard, auditor: Auditor, columns: Columns | None = None) 
 
 def _count(tally: Tally, request: Request, contradicted: bool) -> None:
     tally.requests += 1
-    tally.tokens += len(request.output_ids)
+    tally.tokens += request.token_count
     tally.split += request.parts is not None
-    if request.chunks is not None:
+    if request.chunk_count is not None:
         tally.streams += 1
         tally.contradicted += contradicted

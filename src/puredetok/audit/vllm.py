@@ -16,18 +16,27 @@ newer servers), ``message.content`` and ``message.tool_calls`` (``[{"id", "type"
 name in its first delta (``delta.tool_calls[].index`` and ``function.name``). It is read as its
 pieces (``Request.parts``; streamed, each chunk's in order, ``Chunk.parts``), which the audit
 joins again (:mod:`puredetok.audit.parsers`).
+
+A stream says how a choice ended (its stop string) only in its last chunk, and the exact text
+is cut at that stop string's first occurrence: to compare a choice as it streams
+(:mod:`puredetok.audit.follow`), keeping neither its ids nor its text, :func:`read_stream` first
+reads ahead through the lines for each choice's ending (a small record per choice). A choice
+that a parser split, or whose codec is not exact, is kept whole and checked when it ends.
 """
 
 from __future__ import annotations
 
 __all__ = ["read_responses", "read_stream", "response_requests"]
 
+from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import attrs
 import msgspec
 
+from puredetok.audit.compare import Auditor
+from puredetok.audit.follow import Followed, Follower
 from puredetok.audit.records import Chunk, InputError, Item, Request
 
 
@@ -171,6 +180,11 @@ class _Live:
     """A chunk carried reasoning or a tool call: a parser split the stream."""
     tools: set[int] = attrs.field(factory=set)
     """The indexes of the tool calls whose names were seen."""
+    follower: Follower | None = None
+    """Its comparison as it streams (its ids and chunks are then not kept)."""
+    ends: int = 0
+    """With a follower: the line where the look ahead saw it end."""
+    error: str | None = None
 
 
 def _ended(live: _Live) -> Request:
@@ -220,21 +234,125 @@ def _delta_parts(request: _Live, choice: _Choice, content: str) -> tuple[tuple[s
     return tuple(parts)
 
 
-def read_stream(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item]:
-    """Streamed responses: server-sent events (``data:`` lines; other fields and comments are
-    skipped) or one chunk per line. A choice ends with its ``finish_reason``; one still running at
-    ``[DONE]`` or at the end of the input ends there.
-    """
-    live: dict[tuple[str | int, int], _Live] = {}
+class _SplitDelta(msgspec.Struct):
+    reasoning_content: Any = None
+    reasoning: Any = None
+    tool_calls: Any = None
+
+
+class _EndChoice(msgspec.Struct):
+    index: int = 0
+    delta: _SplitDelta | None = None
+    finish_reason: str | None = None
+    stop_reason: int | str | None = None
+
+
+class _EndChunk(msgspec.Struct):
+    id: str | int | None = None
+    choices: list[_EndChoice] | None = None
+
+
+_ends = msgspec.json.Decoder(_EndChunk)
+
+_Key = tuple[str | int, int]
+_Fate = tuple[int, str | None, int | str | None, bool]
+"""How the look ahead saw a choice end: the line, ``finish_reason``, ``stop_reason``, split."""
+
+_END_OF_INPUT = 1 << 62
+
+
+def _data(raw: bytes) -> bytes | None:
+    """A line's chunk (or ``[DONE]``); None for a line to skip."""
+    line = raw.strip()
+    if not line or line.startswith((b":", b"event:", b"id:")):
+        return None
+    return line[5:].strip() if line.startswith(b"data:") else line
+
+
+def _look_ahead(lines: Iterable[tuple[int, bytes]]) -> dict[_Key, deque[_Fate]]:
+    """Each choice's ending, in the order of the lines (see the module)."""
+    fates: dict[_Key, deque[_Fate]] = {}
+    live: dict[_Key, list[Any]] = {}
+
+    def close(key: _Key, line: int, reason: str | None, stop: int | str | None) -> None:
+        fates.setdefault(key, deque()).append((line, reason, stop, live.pop(key)[0]))
+
     for number, raw in lines:
-        line = raw.strip()
-        if not line or line.startswith(b":") or line.startswith(b"event:") or line.startswith(b"id:"):
+        line = _data(raw)
+        if line is None:
             continue
-        if line.startswith(b"data:"):
-            line = line[5:].strip()
         if line == b"[DONE]":
             for key in list(live):
-                yield from _close(live.pop(key), file)
+                close(key, number, None, None)
+            continue
+        try:
+            chunk = _ends.decode(line)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            continue
+        for choice in chunk.choices or ():
+            key = (chunk.id if chunk.id is not None else "", choice.index)
+            state = live.setdefault(key, [False])
+            delta = choice.delta
+            if delta is not None and (
+                delta.reasoning_content is not None or delta.reasoning is not None or delta.tool_calls
+            ):
+                state[0] = True
+            if choice.finish_reason is not None:
+                close(key, number, choice.finish_reason, choice.stop_reason)
+    for key in list(live):
+        close(key, _END_OF_INPUT, None, None)
+    return fates
+
+
+def _follow(
+    request: _Live, fates: dict[_Key, deque[_Fate]], key: _Key, number: int, auditor: Auditor
+) -> None:
+    """Compare the choice as it streams, if the look ahead saw how it ends and it is not split."""
+    queue = fates.get(key)
+    while queue and queue[0][0] < number:
+        queue.popleft()
+    if not queue or queue[0][3]:
+        return
+    line, reason, stop_reason, _ = queue[0]
+    stop, stop_token = _ending(_Choice(finish_reason=reason, stop_reason=stop_reason))
+    head = Request(request.name, request.line, (), (), "", reason, stop, stop_token)
+    codec = auditor.codec(head)
+    if not codec.exact:
+        return
+    request.ends = line
+    try:
+        request.follower = Follower(
+            codec, request.prompt, stop, stop_token, auditor.include_stop(head), auditor.options.context
+        )
+    except ValueError as error:
+        request.error = str(error)
+        request.follower = Follower(codec, (), stop, stop_token, False, 0)
+
+
+def read_stream(
+    lines: Iterable[tuple[int, bytes]],
+    file: str,
+    auditor: Auditor | None = None,
+    again: Iterable[tuple[int, bytes]] | None = None,
+) -> Iterator[Item | Followed]:
+    """Streamed responses: server-sent events (``data:`` lines; other fields and comments are
+    skipped) or one chunk per line. A choice ends with its ``finish_reason``; one still running at
+    ``[DONE]`` or at the end of the input ends there. With an ``auditor`` and ``again`` (the same
+    lines a second time), ``lines`` are read ahead for the choices' endings and the choices that
+    can be are compared as they stream (:class:`Followed`).
+    """
+    fates: dict[_Key, deque[_Fate]] | None = None
+    if auditor is not None and again is not None:
+        fates = _look_ahead(lines)
+        lines = again
+    live: dict[_Key, _Live] = {}
+    for number, raw in lines:
+        line = _data(raw)
+        if line is None:
+            continue
+        if line == b"[DONE]":
+            for key in list(live):
+                yield from _close(live.pop(key), file, number)
             continue
         try:
             chunk = _decoder.decode(line)
@@ -249,6 +367,8 @@ def read_stream(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item]
                 name = f"{base}/{choice.index}" if choice.index else base
                 prompt = choice.prompt_token_ids or chunk.prompt_token_ids or ()
                 request = live[key] = _Live(name, number, tuple(prompt))
+                if fates is not None and auditor is not None:
+                    _follow(request, fates, key, number, auditor)
             text, _ = _choice_parts(choice)
             parts = _delta_parts(request, choice, text or "")
             if choice.token_ids is None:
@@ -257,16 +377,33 @@ def read_stream(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item]
                         file, number, f"response {request.name}: a chunk with text but no token_ids"
                     )
                     request.failed = True
+            if request.follower is not None:
+                if not request.failed:
+                    request.follower.add(choice.token_ids or (), text or "")
             else:
-                request.ids.extend(choice.token_ids)
-            request.chunks.append(Chunk(text or "", len(choice.token_ids or ()), parts))
+                request.ids.extend(choice.token_ids or ())
+                request.chunks.append(Chunk(text or "", len(choice.token_ids or ()), parts))
             if choice.finish_reason is not None:
                 request.finish_reason, request.stop_reason = choice.finish_reason, choice.stop_reason
-                yield from _close(live.pop(key), file)
+                yield from _close(live.pop(key), file, number)
     for request in live.values():
-        yield from _close(request, file)
+        yield from _close(request, file, _END_OF_INPUT)
 
 
-def _close(request: _Live, file: str) -> Iterator[Item]:
-    if not request.failed:
+def _close(request: _Live, file: str, number: int) -> Iterator[Item | Followed]:
+    if request.failed:
+        return
+    follower = request.follower
+    if follower is None:
         yield _ended(request)
+        return
+    if number != request.ends:
+        yield InputError(
+            file, request.line, f"response {request.name}: its end was not where a first reading saw it"
+        )
+        return
+    choice = _Choice(finish_reason=request.finish_reason, stop_reason=request.stop_reason)
+    stop, stop_token = _ending(choice)
+    head = Request(request.name, request.line, (), (), "", request.finish_reason, stop, stop_token)
+    followed = follower.end(head)
+    yield followed if request.error is None else attrs.evolve(followed, difference=None, error=request.error)

@@ -10,7 +10,7 @@ string first completes in a text streamed piece by piece, keeping a bounded carr
 
 from __future__ import annotations
 
-__all__ = ["Aligned", "Ending", "StopFinder", "common_prefix"]
+__all__ = ["Aligned", "Ending", "Pieces", "StopFinder", "common_prefix"]
 
 from collections import deque
 from collections.abc import Sequence
@@ -34,7 +34,7 @@ def common_prefix(a: str, b: str) -> int:
     return low
 
 
-class _Pieces:
+class Pieces:
     """Text not yet compared, as the pieces it came in (taking from the front costs what it takes)."""
 
     def __init__(self) -> None:
@@ -43,11 +43,13 @@ class _Pieces:
         self.size = 0
 
     def push(self, text: str) -> None:
+        """Add ``text`` at the end."""
         if text:
             self.pieces.append(text)
             self.size += len(text)
 
     def take(self, count: int) -> str:
+        """Remove and return the first ``count`` characters (at most :attr:`size`)."""
         parts = []
         self.size -= count
         while count:
@@ -65,6 +67,7 @@ class _Pieces:
         return "".join(parts)
 
     def text(self) -> str:
+        """All the text held (joined once, and kept joined)."""
         if self.offset:
             self.pieces[0] = self.pieces[0][self.offset :]
             self.offset = 0
@@ -102,8 +105,8 @@ class Aligned:
         self._kept_size = 0
         self.work = 0
         """Characters compared so far."""
-        self._engine = _Pieces()
-        self._reference = _Pieces()
+        self._engine = Pieces()
+        self._reference = Pieces()
 
     def add(self, engine: str = "", reference: str = "") -> None:
         """More of either text."""
