@@ -54,8 +54,8 @@ class Followed:
 class _Cutter:
     """The exact text held until it has been searched for the stop string (in steps)."""
 
-    def __init__(self, stop: str | None) -> None:
-        self.stop = stop
+    def __init__(self, stop: str | None, step: int) -> None:
+        self.stop, self.step = stop, step
         self.pending: list[str] = []
         self.size = 0
         self.carry = ""
@@ -69,7 +69,7 @@ class _Cutter:
             return text
         self.pending.append(text)
         self.size += len(text)
-        return self.flush() if self.size >= STEP else ""
+        return self.flush() if self.size >= self.step else ""
 
     def flush(self) -> str:
         """Search and give out all the text held."""
@@ -80,7 +80,7 @@ class _Cutter:
         self.end = self._find(text)
         keep = len(self.stop) - 1
         window = self.carry + text
-        self.carry = window[len(window) - keep :] if keep else ""
+        self.carry = window[-keep:] if keep else ""
         self.searched += len(text)
         return text
 
@@ -122,8 +122,10 @@ class _Kept:
 class Follower:
     """One request's comparison as it streams (see the module). ``stop``: the stop string the
     record says ended it; ``stop_token``: the last id ended it as a stop or EOS token; ``include``:
-    the engine kept it; ``context``: characters shown on each side of a difference. Raises
-    ValueError for a prompt id the tokenizer does not have.
+    the engine kept it; ``context``: characters shown on each side of a difference; ``step`` and
+    ``limit``: see :data:`STEP` and :data:`SUFFIX_LIMIT` (the windows and the looks back need
+    ``limit`` to be some hundred characters at least, which it is then made). Raises ValueError for a prompt id the
+    tokenizer does not have.
     """
 
     def __init__(
@@ -134,6 +136,9 @@ class Follower:
         stop_token: bool,
         include: bool,
         context: int,
+        *,
+        step: int = STEP,
+        limit: int = SUFFIX_LIMIT,
     ) -> None:
         self.codec, self.stop, self.include, self.context = codec, stop, include, context
         self.stop_token = stop_token
@@ -147,7 +152,8 @@ class Follower:
         stop_length = len(stop or "")
         self.margin = max(context, 4) + 2 * DUPLICATE_LIMIT + 8 + stop_length
         self.history_size = self.margin + stop_length
-        self._cutter = _Cutter(stop)
+        self.limit = max(limit, self.margin)
+        self._cutter = _Cutter(stop, step)
         self._engine, self._exact = Pieces(), Pieces()
         self.engine_length = 0
         self.exact_length = 0
@@ -242,7 +248,7 @@ class Follower:
         """
         history = "".join(self._history)
         base = max(0, min(point, self.compared) - self.margin, self.compared - len(history))
-        self._kept = _Kept(base, history[len(history) - (self.compared - base) :], point + SUFFIX_LIMIT)
+        self._kept = _Kept(base, history[len(history) - (self.compared - base) :], point + self.limit)
         self._history.clear()
 
     def end(self, request: Request) -> Followed:
