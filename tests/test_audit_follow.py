@@ -19,6 +19,7 @@ from helpers import tokenizer, vocabulary
 from puredetok.audit import AuditOptions, Auditor, Chunk, Request
 from puredetok.audit.compare import Difference
 from puredetok.audit.follow import Followed, Follower
+from puredetok.audit.trace import read_trace_requests
 from puredetok.audit.vllm import read_stream
 from puredetok.testing.strategies import prompt_ids, text_ids, token_ids
 
@@ -97,6 +98,7 @@ def _case(draw: st.DrawFn, name: str) -> dict[str, Any]:
         "auditor": auditor,
         "head": head,
         "chunks": list(zip(id_pieces, texts)),
+        "stops": draw(st.permutations([stop or "", *draw(st.lists(st.sampled_from(["1", "\n", "ab"])))])),
         "step": draw(st.sampled_from([1, 7, 4096])),
         "limit": draw(st.sampled_from([5, 300, 1 << 16])),
     }
@@ -115,12 +117,14 @@ def _followed(case: dict[str, Any]) -> Followed:
     auditor, head = case["auditor"], case["head"]
     codec = auditor.codec(head)
     follower = Follower(
-        codec, head.prompt_ids, head.stop, head.stop_token, auditor.include_stop(head),
-        auditor.options.context, step=case["step"], limit=case["limit"],
+        codec, head.prompt_ids, case["stops"], auditor.include_stop(head), auditor.options.context,
+        step=case["step"], limit=case["limit"],
     )  # fmt: skip
     for ids, text in case["chunks"]:
         follower.add(ids, text)
-    return follower.end(Request(head.id, head.line, (), (), "", head.finish_reason, head.stop, head.stop_token))
+    return follower.end(
+        Request(head.id, head.line, (), (), "", head.finish_reason, head.stop, head.stop_token)
+    )
 
 
 def _same(whole: Difference | None, followed: Followed) -> None:
@@ -150,7 +154,8 @@ def test_a_long_stream_past_the_limit_says_what_it_looked_at() -> None:
     ids = tokenizer("qwen3").encode("a b c " * 200)
     exact = auditor.text_of(auditor.codec(Request("r", 1, (), (), "")), (), tuple(ids))
     text = exact[:10] + " " + exact[10:]
-    case = {"auditor": auditor, "head": Request("r", 1, (), tuple(ids), ""), "chunks": [(ids, text)]}
+    head = Request("r", 1, (), tuple(ids), "")
+    case = {"auditor": auditor, "head": head, "chunks": [(ids, text)], "stops": ()}
     whole = _whole(case)
     assert whole is not None and whole.kind == "cleanup spacing"
     found = _followed({**case, "step": 4096, "limit": 1000}).difference
@@ -158,7 +163,9 @@ def test_a_long_stream_past_the_limit_says_what_it_looked_at() -> None:
     _same(whole, _followed({**case, "step": 4096, "limit": 1 << 16}))
 
 
-def _sse(uid: str, prompt: list[int], pieces: list[tuple[list[int], str]], end: dict[str, Any]) -> list[bytes]:
+def _sse(
+    uid: str, prompt: list[int], pieces: list[tuple[list[int], str]], end: dict[str, Any]
+) -> list[bytes]:
     lines = []
     for index, (ids, text) in enumerate(pieces):
         choice: dict[str, Any] = {"index": 0, "text": text, "token_ids": ids, "finish_reason": None}
@@ -201,3 +208,52 @@ def test_a_vllm_stream_read_ahead_and_followed_gives_the_whole_report(data: st.D
     for (_, _, difference), item in zip(whole, followed):
         assert isinstance(item, Followed)
         _same(difference, item)
+
+
+@given(data=st.data())
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)
+def test_a_trace_replayed_and_followed_gives_the_whole_report(data: st.DataObject) -> None:
+    """Requests of a trace (interleaved, with stop strings that end them early, ids after their
+    end, aborts, some never finished): checked whole after the replay, or followed as it runs."""
+    auditor = _auditor("qwen3", False, 20)
+    vocab = vocabulary("qwen3")
+    lines: list[bytes] = []
+    events: list[tuple[int, dict[str, Any]]] = []
+    for uid in range(data.draw(st.integers(1, 3))):
+        ids = data.draw(_ids("qwen3"))
+        text = auditor.text_of(auditor.codec(Request("r", 1, (), (), "")), (), tuple(ids))
+        stops = []
+        if text and data.draw(st.booleans()):
+            at = data.draw(st.integers(0, len(text) - 1))
+            stops.append(text[at : at + data.draw(st.integers(1, 4))])
+        options = {"stop": stops, "include_stop_str_in_output": data.draw(st.booleans())}
+        cuts = _cuts(data, len(ids), data.draw(st.integers(1, 6)))
+        pieces = [ids[a:b] for a, b in zip([0, *cuts], [*cuts, len(ids)])]
+        for index, piece in enumerate(pieces):
+            event: dict[str, Any] = {"uid": uid, "tokens": piece}
+            if index == 0:
+                event.update(prompt=data.draw(prompt_ids(vocab)), options=options)
+            if index == len(pieces) - 1:
+                event.update(data.draw(st.sampled_from([{"finished": True}, {"abort": True}, {}])))
+            events.append((uid, event))
+    order = data.draw(st.permutations(range(len(events))))
+    firsts = sorted(order, key=lambda k: (events[k][0], k))  # each uid's events in their order
+    by_uid: dict[int, list[int]] = {}
+    for k in firsts:
+        by_uid.setdefault(events[k][0], []).append(k)
+    queue = {uid: iter(ks) for uid, ks in by_uid.items()}
+    lines = [json.dumps(events[next(queue[events[k][0]])][1]).encode() for k in order]
+    numbered = list(enumerate(lines, 1))
+    tok = tokenizer("qwen3")
+    whole = []
+    for item in read_trace_requests(numbered, tok, "f"):
+        assert not isinstance(item, Followed)
+        whole.append(item if not isinstance(item, Request) else (item.id, item.line, auditor.check(item)))
+    followed = list(read_trace_requests(numbered, tok, "f", None, auditor))
+    assert len(followed) == len(whole)
+    for before, item in zip(whole, followed):
+        if isinstance(before, tuple):
+            assert isinstance(item, Followed) and (item.request.id, item.request.line) == before[:2]
+            _same(before[2], item)
+        else:
+            assert item == before

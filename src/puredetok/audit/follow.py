@@ -52,20 +52,24 @@ class Followed:
 
 
 class _Cutter:
-    """The exact text held until it has been searched for the stop string (in steps)."""
+    """The exact text held until it has been searched for the stop strings (in steps)."""
 
-    def __init__(self, stop: str | None, step: int) -> None:
-        self.stop, self.step = stop, step
+    def __init__(self, stops: Sequence[str], step: int) -> None:
+        self.stops = tuple(dict.fromkeys(stop for stop in stops if stop))
+        self.step = step
+        self.keep = max(map(len, self.stops), default=1) - 1
         self.pending: list[str] = []
         self.size = 0
         self.carry = ""
         self.searched = 0
-        self.end: int | None = None
-        """Where the stop string first completes (the position just after it)."""
+        self.ends: dict[str, int] = {}
+        """Where each stop string found first completes (the position just after it)."""
+        self.starts: list[int] = []
+        """Where each stop string found starts, in the order they were found."""
 
     def add(self, text: str) -> str:
         """Take ``text``; the text now searched (to be compared)."""
-        if not self.stop or self.end is not None:
+        if len(self.ends) == len(self.stops):
             return text
         self.pending.append(text)
         self.size += len(text)
@@ -75,34 +79,44 @@ class _Cutter:
         """Search and give out all the text held."""
         text = "".join(self.pending)
         self.pending, self.size = [], 0
-        if not self.stop or self.end is not None:
+        if len(self.ends) == len(self.stops):
             return text
-        self.end = self._find(text)
-        keep = len(self.stop) - 1
+        for stop in self.stops:
+            if stop not in self.ends:
+                end = self._find(stop, text)
+                if end is not None:
+                    self.ends[stop] = end
+                    self.starts.append(end - len(stop))
         window = self.carry + text
-        self.carry = window[-keep:] if keep else ""
+        self.carry = window[-self.keep :] if self.keep else ""
         self.searched += len(text)
         return text
 
-    def _find(self, text: str) -> int | None:
-        assert self.stop
-        at = (self.carry + text).find(self.stop)
-        return None if at < 0 else self.searched - len(self.carry) + at + len(self.stop)
+    def _find(self, stop: str, text: str) -> int | None:
+        at = (self.carry + text).find(stop)
+        return None if at < 0 else self.searched - len(self.carry) + at + len(stop)
 
-    def end_with(self, tail: str) -> int | None:
-        """Where the stop string first completes in everything given out, followed by ``tail``."""
-        if not self.stop or self.end is not None:
-            return self.end
-        return self._find(tail)
+    def end_with(self, stop: str, tail: str) -> int | None:
+        """Where ``stop`` (one of the stop strings) first completes in everything given out,
+        followed by ``tail``.
+        """
+        if stop in self.ends:
+            return self.ends[stop]
+        return None if len(self.ends) == len(self.stops) else self._find(stop, tail)
 
 
 class _Kept:
-    """Both texts from ``base`` on, once something differs (up to ``limit``, an absolute end)."""
+    """Both texts from ``base`` on, from where something may differ (up to ``limit``, an
+    absolute end), and the positions of the tokens and chunks there.
+    """
 
-    def __init__(self, base: int, start: str, limit: int) -> None:
+    def __init__(
+        self, base: int, start: str, limit: int, tokens: list[tuple[int, int]], chunks: list[tuple[int, int]]
+    ) -> None:
         self.base, self.limit = base, limit
         self.engine, self.exact = [start], [start]
         self.engine_end = self.exact_end = base + len(start)
+        self.tokens, self.chunks = tokens, chunks
         self.full = True
         """Everything from ``base`` on is kept (nothing ran past ``limit``)."""
 
@@ -120,28 +134,26 @@ class _Kept:
 
 
 class Follower:
-    """One request's comparison as it streams (see the module). ``stop``: the stop string the
-    record says ended it; ``stop_token``: the last id ended it as a stop or EOS token; ``include``:
-    the engine kept it; ``context``: characters shown on each side of a difference; ``step`` and
-    ``limit``: see :data:`STEP` and :data:`SUFFIX_LIMIT` (the windows and the looks back need
-    ``limit`` to be some hundred characters at least, which it is then made). Raises ValueError for a prompt id the
-    tokenizer does not have.
+    """One request's comparison as it streams (see the module). ``stops``: the stop strings that
+    may have ended it (the one its record names at the end must be among them); ``include``: the
+    engine kept the stop string or token; ``context``: characters shown on each side of a
+    difference; ``step`` and ``limit``: see :data:`STEP` and :data:`SUFFIX_LIMIT` (the windows
+    and the looks back need ``limit`` to be some hundred characters at least, which it is then
+    made). Raises ValueError for a prompt id the tokenizer does not have.
     """
 
     def __init__(
         self,
         codec: Codec,
         prompt: Sequence[int],
-        stop: str | None,
-        stop_token: bool,
+        stops: Sequence[str],
         include: bool,
         context: int,
         *,
         step: int = STEP,
         limit: int = SUFFIX_LIMIT,
     ) -> None:
-        self.codec, self.stop, self.include, self.context = codec, stop, include, context
-        self.stop_token = stop_token
+        self.codec, self.include, self.context = codec, include, context
         self.state = start(codec, prompt)
         self.before = self.state
         self.last = ""
@@ -149,11 +161,11 @@ class Follower:
         self.ids = 0
         self.chunks = 0
         self.error: str | None = None
-        stop_length = len(stop or "")
+        stop_length = max(map(len, stops), default=0)
         self.margin = max(context, 4) + 2 * DUPLICATE_LIMIT + 8 + stop_length
         self.history_size = self.margin + stop_length
         self.limit = max(limit, self.margin)
-        self._cutter = _Cutter(stop, step)
+        self._cutter = _Cutter(stops, step)
         self._engine, self._exact = Pieces(), Pieces()
         self.engine_length = 0
         self.exact_length = 0
@@ -166,7 +178,11 @@ class Follower:
         """The engine's last characters (as many as the stop string has)."""
         self._tokens: deque[tuple[int, int]] = deque()  # (end of a token's text, its index)
         self._chunks: deque[tuple[int, int]] = deque()  # (start of a chunk's text, its index)
-        self._kept: _Kept | None = None
+        self._seen = 0
+        """How many of the stop strings found have been seen (each may start a stretch kept)."""
+        self._kept: list[_Kept] = []
+        """The stretches kept, one per place where the texts may differ (the first difference,
+        each stop string's first occurrence) that the one before did not reach."""
 
     def add(self, ids: Sequence[int], text: str) -> None:
         """The next chunk: its ids and its new text."""
@@ -187,30 +203,40 @@ class Follower:
             self.before, self.state, self.last = self.state, state, delta
             self.ids += 1
         if text:
-            if self._records(self.engine_length):
-                self._chunks.append((self.engine_length, self.chunks))
+            self._record(self._chunks, "chunks", self.engine_length, (self.engine_length, self.chunks))
             self.engine_length += len(text)
-            if self.stop:
-                self._tail = (self._tail + text)[-len(self.stop) :]
+            if stop_length := self._cutter.keep + 1:
+                self._tail = (self._tail + text)[-stop_length:]
             self._engine.push(text)
             self._compare()
         self.chunks += 1
 
-    def _records(self, position: int) -> bool:
-        return self._kept is None or position < self._kept.limit
+    def _active(self) -> _Kept | None:
+        """The stretch still being kept (None: none, or the last one reached its limit)."""
+        return self._kept[-1] if self._kept and self._kept[-1].full else None
+
+    def _record(
+        self, recent: deque[tuple[int, int]], name: str, position: int, entry: tuple[int, int]
+    ) -> None:
+        if self.differs is None:
+            recent.append(entry)
+        kept = self._active()
+        if kept is not None and position < kept.limit:
+            getattr(kept, name).append(entry)
 
     def _exact_text(self, text: str, index: int) -> None:
         if not text:
             return
         self.exact_length += len(text)
-        if self._records(self.exact_length - len(text)):
-            self._tokens.append((self.exact_length, index))
+        self._record(self._tokens, "tokens", self.exact_length - len(text), (self.exact_length, index))
         self._release(self._cutter.add(text))
 
     def _release(self, text: str) -> None:
-        end = self._cutter.end
-        if end is not None and self._kept is None:
-            self._keep(end - len(self.stop or ""))
+        starts = self._cutter.starts
+        while self._seen < len(starts):
+            self._seen += 1
+            if self._active() is None and self.differs is None:
+                self._keep(starts[self._seen - 1])
         if text:
             self._exact.push(text)
             self._compare()
@@ -221,12 +247,14 @@ class Follower:
             return
         engine, exact = self._engine.take(count), self._exact.take(count)
         if self.differs is None and engine != exact:
-            self.differs = self.compared + common_prefix(engine, exact)
-            if self._kept is None:
-                self._keep(self.differs)
-        if self._kept is not None:
-            self._kept.add(engine, exact)
-        else:
+            differs = self.compared + common_prefix(engine, exact)
+            if self._active() is None:
+                self._keep(differs)
+            self.differs = differs
+        kept = self._active()
+        if kept is not None:
+            kept.add(engine, exact)
+        if self.differs is None:
             self._remember(exact)
         self.compared += count
 
@@ -248,24 +276,30 @@ class Follower:
         """
         history = "".join(self._history)
         base = max(0, min(point, self.compared) - self.margin, self.compared - len(history))
-        self._kept = _Kept(base, history[len(history) - (self.compared - base) :], point + self.limit)
-        self._history.clear()
+        tokens = [entry for entry in self._tokens if entry[0] > base]
+        chunks = list(self._chunks)
+        while len(chunks) > 1 and chunks[1][0] <= base:
+            chunks.pop(0)
+        start = history[len(history) - (self.compared - base) :]
+        self._kept.append(_Kept(base, start, point + self.limit, tokens, chunks))
 
     def end(self, request: Request) -> Followed:
         """The comparison's finding, when the request ended as ``request`` says (its stop and
         finish reason; its ids and text are not read).
         """
         request = attrs.evolve(request, counts=(self.ids, self.chunks))
+        stop, cutter = request.stop, self._cutter
+        if self.error is None and stop and stop not in cutter.stops:
+            self.error = f"its stop string {stop!r} was not known when it opened"
         if self.error is not None:
             return Followed(request, None, self.error)
-        self._release(self._cutter.flush())
-        drop_last = self.stop_token and self.ids > 0 and not self.include
+        self._release(cutter.flush())
+        drop_last = request.stop_token and self.ids > 0 and not self.include
         untrimmed_tail = self.last + finish(self.state)
         tail = finish(self.before) if drop_last else untrimmed_tail
         engine_rest, exact_rest = self._engine.text(), self._exact.text()
-        stop = self.stop
         length = self.exact_length + len(tail)
-        stop_end = self._cutter.end_with(tail)
+        stop_end = cutter.end_with(stop, tail) if stop else None
         if stop and stop_end is not None:
             length = stop_end - (0 if self.include else len(stop))
         if self.differs is not None:
@@ -276,27 +310,39 @@ class Follower:
         offset = min(common, length)
         if offset == self.engine_length == length:
             return Followed(request, None)
-        kept = self._kept
-        if kept is None:
+        kept = next(
+            (
+                k
+                for k in reversed(self._kept)
+                if (k.base == 0 or k.base + self.margin <= offset)
+                and (k.full or offset + self.context <= k.limit)
+            ),
+            None,
+        )
+        tokens, chunks = list(self._tokens), list(self._chunks)
+        if kept is not None:
+            base, full, tokens, chunks = kept.base, kept.full, kept.tokens, kept.chunks
+            engine, exact = "".join(kept.engine), "".join(kept.exact)
+            if full:
+                engine, exact = engine + engine_rest, exact + exact_rest + tail
+        elif self.differs is None and (
+            self.compared <= self._history_size or self.compared - self._history_size + self.margin <= offset
+        ):
             history = "".join(self._history)
             base = self.compared - len(history)
             engine, exact, full = history + engine_rest, history + exact_rest + tail, True
         else:
-            base, full = kept.base, kept.full
-            engine, exact = "".join(kept.engine), "".join(kept.exact)
-            if full:
-                engine, exact = engine + engine_rest, exact + exact_rest + tail
+            message = f"its text differs at {offset:,}, past what was kept of it (not compared)"
+            return Followed(request, None, message)
         exact = exact[: length - base]
         at = offset - base
-        in_untrimmed = stop is not None and (
-            stop == "" or self._cutter.end is not None or self._cutter.end_with(untrimmed_tail) is not None
-        )
+        in_untrimmed = stop is not None and (not stop or cutter.end_with(stop, untrimmed_tail) is not None)
         facts = Facts(
             length,
             self.engine_length,
             offset,
             stop,
-            stop is not None or self.stop_token,
+            stop is not None or request.stop_token,
             untrimmed_common == self.engine_length,
             stop is not None and self._tail.endswith(stop),
             stop is not None and (stop == "" or (self.include and stop_end is not None)),
@@ -311,15 +357,14 @@ class Follower:
         window = slice(max(0, at - self.context), at + self.context)
         chunk = None
         if offset < self.engine_length:
-            starts = [start for start, _ in self._chunks]
-            chunk = self._chunks[bisect.bisect_right(starts, offset) - 1][1]
+            chunk = chunks[bisect.bisect_right([start for start, _ in chunks], offset) - 1][1]
         return Followed(
             request,
             Difference(
                 request,
                 kind,
                 offset,
-                self._token_at(offset, drop_last),
+                self._token_at(tokens, offset, drop_last),
                 exact[window],
                 engine[window],
                 length,
@@ -329,9 +374,9 @@ class Follower:
             ),
         )
 
-    def _token_at(self, offset: int, drop_last: bool) -> int:
+    def _token_at(self, tokens: list[tuple[int, int]], offset: int, drop_last: bool) -> int:
         """The index of the output token whose step made the character at ``offset`` certain."""
-        tokens = list(self._tokens)
+        tokens = list(tokens)
         if self.last and not drop_last:
             tokens.append((self.exact_length + len(self.last), self.ids - 1))
         at = bisect.bisect_right([end for end, _ in tokens], offset)

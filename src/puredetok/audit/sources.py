@@ -188,7 +188,7 @@ def _items(shard: Shard, auditor: Auditor, columns: Columns) -> Iterator[Item | 
         return vllm.read_array(data, file) if format == "vllm" else sglang.read_array(data, file)
     if format == "trace":
         lines = _lines(attrs.evolve(shard, end=os.path.getsize(shard.path)))
-        return trace.read_trace_requests(lines, auditor.tokenizer, file, auditor.replay_codecs)
+        return trace.read_trace_requests(lines, auditor.tokenizer, file, auditor.replay_codecs, auditor)
     lines = _lines(shard)
     if format == "vllm":
         return vllm.read_responses(lines, file)

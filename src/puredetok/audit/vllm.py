@@ -184,7 +184,6 @@ class _Live:
     """Its comparison as it streams (its ids and chunks are then not kept)."""
     ends: int = 0
     """With a follower: the line where the look ahead saw it end."""
-    error: str | None = None
 
 
 def _ended(live: _Live) -> Request:
@@ -322,11 +321,11 @@ def _follow(
     request.ends = line
     try:
         request.follower = Follower(
-            codec, request.prompt, stop, stop_token, auditor.include_stop(head), auditor.options.context
+            codec, request.prompt, (stop or "",), auditor.include_stop(head), auditor.options.context
         )
-    except ValueError as error:
-        request.error = str(error)
-        request.follower = Follower(codec, (), stop, stop_token, False, 0)
+    except ValueError as error:  # a prompt id the tokenizer does not have
+        request.follower = Follower(codec, (), (), False, 0)
+        request.follower.error = str(error)
 
 
 def read_stream(
@@ -405,5 +404,4 @@ def _close(request: _Live, file: str, number: int) -> Iterator[Item | Followed]:
     choice = _Choice(finish_reason=request.finish_reason, stop_reason=request.stop_reason)
     stop, stop_token = _ending(choice)
     head = Request(request.name, request.line, (), (), "", request.finish_reason, stop, stop_token)
-    followed = follower.end(head)
-    yield followed if request.error is None else attrs.evolve(followed, difference=None, error=request.error)
+    yield follower.end(head)

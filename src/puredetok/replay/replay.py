@@ -301,6 +301,11 @@ class Replayer:
         report.reference = Reference(codec, self.manager.rules(params), prompt, params.stop)
         return report
 
+    @property
+    def ended(self) -> tuple[RequestReport, ...]:
+        """The requests that ended since the last :meth:`take_ended` (not yet handed out)."""
+        return tuple(self._taken)
+
     def take_ended(self) -> list[RequestReport]:
         """The requests that ended (and were checked) since the last call; they are then forgotten."""
         ended, self._taken = self._taken, []
