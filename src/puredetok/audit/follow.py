@@ -39,6 +39,9 @@ STEP = 4096
 SUFFIX_LIMIT = 1 << 16
 """Characters of each text kept past the first difference (or the stop string's start)."""
 
+BLOCK = 1024
+"""The texts are compared once both have this many characters not yet compared (and at the end)."""
+
 
 @attrs.frozen
 class Followed:
@@ -208,7 +211,8 @@ class Follower:
             if stop_length := self._cutter.keep + 1:
                 self._tail = (self._tail + text)[-stop_length:]
             self._engine.push(text)
-            self._compare()
+            if self._engine.size >= BLOCK <= self._exact.size:
+                self._compare()
         self.chunks += 1
 
     def _active(self) -> _Kept | None:
@@ -220,16 +224,24 @@ class Follower:
     ) -> None:
         if self.differs is None:
             recent.append(entry)
-        kept = self._active()
-        if kept is not None and position < kept.limit:
-            getattr(kept, name).append(entry)
+        if self._kept:
+            kept = self._kept[-1]
+            if kept.full and position < kept.limit:
+                getattr(kept, name).append(entry)
 
     def _exact_text(self, text: str, index: int) -> None:
         if not text:
             return
+        position = self.exact_length
         self.exact_length += len(text)
-        self._record(self._tokens, "tokens", self.exact_length - len(text), (self.exact_length, index))
-        self._release(self._cutter.add(text))
+        self._record(self._tokens, "tokens", position, (self.exact_length, index))
+        cutter = self._cutter
+        if len(cutter.ends) == len(cutter.stops):  # nothing to look for: the text goes on as it came
+            self._exact.push(text)
+            if self._exact.size >= BLOCK <= self._engine.size:
+                self._compare()
+            return
+        self._release(cutter.add(text))
 
     def _release(self, text: str) -> None:
         starts = self._cutter.starts
@@ -239,7 +251,8 @@ class Follower:
                 self._keep(starts[self._seen - 1])
         if text:
             self._exact.push(text)
-            self._compare()
+            if self._exact.size >= BLOCK <= self._engine.size:
+                self._compare()
 
     def _compare(self) -> None:
         count = min(self._engine.size, self._exact.size)

@@ -16,8 +16,9 @@ audit take for one request of a million events.
   special-token text kept as data, with many tool definitions (template options), and a frame
   of many requests. Ratio: the large size against the small one.
 - Replay and audit: per-event time and peak memory of a child process that replays (or audits)
-  a trace (or a vLLM stream) of one request of 10,000 and of 1,000,000 events, read from a file
-  as the command line does.
+  a trace (or a vLLM stream, or an SGLang stream of new ids and new texts) of one request of
+  10,000, 100,000 and 1,000,000 events, read from a file as the command line does: the peak
+  resident memory the run added, and the peak traced by ``tracemalloc`` in a second run.
 
 Times are CPU time of the whole process (``tokenizers`` encodes in threads of its own), which a
 shared machine disturbs less than wall-clock time.
@@ -47,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -367,7 +369,7 @@ def wire_section(rounds: int = 3, repeats: int = 3) -> list[Result]:
 EVENT_SIZES = (10_000, 100_000, 1_000_000)
 """The events of the one request replayed or audited."""
 
-EVENT_SHAPES = ("replay, a trace", "audit, a trace", "audit, a vLLM stream")
+EVENT_SHAPES = ("replay, a trace", "audit, a trace", "audit, a vLLM stream", "audit, an SGLang stream")
 """What is measured on one request of many events."""
 
 
@@ -383,6 +385,19 @@ def _write_input(shape: str, events: int, path: Path, ids: list[int], codec: Cod
                 end = "length" if k == events - 1 else None
                 choice = {"index": 0, "text": text, "token_ids": [token], "finish_reason": end}
                 out.write(f"data: {json.dumps({'id': 'r', 'choices': [choice]})}\n")
+            out.write("data: [DONE]\n")
+            return
+        if shape == "audit, an SGLang stream":  # --incremental-streaming-output: new ids, new text
+            state = start(codec)
+            for k in range(events):
+                token = ids[k % len(ids)]
+                state, text = step(state, token)
+                if k == events - 1:
+                    text += finish(state)
+                meta = {"id": "r", "completion_tokens": k + 1, "finish_reason": None}
+                if k == events - 1:
+                    meta["finish_reason"] = {"type": "length", "length": events}
+                out.write(f"data: {json.dumps({'text': text, 'output_ids': [token], 'meta_info': meta})}\n")
             out.write("data: [DONE]\n")
             return
         for k in range(events):
@@ -456,7 +471,11 @@ def _child(shape: str, warm: str, path: str, tokenizer_name: str | None) -> dict
     shared: dict[str, Any] = {}
     _once(shape, warm, tokenizer, shared)
     ok, events, spent, growth = _once(shape, path, tokenizer, shared)
-    return {"ns": spent, "events": events, "ok": ok, "growth": growth}
+    tracemalloc.start()
+    _run(shape, path, tokenizer, shared)
+    traced = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return {"ns": spent, "events": events, "ok": ok, "growth": growth, "traced": traced}
 
 
 def _measure(
@@ -501,10 +520,17 @@ def events_section(
             results.append(_growth(f"{shape}, one request of {large:,} events", min(per[large]), ratios))
             for size in sizes:
                 growth = max(run[size]["growth"] for run in runs)
+                traced = max(run[size]["traced"] for run in runs)
                 results.append(
                     Result(
                         f"{shape}, memory at {size:,} events: {growth / 2**20:,.1f} MB (B/event)",
                         growth / size,
+                    )
+                )
+                results.append(
+                    Result(
+                        f"{shape}, traced peak at {size:,} events: {traced / 2**20:,.1f} MB (B/event)",
+                        traced / size,
                     )
                 )
     return results
