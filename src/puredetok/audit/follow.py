@@ -185,7 +185,7 @@ class Follower:
         """How many of the stop strings found have been seen (each may start a stretch kept)."""
         self._kept: list[_Kept] = []
         """The stretches kept, one per place where the texts may differ (the first difference,
-        each stop string's first occurrence) that the one before did not reach."""
+        each stop string's first occurrence); each new one ends the one before."""
 
     def add(self, ids: Sequence[int], text: str) -> None:
         """The next chunk: its ids and its new text."""
@@ -226,7 +226,7 @@ class Follower:
             recent.append(entry)
         if self._kept:
             kept = self._kept[-1]
-            if kept.full and position < kept.limit:
+            if kept.full and position <= kept.limit:
                 getattr(kept, name).append(entry)
 
     def _exact_text(self, text: str, index: int) -> None:
@@ -247,7 +247,7 @@ class Follower:
         starts = self._cutter.starts
         while self._seen < len(starts):
             self._seen += 1
-            if self._active() is None and self.differs is None:
+            if self.differs is None:
                 self._keep(starts[self._seen - 1])
         if text:
             self._exact.push(text)
@@ -261,8 +261,7 @@ class Follower:
         engine, exact = self._engine.take(count), self._exact.take(count)
         if self.differs is None and engine != exact:
             differs = self.compared + common_prefix(engine, exact)
-            if self._active() is None:
-                self._keep(differs)
+            self._keep(differs)
             self.differs = differs
         kept = self._active()
         if kept is not None:
@@ -294,6 +293,8 @@ class Follower:
         while len(chunks) > 1 and chunks[1][0] <= base:
             chunks.pop(0)
         start = history[len(history) - (self.compared - base) :]
+        if self._kept:
+            self._kept[-1].full = False  # it keeps what it has
         self._kept.append(_Kept(base, start, point + self.limit, tokens, chunks))
 
     def end(self, request: Request) -> Followed:
@@ -383,7 +384,7 @@ class Follower:
                 length,
                 self.engine_length,
                 chunk,
-                looked=None if full or kept is None else kept.limit - offset,
+                looked=None if full or kept is None else min(kept.engine_end, kept.exact_end) - offset,
             ),
         )
 

@@ -18,7 +18,8 @@ audit take for one request of a million events.
 - Replay and audit: per-event time and peak memory of a child process that replays (or audits)
   a trace (or a vLLM stream, or an SGLang stream of new ids and new texts) of one request of
   10,000, 100,000 and 1,000,000 events, read from a file as the command line does: the peak
-  resident memory the run added, and the peak traced by ``tracemalloc`` in a second run.
+  resident memory the run added, and (up to :data:`TRACED_UP_TO` events) the peak traced by
+  ``tracemalloc`` in a second run.
 
 Times are CPU time of the whole process (``tokenizers`` encodes in threads of its own), which a
 shared machine disturbs less than wall-clock time.
@@ -369,6 +370,10 @@ def wire_section(rounds: int = 3, repeats: int = 3) -> list[Result]:
 EVENT_SIZES = (10_000, 100_000, 1_000_000)
 """The events of the one request replayed or audited."""
 
+TRACED_UP_TO = 100_000
+"""Sizes up to this are run a second time under ``tracemalloc`` (a million events traced take
+minutes)."""
+
 EVENT_SHAPES = ("replay, a trace", "audit, a trace", "audit, a vLLM stream", "audit, an SGLang stream")
 """What is measured on one request of many events."""
 
@@ -471,10 +476,12 @@ def _child(shape: str, warm: str, path: str, tokenizer_name: str | None) -> dict
     shared: dict[str, Any] = {}
     _once(shape, warm, tokenizer, shared)
     ok, events, spent, growth = _once(shape, path, tokenizer, shared)
-    tracemalloc.start()
-    _run(shape, path, tokenizer, shared)
-    traced = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
+    traced = None
+    if events <= TRACED_UP_TO:
+        tracemalloc.start()
+        _run(shape, path, tokenizer, shared)
+        traced = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
     return {"ns": spent, "events": events, "ok": ok, "growth": growth, "traced": traced}
 
 
@@ -494,7 +501,11 @@ def _measure(
 
 
 def events_section(
-    tokenizer: Any, tokenizer_name: str | None, sizes: tuple[int, ...] = EVENT_SIZES, repeats: int = 3
+    tokenizer: Any,
+    tokenizer_name: str | None,
+    sizes: tuple[int, ...] = EVENT_SIZES,
+    repeats: int = 3,
+    shapes: tuple[str, ...] = EVENT_SHAPES,
 ) -> list[Result]:
     """Per shape: CPU ns per event at the smallest and the largest size (the best of ``repeats``
     child processes; ratio: largest against smallest, their range over the repeats) and, at each
@@ -506,7 +517,7 @@ def events_section(
     codec = codec_for(tokenizer)
     results = []
     with tempfile.TemporaryDirectory(prefix="puredetok-inputs-") as folder:
-        for shape in EVENT_SHAPES:
+        for shape in shapes:
             runs = [
                 {size: _measure(shape, size, Path(folder), ids, codec, tokenizer_name) for size in sizes}
                 for _ in range(repeats)
@@ -520,13 +531,15 @@ def events_section(
             results.append(_growth(f"{shape}, one request of {large:,} events", min(per[large]), ratios))
             for size in sizes:
                 growth = max(run[size]["growth"] for run in runs)
-                traced = max(run[size]["traced"] for run in runs)
                 results.append(
                     Result(
                         f"{shape}, memory at {size:,} events: {growth / 2**20:,.1f} MB (B/event)",
                         growth / size,
                     )
                 )
+                if size > TRACED_UP_TO:
+                    continue
+                traced = max(run[size]["traced"] for run in runs)
                 results.append(
                     Result(
                         f"{shape}, traced peak at {size:,} events: {traced / 2**20:,.1f} MB (B/event)",
