@@ -257,3 +257,17 @@ def test_a_trace_replayed_and_followed_gives_the_whole_report(data: st.DataObjec
             _same(before[2], item)
         else:
             assert item == before
+
+
+def test_two_stop_strings_close_together_keep_what_the_first_needs() -> None:
+    """A request with two stop strings a character apart: the one that cuts the exact text comes
+    first, the other starts its own place to keep; the first's windows are still there."""
+    auditor = _auditor("qwen3", False, 20)
+    ids = tokenizer("qwen3").encode("x" * 50 + "a.\nb " + "y" * 900)
+    head = Request("r", 1, (), tuple(ids), "", "stop", ".")
+    exact, untrimmed = auditor.exact(head)
+    for text in (untrimmed, untrimmed[:60] + "Z" + untrimmed[61:], exact + ".\nb"):
+        for step in (1, 4096):
+            chunks = [(ids[:5], ""), (ids[5:], text)]
+            case = {"auditor": auditor, "head": head, "chunks": chunks, "stops": [".", "\n"], "step": step}
+            _same(_whole(case), _followed({**case, "limit": 5}))

@@ -184,8 +184,9 @@ class Follower:
         self._seen = 0
         """How many of the stop strings found have been seen (each may start a stretch kept)."""
         self._kept: list[_Kept] = []
-        """The stretches kept, one per place where the texts may differ (the first difference,
-        each stop string's first occurrence); each new one ends the one before."""
+        """The stretches kept from where the texts may differ (the first difference, each stop
+        string's first occurrence): the last one goes on while it is within its limit, which each
+        such place moves on; a place past a stretch that reached it starts a new one."""
 
     def add(self, ids: Sequence[int], text: str) -> None:
         """The next chunk: its ids and its new text."""
@@ -286,6 +287,10 @@ class Follower:
         """From here on keep both texts, from ``margin`` before ``point`` (or before what is not
         yet compared).
         """
+        active = self._active()
+        if active is not None:  # it holds everything from before here: it goes on further
+            active.limit = max(active.limit, point + self.limit)
+            return
         history = "".join(self._history)
         base = max(0, min(point, self.compared) - self.margin, self.compared - len(history))
         tokens = [entry for entry in self._tokens if entry[0] > base]
@@ -293,8 +298,6 @@ class Follower:
         while len(chunks) > 1 and chunks[1][0] <= base:
             chunks.pop(0)
         start = history[len(history) - (self.compared - base) :]
-        if self._kept:
-            self._kept[-1].full = False  # it keeps what it has
         self._kept.append(_Kept(base, start, point + self.limit, tokens, chunks))
 
     def end(self, request: Request) -> Followed:
