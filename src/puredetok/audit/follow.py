@@ -290,6 +290,9 @@ class Follower:
         active = self._active()
         if active is not None:  # it holds everything from before here: it goes on further
             active.limit = max(active.limit, point + self.limit)
+            for recent, kept in ((self._tokens, active.tokens), (self._chunks, active.chunks)):
+                last = kept[-1][1] if kept else -1
+                kept.extend(entry for entry in recent if entry[1] > last)  # those past its old limit
             return
         history = "".join(self._history)
         base = max(0, min(point, self.compared) - self.margin, self.compared - len(history))
@@ -332,7 +335,8 @@ class Follower:
                 k
                 for k in reversed(self._kept)
                 if (k.base == 0 or k.base + self.margin <= offset)
-                and (k.full or offset + self.context <= k.limit)
+                and offset <= k.limit  # its tokens' and chunks' positions go as far
+                and (k.full or offset + max(self.context, 4) <= min(k.engine_end, k.exact_end))
             ),
             None,
         )
