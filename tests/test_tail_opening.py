@@ -160,11 +160,13 @@ def test_the_tail_opening_equals_the_full_feed_on_every_family(
 
 
 class Counted(Sequence[int]):
-    """A prompt that records the positions read from it."""
+    """A prompt that records the positions read from it one by one (the ids decoded), and the
+    slices taken of it (the ids only checked)."""
 
     def __init__(self, ids: list[int]) -> None:
         self.ids = ids
         self.positions: set[int] = set()
+        self.slices: list[slice] = []
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -175,7 +177,10 @@ class Counted(Sequence[int]):
     def __getitem__(self, at: slice) -> Sequence[int]: ...
     def __getitem__(self, at: Any) -> Any:
         got = self.ids[at]
-        self.positions.update(range(len(self.ids))[at] if isinstance(at, slice) else [at % len(self.ids)])
+        if isinstance(at, slice):
+            self.slices.append(at)
+        else:
+            self.positions.add(at % len(self.ids))
         return got
 
 
@@ -190,8 +195,8 @@ def long_prompt(name: str) -> list[int]:
 @pytest.mark.parametrize("name", TOKENIZERS)
 @given(data=st.data())
 def test_a_long_prompt_is_read_only_at_its_tail(name: str, data: st.DataObject) -> None:
-    """The ids ``start`` reads: a few of the long text's, then the tail drawn after it (the old
-    opening read all of them)."""
+    """The ids ``start`` decodes: a few of the long text's, then the tail drawn after it (the old
+    opening decoded all of them); the ids before are only checked, in one slice."""
     tail = data.draw(edge_prompts(name), label="tail")
     c = codec(name, data.draw(st.booleans(), label="skip"))
     ids = long_prompt(name) + tail
@@ -199,6 +204,8 @@ def test_a_long_prompt_is_read_only_at_its_tail(name: str, data: st.DataObject) 
     counted = Counted(ids)
     state = start(c, counted)
     assert len(counted.positions) <= len(tail) + 8
+    (checked,) = counted.slices  # the ids before the tail: one prefix, checked
+    assert checked.start is None and len(ids) - len(tail) - 8 <= checked.stop <= len(ids)
     assert state == full_start(c, ids)
 
 
@@ -213,9 +220,9 @@ def test_a_prompt_of_any_sequence_type_opens_alike() -> None:
         assert start(c, prompt) == expected
 
 
-def test_a_bad_id_is_refused_with_its_position_where_it_is_read() -> None:
-    """In the tail read, a bad id is refused, named by its place in the whole prompt; before
-    it, it is not read at all (so not checked: the opening costs what the tail costs)."""
+def test_a_bad_id_is_refused_with_its_position_wherever_it_is() -> None:
+    """A bad id is refused, named by its place in the whole prompt, in the tail that is decoded
+    and before it, where the ids are only checked (G7)."""
     c = codec("qwen3")
     ids = long_prompt("qwen3")[:100]
     split = vocabulary("qwen3").spell("🙂".encode()[:3])  # an incomplete character
@@ -224,7 +231,13 @@ def test_a_bad_id_is_refused_with_its_position_where_it_is_read() -> None:
         with pytest.raises(puredetok.InvalidTokenError) as raised:
             start(c, [*ids, bad, *split])
         assert raised.value.position == len(ids)
-    assert start(c, [-1, *ids]) == start(c, ids)
+        for before, after in ((7, 100), (3, 5)):  # a long head checked in C, a short one by a loop
+            with pytest.raises(puredetok.InvalidTokenError) as raised:
+                start(c, [*ids[:before], bad, *ids[:after]])
+            assert raised.value.position == before
+    ignoring = puredetok.codec_for(tokenizer("qwen3"), out_of_vocab="ignore")
+    past = [*ids[:7], ignoring.vocab_size + 5, *ids]
+    assert start(ignoring, past).hold == start(ignoring, ids).hold
 
 
 def test_the_opening_bench_measures_both_openings_at_every_length() -> None:

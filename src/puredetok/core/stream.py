@@ -113,8 +113,9 @@ def start(codec: Codec, prompt_ids: Iterable[int] = ()) -> DecodeState:
     Only the prompt's tail is read, from the end: the decoding model says from which id on its
     hold is determined (``tail_start``: for most models within the last few ids; a byte-fallback
     run held at the end is read whole). A sequence (a list, a tuple, an ``array.array``, a NumPy
-    vector) is read by index there; any other iterable is read whole first. Ids before that point
-    are not read, so not checked either.
+    vector) is read by index there; any other iterable is read whole first. The ids before that
+    point are only checked (in C-level passes over them, as :func:`feed` checks a long run): a
+    bad id anywhere raises :class:`InvalidTokenError` naming its position in the prompt.
     """
     decoding = codec.decoding
     prompt: Any = prompt_ids
@@ -124,6 +125,15 @@ def start(codec: Codec, prompt_ids: Iterable[int] = ()) -> DecodeState:
     if not count:
         return DecodeState(codec, decoding.initial)
     position, hold = decoding.tail_start(prompt)
+    if position:  # G7 for the ids before the tail too: checked, not decoded
+        head = prompt[:position]
+        if position >= BATCH:
+            _checked(head if type(head) is list else _as_list(head), codec)
+        else:
+            size = codec.vocab_size
+            for at, token_id in enumerate(head):
+                if type(token_id) is not int or not 0 <= token_id < size:
+                    admit_token(codec, token_id, at)
     state = _state(codec, hold)
     if position < count:
         if type(prompt) in (list, tuple) or isinstance(prompt, array) or _integer_vector(prompt):
