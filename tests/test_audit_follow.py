@@ -211,7 +211,9 @@ def test_a_vllm_stream_read_ahead_and_followed_gives_the_whole_report(data: st.D
 
 
 @given(data=st.data())
-@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None)
+@settings(  # each example replays a whole trace twice (~1.8 s): bounded so that CI stays within its time
+    max_examples=30, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None
+)
 def test_a_trace_replayed_and_followed_gives_the_whole_report(data: st.DataObject) -> None:
     """Requests of a trace (interleaved, with stop strings that end them early, ids after their
     end, aborts, some never finished): checked whole after the replay, or followed as it runs."""

@@ -87,7 +87,7 @@ class Chain:
     step is pure, so it is computed once, when the chain is made)."""
 
     def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "exits", {})
+        object.__setattr__(self, "exits", {})  # step reads it while the exits are computed
         leaving = compress(range(len(self.fast)), map(is_, self.fast, repeat(None)))
         object.__setattr__(self, "exits", {token_id: self.step(self.idle, token_id) for token_id in leaving})
 

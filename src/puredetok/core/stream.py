@@ -130,9 +130,8 @@ def start(codec: Codec, prompt_ids: Iterable[int] = ()) -> DecodeState:
         if position >= BATCH:
             _checked(head if type(head) is list else _as_list(head), codec)
         else:
-            size = codec.vocab_size
             for at, token_id in enumerate(head):
-                if type(token_id) is not int or not 0 <= token_id < size:
+                if type(token_id) is not int or not 0 <= token_id < codec.vocab_size:
                     admit_token(codec, token_id, at)
     state = _state(codec, hold)
     if position < count:
