@@ -150,3 +150,28 @@ def test_long_runs_pushed_at_once(cuts: tuple[int, ...]) -> None:
     released = check_stage(ByteFallbackStage(), [(value, False) for value in values], cuts)
     tokens = [_token(value) for value in values]
     assert text_of(released) == library_decode(decoders.ByteFallback(), tokens)
+
+
+def test_every_start_of_a_character_is_pushed_as_utf8_reads_it() -> None:
+    """Each byte pushed one by one leaves the hold, and releases the text, that the run so far
+    decoded at once does (two ways of reading UTF-8: byte by byte, and a run at a time), for
+    every lead byte, every second byte and the edges of the third and fourth (overlong forms,
+    surrogates, past U+10FFFF among them): an invalid byte is released at once, never held.
+    """
+    stage = ByteFallbackStage()
+    edges = (0x00, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xFF)
+    for lead in range(256):
+        for second in range(256):
+            runs = [[lead, second]]
+            if lead >= 0xE0:
+                runs += [[lead, second, third] for third in edges]
+                runs += [[lead, second, 0x80, fourth] for fourth in edges] if lead >= 0xF0 else []
+            for run in runs:
+                hold: Any = stage.initial
+                released: list[Any] = []
+                for end, value in enumerate(run, 1):
+                    hold, produced = stage.push(hold, value, False)
+                    released += produced
+                    at_once, groups = stage.push_run(stage.initial, run[:end], False)
+                    text = "".join(piece for group, _ in groups for piece in group)
+                    assert (hold, text_of(released)) == (at_once, text), run
