@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-__all__ = ["Chunk", "Columns", "InputError", "Request", "Skipped", "Item", "token_ids", "request_id"]
+__all__ = [
+    "Chunk", "Columns", "InputError", "Request", "Skipped", "Item", "token_ids", "request_id", "stream_data",
+]  # fmt: skip
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -124,3 +127,14 @@ def request_id(value: Any, default: str | int) -> str | int:
     if isinstance(value, str) or (type(value) is int):
         return value
     return default
+
+
+def stream_data(lines: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:
+    """A streamed response's chunks with their line numbers: the ``data:`` lines of server-sent
+    events (other fields, comments and blank lines skipped) or one chunk per line; ``[DONE]`` as
+    it is.
+    """
+    for number, raw in lines:
+        line = raw.strip()
+        if line and not line.startswith((b":", b"event:", b"id:")):
+            yield number, line[5:].strip() if line.startswith(b"data:") else line

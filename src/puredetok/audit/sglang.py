@@ -26,13 +26,16 @@ from __future__ import annotations
 
 __all__ = ["read_outputs", "read_array", "output_request", "read_stream"]
 
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
 import msgspec
 
-from puredetok.audit.records import Chunk, InputError, Item, Request, Skipped
+from puredetok.audit.compare import Auditor
+from puredetok.audit.follow import Followed, Follower
+from puredetok.audit.records import Chunk, InputError, Item, Request, Skipped, stream_data
 
 
 class _Output(msgspec.Struct):
@@ -110,63 +113,97 @@ def read_array(data: bytes, file: str) -> Iterator[Item]:
 
 
 @attrs.define
-class _Live:
-    """A streamed request still running. A chunk's ids are kept only as the reading of them
-    needs: the last chunk's, and all of them one after the other until they prove cumulative
-    (then every chunk repeats the ones before, and keeping them all would grow as their square).
+class _Evidence:
+    """What tells how a stream's chunks are read (see the module's note), taken as they come: the
+    last chunk's ids and text, the longest text, counts and flags; bounded by one chunk whatever
+    the stream's length.
     """
 
-    name: str | int
-    line: int
-    prompt: tuple[int, ...]
-    texts: list[str] = attrs.field(factory=list)
     last: list[int] = attrs.field(factory=list)
-    joined: list[int] | None = attrs.field(factory=list)
-    """The chunks' ids one after the other (None once they are known to be cumulative)."""
-    sizes: list[int] = attrs.field(factory=list)
-    """Each chunk's count of ids."""
+    text: str = ""
+    longest: str = ""
+    chunks: int = 0
     counted: bool = True
     """Each chunk has as many ids as its ``meta_info.completion_tokens`` so far."""
     counts: bool = True
     """Each chunk so far has a ``completion_tokens``."""
     prefixed: bool = True
     """Each chunk's ids so far begin with the previous chunk's."""
+    joined: bool = True
+    """The chunks' ids are still joined: two chunks have not yet each had all the ids so far
+    (from then on, the request's ids are the last chunk's)."""
+    pairs: int = 0
+    """Chunks after a chunk with a text."""
+    continued: int = 0
+    """Of those, the chunks whose text begins with the previous one's."""
+    chain: bool = True
+    """Each text so far begins with, or is the beginning of, the longest one."""
     meta: dict[str, Any] = attrs.field(factory=dict)
 
-    def add(self, text: str, ids: list[int], count: Any) -> None:
+    def add(self, text: str, ids: list[int], meta: dict[str, Any]) -> None:
         """Take a chunk."""
-        self.texts.append(text)
+        if self.text:
+            self.pairs += 1
+            self.continued += text.startswith(self.text)
+        if text.startswith(self.longest):
+            self.longest = text
+        elif not self.longest.startswith(text):
+            self.chain = False
+        count = meta.get("completion_tokens")
         self.prefixed = self.prefixed and ids[: len(self.last)] == self.last
         self.counts = self.counts and type(count) is int
         self.counted = self.counted and self.counts and len(ids) == count
+        self.chunks += 1
+        self.joined = self.joined and not (self.chunks >= 2 and self.counts and self.counted)
+        self.last, self.text, self.meta = ids, text, meta
+
+    def reading(self) -> tuple[bool, bool, bool]:
+        """Whether the request's ids are the last chunk's (else all chunks' joined), whether its
+        text is the last chunk's (else all chunks' joined), and whether the other reading of the
+        texts is tried too (``Request.either``).
+        """
+        either = not (self.counted if self.counts else self.prefixed)
+        if not either or not self.joined:  # SGLang sends no new text with all the ids
+            return True, True, either
+        return False, 2 * self.continued >= self.pairs, True
+
+
+@attrs.define
+class _Live:
+    """A streamed request still running, held whole. A chunk's ids are kept only as the reading
+    of them needs: all of them one after the other until they prove cumulative (then every chunk
+    repeats the ones before, and keeping them all would grow as their square).
+    """
+
+    name: str | int
+    line: int
+    prompt: tuple[int, ...]
+    evidence: _Evidence = attrs.field(factory=_Evidence)
+    texts: list[str] = attrs.field(factory=list)
+    joined: list[int] | None = attrs.field(factory=list)
+    sizes: list[int] = attrs.field(factory=list)
+
+    def add(self, text: str, ids: list[int], meta: dict[str, Any]) -> None:
+        """Take a chunk."""
+        self.evidence.add(text, ids, meta)
+        self.texts.append(text)
         self.sizes.append(len(ids))
-        self.last = ids
         if self.joined is not None:
             self.joined.extend(ids)
-            if len(self.sizes) >= 2 and self.counts and self.counted:
-                self.joined = None  # two chunks each with all the ids so far: cumulative
-
-    def cumulative_ids(self) -> bool:
-        """Each chunk's ids are all the ids so far (see the module's note)."""
-        return self.counted if self.counts else self.prefixed
-
-
-def _cumulative_text(texts: list[str]) -> bool:
-    pairs = [(a, b) for a, b in zip(texts, texts[1:]) if a]
-    return 2 * sum(b.startswith(a) for a, b in pairs) >= len(pairs)
+            if not self.evidence.joined:
+                self.joined = None
 
 
 def _ended(live: _Live) -> Request:
-    kind, stop, stop_token = _ending(live.meta)
-    either = not live.cumulative_ids()
-    if not either or live.joined is None:  # text is cumulative too: SGLang sends no new text with all ids
-        output = live.last
+    evidence = live.evidence
+    kind, stop, stop_token = _ending(evidence.meta)
+    last, cumulative, either = evidence.reading()
+    if last or live.joined is None:
+        output = evidence.last
         sizes = [b - a for a, b in zip([0, *live.sizes], live.sizes)]
-        cumulative = True
     else:
         output = live.joined
         sizes = live.sizes
-        cumulative = _cumulative_text(live.texts)
     text = (live.texts[-1] if live.texts else "") if cumulative else "".join(live.texts)
     chunks = tuple(Chunk(text, size) for text, size in zip(live.texts, sizes))
     return Request(
@@ -175,26 +212,150 @@ def _ended(live: _Live) -> Request:
     )  # fmt: skip
 
 
-def read_stream(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item]:
+_Fate = tuple[int, _Evidence]
+"""How the look ahead saw a request end: the line, and what its chunks told."""
+
+_END_OF_INPUT = 1 << 62
+
+
+def _chunks(lines: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, _StreamChunk | bytes | str]]:
+    """The stream's chunks: a chunk, ``b"[DONE]"``, or why a line is not one."""
+    for number, line in stream_data(lines):
+        if line == b"[DONE]":
+            yield number, line
+            continue
+        try:
+            yield number, _chunk.decode(line)
+        except (msgspec.ValidationError, msgspec.DecodeError) as error:
+            yield number, f"not an SGLang /generate stream chunk: {error}"
+
+
+def _look_ahead(lines: Iterable[tuple[int, bytes]]) -> dict[str | int, deque[_Fate]]:
+    """Each request's ending and reading, in the order of the lines (see :func:`read_stream`)."""
+    fates: dict[str | int, deque[_Fate]] = {}
+    live: dict[str | int, _Evidence] = {}
+    for number, chunk in _chunks(lines):
+        if chunk == b"[DONE]":
+            for key in list(live):
+                fates.setdefault(key, deque()).append((number, live.pop(key)))
+        if not isinstance(chunk, _StreamChunk) or chunk.error is not None or chunk.output_ids is None:
+            continue
+        key = _name(chunk.meta_info, 0)
+        evidence = live.setdefault(key, _Evidence())
+        evidence.add(chunk.text or "", chunk.output_ids, chunk.meta_info)
+        if chunk.meta_info.get("finish_reason") is not None:
+            fates.setdefault(key, deque()).append((number, live.pop(key)))
+    for key, evidence in live.items():
+        fates.setdefault(key, deque()).append((_END_OF_INPUT, evidence))
+    return fates
+
+
+@attrs.define
+class _Following:
+    """A streamed request compared as it comes, in each reading of its texts that the report may
+    need (the one reported first): a text read as the whole text so far is fed by what it adds to
+    the longest before it, which the look ahead saw is a reading that loses nothing.
+    """
+
+    head: Request
+    """Its name, line and ending, as the look ahead saw them."""
+    ends: int
+    last: bool
+    """Its ids are the last chunk's (each chunk's begin with the previous one's)."""
+    readings: list[tuple[Follower, bool]]
+    """Each reading's comparison, and whether it reads the texts as the whole text so far."""
+    ids: int = 0
+    longest: int = 0
+
+    def add(self, text: str, ids: list[int]) -> None:
+        """Take a chunk."""
+        new = ids[self.ids :] if self.last else ids
+        self.ids = len(ids)
+        added = text[self.longest :]
+        self.longest = max(self.longest, len(text))
+        for follower, cumulative in self.readings:
+            follower.add(new, added if cumulative else text)
+
+
+def _follow(
+    name: str | int, number: int, prompt: Sequence[int], fates: dict[str | int, deque[_Fate]], key: str | int,
+    auditor: Auditor,
+) -> _Following | None:  # fmt: skip
+    """The request's comparison as it streams, if the look ahead saw a reading that can be."""
+    queue = fates.get(key)
+    while queue and queue[0][0] < number:
+        queue.popleft()
+    if not queue:
+        return None
+    line, evidence = queue[0]
+    last, cumulative, either = evidence.reading()
+    chain = evidence.chain and len(evidence.text) == len(evidence.longest)
+    if (last and not evidence.prefixed) or (cumulative and not chain):
+        return None
+    kind, stop, stop_token = _ending(evidence.meta)
+    head = Request(name, number, (), (), "", kind, stop, stop_token)
+    codec = auditor.codec(head)
+    if not codec.exact:
+        return None
+    readings = [cumulative, *([not cumulative] if either and (cumulative or chain) else [])]
+    followers = []
+    for reading in readings:
+        try:
+            follower = Follower(
+                codec, prompt, (stop or "",), auditor.include_stop(head), auditor.options.context
+            )
+        except ValueError as error:  # a prompt id the tokenizer does not have
+            follower = Follower(codec, (), (), False, 0)
+            follower.error = str(error)
+        followers.append((follower, reading))
+    return _Following(head, line, last, followers)
+
+
+def _close(request: _Live | _Following, file: str, number: int) -> Item | Followed:
+    if isinstance(request, _Live):
+        return _ended(request)
+    if number != request.ends:
+        message = f"request {request.head.id}: its end was not where a first reading saw it"
+        return InputError(file, request.head.line, message)
+    return _found(request)
+
+
+def _found(request: _Following) -> Followed:
+    """The report of the first reading, or none where the other finds the texts equal."""
+    found = [follower.end(request.head) for follower, _ in request.readings]
+    if found[0].difference is not None and any(f.difference is None and f.error is None for f in found[1:]):
+        return Followed(found[0].request, None)
+    return found[0]
+
+
+def read_stream(
+    lines: Iterable[tuple[int, bytes]],
+    file: str,
+    auditor: Auditor | None = None,
+    again: Iterable[tuple[int, bytes]] | None = None,
+) -> Iterator[Item | Followed]:
     """Streamed outputs: server-sent events (``data:`` lines; other fields and comments are
     skipped) or one chunk per line, requests told apart by ``meta_info.id``. A request ends with
     its ``finish_reason``; one still running at ``[DONE]`` or at the end of the input ends there.
+    With an ``auditor`` and ``again`` (the same lines a second time), ``lines`` are read ahead
+    for each request's ending and reading (a small record each: the last chunk's ids and text,
+    the longest text, counts), and the requests that can be are compared as they stream
+    (:class:`Followed`); a request whose codec is not exact, whose ids are each chunk's all so far
+    but do not each begin with the previous chunk's, or whose texts are read as the whole text so
+    far but are not each the beginning of the last (a text taken back) is held whole.
     """
-    live: dict[str | int, _Live] = {}
-    for number, raw in lines:
-        line = raw.strip()
-        if not line or line.startswith((b":", b"event:", b"id:")):
-            continue
-        if line.startswith(b"data:"):
-            line = line[5:].strip()
-        if line == b"[DONE]":
+    fates = None
+    if auditor is not None and again is not None:
+        fates = _look_ahead(lines)
+        lines = again
+    live: dict[str | int, _Live | _Following] = {}
+    for number, chunk in _chunks(lines):
+        if chunk == b"[DONE]":
             for key in list(live):
-                yield _ended(live.pop(key))
+                yield _close(live.pop(key), file, number)
             continue
-        try:
-            chunk = _chunk.decode(line)
-        except (msgspec.ValidationError, msgspec.DecodeError) as error:
-            yield InputError(file, number, f"not an SGLang /generate stream chunk: {error}")
+        if isinstance(chunk, str | bytes):
+            yield InputError(file, number, str(chunk))
             continue
         if chunk.error is not None:
             yield Skipped(file, number, f"the engine answered an error: {chunk.error}")
@@ -205,11 +366,18 @@ def read_stream(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item]
         key = _name(chunk.meta_info, 0)
         request = live.get(key)
         if request is None:
-            name = _name(chunk.meta_info, number)
-            request = live[key] = _Live(name, number, tuple(chunk.input_ids or ()))
-        request.add(chunk.text or "", chunk.output_ids, chunk.meta_info.get("completion_tokens"))
-        request.meta = chunk.meta_info
+            name, prompt = _name(chunk.meta_info, number), tuple(chunk.input_ids or ())
+            following = (
+                None
+                if fates is None or auditor is None
+                else _follow(name, number, prompt, fates, key, auditor)
+            )
+            request = live[key] = following or _Live(name, number, prompt)
+        if isinstance(request, _Live):
+            request.add(chunk.text or "", chunk.output_ids, chunk.meta_info)
+        else:
+            request.add(chunk.text or "", chunk.output_ids)
         if chunk.meta_info.get("finish_reason") is not None:
-            yield _ended(live.pop(key))
+            yield _close(live.pop(key), file, number)
     for request in live.values():
-        yield _ended(request)
+        yield _close(request, file, _END_OF_INPUT)

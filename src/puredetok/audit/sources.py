@@ -197,7 +197,7 @@ def _items(shard: Shard, auditor: Auditor, columns: Columns) -> Iterator[Item | 
     if format == "sglang":
         return sglang.read_outputs(lines, file)
     if format == "sglang-stream":
-        return sglang.read_stream(lines, file)
+        return sglang.read_stream(lines, file, auditor, _lines(shard))
     return rollouts.read_json_rows(lines, columns, file, shard.row)
 
 

@@ -37,7 +37,7 @@ import msgspec
 
 from puredetok.audit.compare import Auditor
 from puredetok.audit.follow import Followed, Follower
-from puredetok.audit.records import Chunk, InputError, Item, Request
+from puredetok.audit.records import Chunk, InputError, Item, Request, stream_data
 
 
 class _Message(msgspec.Struct):
@@ -260,14 +260,6 @@ _Fate = tuple[int, str | None, int | str | None, bool]
 _END_OF_INPUT = 1 << 62
 
 
-def _data(raw: bytes) -> bytes | None:
-    """A line's chunk (or ``[DONE]``); None for a line to skip."""
-    line = raw.strip()
-    if not line or line.startswith((b":", b"event:", b"id:")):
-        return None
-    return line[5:].strip() if line.startswith(b"data:") else line
-
-
 def _look_ahead(lines: Iterable[tuple[int, bytes]]) -> dict[_Key, deque[_Fate]]:
     """Each choice's ending, in the order of the lines (see the module)."""
     fates: dict[_Key, deque[_Fate]] = {}
@@ -276,10 +268,7 @@ def _look_ahead(lines: Iterable[tuple[int, bytes]]) -> dict[_Key, deque[_Fate]]:
     def close(key: _Key, line: int, reason: str | None, stop: int | str | None) -> None:
         fates.setdefault(key, deque()).append((line, reason, stop, live.pop(key)[0]))
 
-    for number, raw in lines:
-        line = _data(raw)
-        if line is None:
-            continue
+    for number, line in stream_data(lines):
         if line == b"[DONE]":
             for key in list(live):
                 close(key, number, None, None)
@@ -345,10 +334,7 @@ def read_stream(
         fates = _look_ahead(lines)
         lines = again
     live: dict[_Key, _Live] = {}
-    for number, raw in lines:
-        line = _data(raw)
-        if line is None:
-            continue
+    for number, line in stream_data(lines):
         if line == b"[DONE]":
             for key in list(live):
                 yield from _close(live.pop(key), file, number)
