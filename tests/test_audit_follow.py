@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import functools
 import json
+import tracemalloc
 from typing import Any
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from helpers import tokenizer, vocabulary
 from puredetok.audit import AuditOptions, Auditor, Chunk, Request
 from puredetok.audit.compare import Difference
 from puredetok.audit.follow import Followed, Follower
+from puredetok.audit.sglang import read_stream as sglang_stream
 from puredetok.audit.trace import read_trace_requests
+from puredetok.core import finish, start, step
 from puredetok.audit.vllm import read_stream
 from puredetok.testing.strategies import prompt_ids, text_ids, token_ids
 
@@ -273,3 +276,121 @@ def test_two_stop_strings_close_together_keep_what_the_first_needs() -> None:
             chunks = [(ids[:5], ""), (ids[5:], text)]
             case = {"auditor": auditor, "head": head, "chunks": chunks, "stops": [".", "\n"], "step": step}
             _same(_whole(case), _followed({**case, "limit": 5}))
+
+
+SGLANG_SERVERS = ("whole", "new", "new-ids")
+"""SGLang's stream modes: everything so far (the default), new ids and text
+(``--incremental-streaming-output``), new ids and the text so far (older ``--stream-output``)."""
+
+
+def _sglang_lines(
+    uid: str, prompt: list[int], pieces: list[tuple[list[int], str]], server: str, counts: bool, end: Any
+) -> list[bytes]:
+    """A request's chunks as ``server`` streams them (``pieces``: each chunk's new ids and new
+    text, a text of None taken back: the text so far with a U+FFFD, corrected by the next)."""
+    lines, ids, text = [], [], ""
+    for index, (new_ids, new_text) in enumerate(pieces):
+        ids += new_ids
+        shown = text + "\ufffd" if new_text is None else text + new_text
+        text = text if new_text is None else shown
+        meta: dict[str, Any] = {"id": uid, "finish_reason": end if index == len(pieces) - 1 else None}
+        if counts:
+            meta["completion_tokens"] = len(ids)
+        chunk: dict[str, Any] = {
+            "text": shown[len(shown) - len(new_text or "\ufffd") :] if server == "new" else shown,
+            "output_ids": ids if server == "whole" else new_ids,
+            "meta_info": meta,
+        }
+        if index == 0:
+            chunk["input_ids"] = prompt
+        lines.append(f"data: {json.dumps(chunk, ensure_ascii=False)}".encode())
+    return [*lines, b"data: [DONE]"]
+
+
+@st.composite
+def _sglang_request(draw: st.DrawFn, uid: str) -> list[bytes]:
+    """One request in one server's mode: a generated case (wrong texts of every kind, stops), or
+    a stream of new texts each the same (``"ab"``, ``"ab"``: it reads both ways), some chunks'
+    texts taken back, with or without ``completion_tokens``, ended by its finish reason or not."""
+    case = draw(_case("qwen3"))
+    head, pieces = case["head"], [(list(ids), text) for ids, text in case["chunks"]]
+    if draw(st.integers(0, 3)) == 0 and head.output_ids:  # the same text in every chunk
+        ids, count = list(head.output_ids), draw(st.integers(2, 3))
+        whole = _auditor("qwen3", False, 20).text_of(case["auditor"].codec(head), head.prompt_ids, tuple(ids))
+        piece = whole[: len(whole) // count] if draw(st.booleans()) else draw(st.sampled_from(["ab", whole]))
+        pieces = [(ids if k == 0 else [], piece) for k in range(count)]
+        head = attrs.evolve(head, finish_reason="length", stop=None, stop_token=False)
+    for at in draw(st.lists(st.integers(0, len(pieces) - 1), max_size=2)):
+        pieces.insert(at, ([], None))  # type: ignore[arg-type]
+    end: dict[str, Any] | None = {"type": "length", "length": len(head.output_ids)}
+    if head.stop is not None:
+        end = {"type": "stop", "matched": head.stop}
+    elif head.stop_token:
+        end = {"type": "stop", "matched": head.output_ids[-1] if head.output_ids else 0}
+    if draw(st.integers(0, 4)) == 0:
+        end = None  # it ends at [DONE], or at the end of the input
+    server, counts = draw(st.sampled_from(SGLANG_SERVERS)), draw(st.integers(0, 3)) > 0
+    stream = _sglang_lines(uid, list(head.prompt_ids), pieces, server, counts, end)
+    return stream[:-1] if draw(st.integers(0, 4)) == 0 else stream
+
+
+@given(data=st.data())
+@settings(  # each example reads a few streams three times: bounded so that CI stays within its time
+    max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None
+)
+def test_an_sglang_stream_read_ahead_and_followed_gives_the_whole_report(data: st.DataObject) -> None:
+    """Several SGLang streams in one file, of every server's mode (one uid used twice, some never
+    ended): read whole and checked, or read ahead and followed (held whole where a text is taken
+    back), the same findings."""
+    lines: list[bytes] = []
+    for uid in data.draw(st.lists(st.sampled_from(["a", "b"]), min_size=1, max_size=3)):
+        lines += data.draw(_sglang_request(uid))
+    numbered = list(enumerate(lines, 1))
+    auditor = _auditor("qwen3", False, 20)
+    whole = list(sglang_stream(numbered, "f"))
+    followed = list(sglang_stream(numbered, "f", auditor, numbered))
+    assert len(followed) == len(whole)
+    for before, item in zip(whole, followed):
+        assert isinstance(before, Request)
+        if isinstance(item, Request):
+            event("held whole")
+            assert item == before
+            continue
+        event(f"followed: {'differs' if item.difference else 'equal'}, either: {before.either}")
+        assert isinstance(item, Followed) and (item.request.id, item.request.line) == (before.id, before.line)
+        assert (item.request.token_count, item.request.chunk_count) == (
+            before.token_count,
+            before.chunk_count,
+        )
+        _same(auditor.check(before), item)
+
+
+@pytest.mark.parametrize(("server", "sizes", "growth"), [("new", (800, 3200), 1.5), ("whole", (200, 800), 6),
+                                                        ("new-ids", (200, 800), 6)])  # fmt: skip
+def test_an_sglang_stream_is_followed_in_memory_of_one_chunk(
+    server: str, sizes: tuple[int, int], growth: float
+) -> None:
+    """One request of one-id chunks in each server's mode is followed, its memory that of one
+    line: flat for new ids and texts; for the modes whose lines hold everything so far, growing as
+    a line does (held whole, as the square: the texts of every chunk, 11 and 16 times)."""
+    codec = _auditor("qwen3", False, 20).codec(Request("r", 1, (), (), ""))
+    base = tokenizer("qwen3").encode("The cat sat on the mat, and the dog lay by the door. ")
+
+    def peak(count: int) -> int:
+        ids = (base * (count // len(base) + 1))[:count]
+        state, pieces = start(codec), []
+        for index, token in enumerate(ids):
+            state, text = step(state, token)
+            pieces.append(([token], text + (finish(state) if index == count - 1 else "")))
+        end = {"type": "length", "length": count}
+        numbered = list(enumerate(_sglang_lines("g", [], pieces, server, True, end), 1))
+        tracemalloc.start()
+        try:
+            (found,) = sglang_stream(numbered, "f", _auditor("qwen3", False, 20), numbered)
+            assert isinstance(found, Followed) and found.difference is None and found.error is None
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    small, large = sizes
+    assert peak(large) < growth * peak(small)

@@ -275,6 +275,8 @@ class _Following:
         self.longest = max(self.longest, len(text))
         for follower, cumulative in self.readings:
             follower.add(new, added if cumulative else text)
+        if len(self.readings) > 1 and self.readings[1][0].differs is not None:
+            del self.readings[1]  # the other reading differs: only the first's report is given
 
 
 def _follow(
