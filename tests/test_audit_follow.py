@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from helpers import tokenizer, vocabulary
+from puredetok import core
 from puredetok.audit import AuditOptions, Auditor, Chunk, Request
 from puredetok.audit.compare import Difference
 from puredetok.audit.follow import Followed, Follower
 from puredetok.audit.sglang import read_stream as sglang_stream
 from puredetok.audit.trace import read_trace_requests
-from puredetok.core import finish, start, step
 from puredetok.audit.vllm import read_stream
 from puredetok.testing.strategies import prompt_ids, text_ids, token_ids
 
@@ -284,7 +284,12 @@ SGLANG_SERVERS = ("whole", "new", "new-ids")
 
 
 def _sglang_lines(
-    uid: str, prompt: list[int], pieces: list[tuple[list[int], str]], server: str, counts: bool, end: Any
+    uid: str,
+    prompt: list[int],
+    pieces: list[tuple[list[int], str | None]],
+    server: str,
+    counts: bool,
+    end: Any,
 ) -> list[bytes]:
     """A request's chunks as ``server`` streams them (``pieces``: each chunk's new ids and new
     text, a text of None taken back: the text so far with a U+FFFD, corrected by the next)."""
@@ -321,7 +326,7 @@ def _sglang_request(draw: st.DrawFn, uid: str) -> list[bytes]:
         pieces = [(ids if k == 0 else [], piece) for k in range(count)]
         head = attrs.evolve(head, finish_reason="length", stop=None, stop_token=False)
     for at in draw(st.lists(st.integers(0, len(pieces) - 1), max_size=2)):
-        pieces.insert(at, ([], None))  # type: ignore[arg-type]
+        pieces.insert(at, ([], None))
     end: dict[str, Any] | None = {"type": "length", "length": len(head.output_ids)}
     if head.stop is not None:
         end = {"type": "stop", "matched": head.stop}
@@ -356,8 +361,8 @@ def test_an_sglang_stream_read_ahead_and_followed_gives_the_whole_report(data: s
             event("held whole")
             assert item == before
             continue
-        event(f"followed: {'differs' if item.difference else 'equal'}, either: {before.either}")
         assert isinstance(item, Followed) and (item.request.id, item.request.line) == (before.id, before.line)
+        event(f"followed: {'differs' if item.difference else 'equal'}, either: {before.either}")
         assert (item.request.token_count, item.request.chunk_count) == (
             before.token_count,
             before.chunk_count,
@@ -378,10 +383,11 @@ def test_an_sglang_stream_is_followed_in_memory_of_one_chunk(
 
     def peak(count: int) -> int:
         ids = (base * (count // len(base) + 1))[:count]
-        state, pieces = start(codec), []
+        state = core.start(codec)
+        pieces: list[tuple[list[int], str | None]] = []
         for index, token in enumerate(ids):
-            state, text = step(state, token)
-            pieces.append(([token], text + (finish(state) if index == count - 1 else "")))
+            state, text = core.step(state, token)
+            pieces.append(([token], text + (core.finish(state) if index == count - 1 else "")))
         end = {"type": "length", "length": count}
         numbered = list(enumerate(_sglang_lines("g", [], pieces, server, True, end), 1))
         tracemalloc.start()

@@ -188,6 +188,20 @@ class Follower:
         string's first occurrence): the last one goes on while it is within its limit, which each
         such place moves on; a place past a stretch that reached it starts a new one."""
 
+    @classmethod
+    def opened(
+        cls, codec: Codec, prompt: Sequence[int], stops: Sequence[str], include: bool, context: int
+    ) -> Follower:
+        """A follower as :class:`Follower` makes it, or, for a prompt id the tokenizer does not
+        have, one that ends with that error.
+        """
+        try:
+            return cls(codec, prompt, stops, include, context)
+        except ValueError as error:
+            follower = cls(codec, (), (), False, 0)
+            follower.error = str(error)
+            return follower
+
     def add(self, ids: Sequence[int], text: str) -> None:
         """The next chunk: its ids and its new text."""
         if self.error is not None:

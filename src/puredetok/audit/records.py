@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 __all__ = [
-    "Chunk", "Columns", "InputError", "Request", "Skipped", "Item", "token_ids", "request_id", "stream_data",
+    "Chunk", "Columns", "InputError", "Request", "Skipped", "Item", "token_ids", "request_id",
+    "stream_data", "Lines",
 ]  # fmt: skip
 
 from collections.abc import Iterable, Iterator
@@ -129,7 +130,11 @@ def request_id(value: Any, default: str | int) -> str | int:
     return default
 
 
-def stream_data(lines: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:
+Lines = Iterable[tuple[int, bytes]]
+"""A file's lines with their numbers (from 1)."""
+
+
+def stream_data(lines: Lines) -> Iterator[tuple[int, bytes]]:
     """A streamed response's chunks with their line numbers: the ``data:`` lines of server-sent
     events (other fields, comments and blank lines skipped) or one chunk per line; ``[DONE]`` as
     it is.

@@ -20,6 +20,15 @@ chunk's); the text is cumulative when the ids are, else when at least half the c
 previous chunk's text. Where the ids are new ones, the audit tries the other reading of the text
 too before it reports a difference (``Request.either``): a stream of new texts that begin with
 the one before (``"ab"``, ``"ab"``) reads either way.
+
+To compare a request as it streams (:mod:`puredetok.audit.follow`), keeping neither its ids nor
+its chunks' texts, :func:`read_stream` first reads ahead through the lines for each request's
+ending and reading (:class:`_Evidence`: the last chunk's ids and text, the longest text, counts
+and flags, all bounded by one chunk), then follows it in the reading reported and, where the
+other may find the texts equal, in that one too (dropped once it differs). A text read as the
+whole text so far is fed by what it adds to the longest before it: the same comparison when
+each text is the beginning of the last one, which the look ahead checks; one taken back (a
+U+FFFD a later chunk corrects) is held whole, as is a request whose codec is not exact.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ import msgspec
 
 from puredetok.audit.compare import Auditor
 from puredetok.audit.follow import Followed, Follower
-from puredetok.audit.records import Chunk, InputError, Item, Request, Skipped, stream_data
+from puredetok.audit.records import Chunk, InputError, Item, Lines, Request, Skipped, stream_data
 
 
 class _Output(msgspec.Struct):
@@ -300,16 +309,8 @@ def _follow(
     if not codec.exact:
         return None
     readings = [cumulative, *([not cumulative] if either and (cumulative or chain) else [])]
-    followers = []
-    for reading in readings:
-        try:
-            follower = Follower(
-                codec, prompt, (stop or "",), auditor.include_stop(head), auditor.options.context
-            )
-        except ValueError as error:  # a prompt id the tokenizer does not have
-            follower = Follower(codec, (), (), False, 0)
-            follower.error = str(error)
-        followers.append((follower, reading))
+    include, context = auditor.include_stop(head), auditor.options.context
+    followers = [(Follower.opened(codec, prompt, (stop or "",), include, context), r) for r in readings]
     return _Following(head, line, last, followers)
 
 
@@ -331,10 +332,7 @@ def _found(request: _Following) -> Followed:
 
 
 def read_stream(
-    lines: Iterable[tuple[int, bytes]],
-    file: str,
-    auditor: Auditor | None = None,
-    again: Iterable[tuple[int, bytes]] | None = None,
+    lines: Lines, file: str, auditor: Auditor | None = None, again: Lines | None = None
 ) -> Iterator[Item | Followed]:
     """Streamed outputs: server-sent events (``data:`` lines; other fields and comments are
     skipped) or one chunk per line, requests told apart by ``meta_info.id``. A request ends with

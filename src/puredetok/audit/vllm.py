@@ -37,7 +37,7 @@ import msgspec
 
 from puredetok.audit.compare import Auditor
 from puredetok.audit.follow import Followed, Follower
-from puredetok.audit.records import Chunk, InputError, Item, Request, stream_data
+from puredetok.audit.records import Chunk, InputError, Item, Lines, Request, stream_data
 
 
 class _Message(msgspec.Struct):
@@ -308,20 +308,12 @@ def _follow(
     if not codec.exact:
         return
     request.ends = line
-    try:
-        request.follower = Follower(
-            codec, request.prompt, (stop or "",), auditor.include_stop(head), auditor.options.context
-        )
-    except ValueError as error:  # a prompt id the tokenizer does not have
-        request.follower = Follower(codec, (), (), False, 0)
-        request.follower.error = str(error)
+    include, context = auditor.include_stop(head), auditor.options.context
+    request.follower = Follower.opened(codec, request.prompt, (stop or "",), include, context)
 
 
 def read_stream(
-    lines: Iterable[tuple[int, bytes]],
-    file: str,
-    auditor: Auditor | None = None,
-    again: Iterable[tuple[int, bytes]] | None = None,
+    lines: Lines, file: str, auditor: Auditor | None = None, again: Lines | None = None
 ) -> Iterator[Item | Followed]:
     """Streamed responses: server-sent events (``data:`` lines; other fields and comments are
     skipped) or one chunk per line. A choice ends with its ``finish_reason``; one still running at
