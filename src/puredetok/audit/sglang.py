@@ -166,6 +166,14 @@ class _Evidence:
         self.joined = self.joined and not (self.chunks >= 2 and self.counts and self.counted)
         self.last, self.text, self.meta = ids, text, meta
 
+    def settled(self) -> _Evidence:
+        """Itself once the request ended, without the last chunk's ids and texts: ``chain`` then
+        says whether each text is the beginning of the last one.
+        """
+        self.chain = self.chain and len(self.text) == len(self.longest)
+        self.last, self.text, self.longest = [], "", ""
+        return self
+
     def reading(self) -> tuple[bool, bool, bool]:
         """Whether the request's ids are the last chunk's (else all chunks' joined), whether its
         text is the last chunk's (else all chunks' joined), and whether the other reading of the
@@ -222,7 +230,7 @@ def _ended(live: _Live) -> Request:
 
 
 _Fate = tuple[int, _Evidence]
-"""How the look ahead saw a request end: the line, and what its chunks told."""
+"""How the look ahead saw a request end: the line, and what its chunks told (settled)."""
 
 _END_OF_INPUT = 1 << 62
 
@@ -246,16 +254,16 @@ def _look_ahead(lines: Iterable[tuple[int, bytes]]) -> dict[str | int, deque[_Fa
     for number, chunk in _chunks(lines):
         if chunk == b"[DONE]":
             for key in list(live):
-                fates.setdefault(key, deque()).append((number, live.pop(key)))
+                fates.setdefault(key, deque()).append((number, live.pop(key).settled()))
         if not isinstance(chunk, _StreamChunk) or chunk.error is not None or chunk.output_ids is None:
             continue
         key = _name(chunk.meta_info, 0)
         evidence = live.setdefault(key, _Evidence())
         evidence.add(chunk.text or "", chunk.output_ids, chunk.meta_info)
         if chunk.meta_info.get("finish_reason") is not None:
-            fates.setdefault(key, deque()).append((number, live.pop(key)))
+            fates.setdefault(key, deque()).append((number, live.pop(key).settled()))
     for key, evidence in live.items():
-        fates.setdefault(key, deque()).append((_END_OF_INPUT, evidence))
+        fates.setdefault(key, deque()).append((_END_OF_INPUT, evidence.settled()))
     return fates
 
 
@@ -300,7 +308,7 @@ def _follow(
         return None
     line, evidence = queue[0]
     last, cumulative, either = evidence.reading()
-    chain = evidence.chain and len(evidence.text) == len(evidence.longest)
+    chain = evidence.chain
     if (last and not evidence.prefixed) or (cumulative and not chain):
         return None
     kind, stop, stop_token = _ending(evidence.meta)
