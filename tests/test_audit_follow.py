@@ -400,3 +400,18 @@ def test_an_sglang_stream_is_followed_in_memory_of_one_chunk(
 
     small, large = sizes
     assert peak(large) < growth * peak(small)
+
+
+def test_an_sglang_stream_that_reads_both_ways_is_equal_in_the_other_reading() -> None:
+    """New ids, and new texts that each begin with the one before (``"ab"``, ``"ab"``): read as
+    texts so far (most begin with the one before) it differs, read as new texts it is exact;
+    followed in both readings, it is reported equal, as the whole check does."""
+    auditor = _auditor("qwen3", False, 20)
+    ids = tokenizer("qwen3").encode("abab")
+    lines = _sglang_lines("g", [], [(ids, "ab"), ([], "ab")], "new", True, {"type": "length"})
+    numbered = list(enumerate(lines, 1))
+    (whole,) = sglang_stream(numbered, "f")
+    assert isinstance(whole, Request) and whole.cumulative and whole.either
+    assert auditor.check(attrs.evolve(whole, either=False)) is not None and auditor.check(whole) is None
+    (followed,) = sglang_stream(numbered, "f", auditor, numbered)
+    assert isinstance(followed, Followed) and (followed.difference, followed.error) == (None, None)
