@@ -25,6 +25,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import families
+import mistral_objects
 import puredetok
 import synthetic
 from helpers import TOKENIZERS, codec, output_lists, prompt_lists, tokenizer, vocabulary
@@ -112,6 +113,59 @@ def _is_anchor(chain: Chain, token_id: int) -> bool:
     )
 
 
+MISTRAL = [
+    (kind, name, skip)
+    for kind, name in (("inner", "tekken_240911"), ("vllm", "tekken_240911"), ("tiktoken", "tekken_240911"))
+    for skip in (False, True)
+]
+TAG_STARTS = ("l", "lan", "lang:", "lang:f", "lang:fr")
+"""Starts of text that ``MistralCommonBackend`` (vLLM's wrapper) may still cut as a ``lang:xx`` tag."""
+
+
+@pytest.mark.parametrize(("kind", "name", "skip"), MISTRAL, ids=[f"{k}-{n}-{s}" for k, n, s in MISTRAL])
+@given(data=st.data())
+def test_an_id_that_settles_leaves_a_mistral_chain_idle_after_any_prompt(
+    kind: str, name: str, skip: bool, data: st.DataObject
+) -> None:
+    """Tekken's and the ``lang:xx`` stage's ``settle`` are true to their word, from the holds
+    prompts leave (a tag start included)."""
+    c = other_codec(f"{kind}:{name}", skip)
+    chain = c.decoding
+    assert isinstance(chain, Chain)
+    vocabulary = mistral_objects.vocabulary_of(kind, name)
+    starts = st.sampled_from(TAG_STARTS).map(vocabulary.encode)
+    prompt = data.draw(st.one_of(mistral_objects.ids_of(kind, name), starts), label="prompt")
+    token_id = data.draw(st.integers(0, len(chain.table) - 1), label="id")
+    assume(_is_anchor(chain, token_id))
+    hold, _ = feed_hold(c, chain.initial, prompt)
+    assert isinstance(hold, tuple)
+    assert chain.step(hold, token_id)[0] == chain.idle
+    assert_same_opening(c, [*prompt, token_id], [])
+
+
+@pytest.mark.parametrize("kind", ["backend", "vllm"])
+def test_an_id_after_a_tag_start_settles_only_where_the_start_is_decided(kind: str) -> None:
+    """Every start of a ``lang:xx`` tag, then every id of every short text: where ``settle`` says
+    the chain is idle, it is (the start is decided), and the tail opening equals the full feed."""
+    c = other_codec(f"{kind}:tekken_240911", True)
+    chain = c.decoding
+    assert isinstance(chain, Chain)
+    vocabulary = mistral_objects.vocabulary_of(kind, "tekken_240911")
+    texts = ("g", "ng", ":", "fr", "a", "z", "ang:", "r hello", " x", "Q", "é", "lang:fr")
+    anchors = 0
+    for start_text in ("", *TAG_STARTS):
+        prompt = vocabulary.encode(start_text) if start_text else []
+        hold, _ = feed_hold(c, chain.initial, prompt)
+        assert isinstance(hold, tuple)
+        for text in texts:
+            for token_id in vocabulary.encode(text):
+                if _is_anchor(chain, token_id):
+                    anchors += 1
+                    assert chain.step(hold, token_id)[0] == chain.idle, (start_text, text)
+                assert_same_opening(c, [*prompt, token_id], [token_id])
+    assert anchors
+
+
 @pytest.mark.parametrize(("name", "skip", "cleanup"), REAL, ids=REAL_IDS)
 @given(data=st.data())
 def test_an_id_that_settles_leaves_the_chain_idle_after_any_prompt(
@@ -132,6 +186,8 @@ def test_an_id_that_settles_leaves_the_chain_idle_after_any_prompt(
 @functools.cache
 def other_codec(label: str, skip: bool) -> puredetok.Codec:
     kind, name = label.split(":")
+    if kind in MISTRAL_KINDS:
+        return mistral_objects.codec(kind, name, skip)
     if kind == "window":
         return puredetok.codec_for(tokenizer(name), skip_special_tokens=skip, window=True)
     source = families.family(name) if kind == "class" else synthetic.EXACT[name]()
@@ -143,7 +199,12 @@ OTHERS = [
     *(f"synthetic:{name}" for name in synthetic.EXACT),
     "window:qwen3",
     "window:llama2",
+    # Mistral's own objects: Tekken (mistral-common's Tekkenizer, vLLM's MistralTokenizer, the
+    # tiktoken encoding of its ranks) and its SentencePiece tokenizer.
+    *(f"{kind}:tekken_240911" for kind in ("inner", "mistral", "vllm", "tiktoken")),
+    *(f"{kind}:spm_v7" for kind in ("inner", "vllm")),
 ]
+MISTRAL_KINDS = ("inner", "backend", "mistral", "vllm", "tiktoken")
 
 
 @pytest.mark.parametrize("skip", [False, True])
@@ -153,9 +214,14 @@ def test_the_tail_opening_equals_the_full_feed_on_every_family(
     label: str, skip: bool, data: st.DataObject
 ) -> None:
     c = other_codec(label, skip)
-    ids = st.integers(0, c.vocab_size - 1)
-    prompt = data.draw(st.lists(ids, max_size=2 * BATCH + 5), label="prompt")
-    output = data.draw(st.lists(ids, max_size=20), label="output")
+    kind, name = label.split(":")
+    if kind in MISTRAL_KINDS:  # ids aimed at its edges: control ids, broken and split characters
+        prompt = data.draw(mistral_objects.ids_of(kind, name, max_size=2 * BATCH + 5), label="prompt")
+        output = data.draw(mistral_objects.ids_of(kind, name, max_size=20), label="output")
+    else:
+        ids = st.integers(0, c.vocab_size - 1)
+        prompt = data.draw(st.lists(ids, max_size=2 * BATCH + 5), label="prompt")
+        output = data.draw(st.lists(ids, max_size=20), label="output")
     assert_same_opening(c, prompt, output)
 
 

@@ -153,6 +153,15 @@ class LangTagStage:
             return None
         return [value if value else MISS for value in values], None, glued
 
+    def settle(self, tail: Any, solid: bool) -> tuple[Any, bool] | None:
+        """Text as long as the tag, or with a character no tag has, decides the start: nothing is
+        held after it. What is released ends with that text past the tag's length (a tag may have
+        been cut from the start), glued or not empty.
+        """
+        if type(tail) is not str or (len(tail) < _TAG and all("a" <= c <= "z" or c == ":" for c in tail)):
+            return None
+        return tail[_TAG:], True
+
     def flush(self, hold: str | None) -> list[Piece]:
         """A text shorter than the tag is kept."""
         return [(hold, True)] if hold else []

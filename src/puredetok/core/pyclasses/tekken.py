@@ -84,6 +84,14 @@ class TekkenStage:
                 outs.append(value if value else MISS)
         return outs, b"", True
 
+    def settle(self, tail: Any, solid: bool) -> tuple[Any, bool] | None:
+        """A control id ends whatever was held: nothing is held after it, and what is released
+        ends with its text, glued. Bytes settle as :class:`Utf8Stage`'s do (the same assembly).
+        """
+        if type(tail) is str:
+            return tail, True
+        return _UTF8.settle(tail, solid)
+
     def flush(self, hold: bytes) -> list[Piece]:
         """An incomplete sequence at the very end becomes one U+FFFD."""
         return _UTF8.flush(hold)
