@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from helpers import reference, tokenizer, vocabulary
 from puredetok.audit import AuditOptions, Auditor, Chunk, Request, audit_shard, shards_of
+from puredetok.audit.compare import Deferred
 from puredetok.cli import main
 from puredetok.core import continuation_text
 from puredetok.testing.strategies import prompt_ids, text_ids, token_ids
@@ -150,6 +151,30 @@ def test_a_stop_token_is_not_decoded_unless_kept() -> None:
     assert auditor.check(Request("r", 1, (), tuple(ids), "done", "stop", None, True)) is None
     shown = auditor.check(Request("r", 1, (), tuple(ids), "done<|im_end|>", "stop", None, True))
     assert shown is not None and shown.kind == "stop trimming"
+
+
+def test_an_auditor_given_its_codec_loads_the_tokenizer_only_when_a_record_needs_it() -> None:
+    """A worker of the audit on Ray is given the driver's codec and a deferred tokenizer: records
+    of the given codec's options are checked without loading it; one that asks for the other
+    options loads it once, and is checked as a fresh auditor checks it."""
+    tok = tokenizer("qwen3")
+    driver = Auditor(tok)
+    driver.codec_of(None)
+    loads: list[int] = []
+
+    def load() -> Any:
+        loads.append(1)
+        return tok
+
+    worker = Auditor(Deferred(load), AuditOptions(), driver.codecs)
+    ids = [*tok.encode("done"), tok.convert_tokens_to_ids("<|im_end|>")]
+    skipped = Request("r", 1, (), tuple(ids), "done!")
+    kept = Request("k", 2, (), tuple(ids), "done", skip_special_tokens=False)
+    assert worker.check(skipped) == Auditor(tok).check(skipped) is not None
+    assert loads == []
+    assert worker.check(kept) == Auditor(tok).check(kept) is not None
+    assert worker.check(kept) == Auditor(tok).check(kept)
+    assert loads == [1] and set(worker.codecs) == {True, False}
 
 
 def test_a_stream_chunk_that_a_later_chunk_contradicts_is_named() -> None:
@@ -566,7 +591,8 @@ def test_a_forced_format_reads_chunks_without_events(
 @pytest.mark.timeout(300)
 def test_on_ray_data_every_shard_is_the_local_one(tmp_path: Path) -> None:
     """Several shards to a batch, two workers: every shard's findings and counts, in shard
-    order, are the local run's."""
+    order, are the local run's; the workers audit with the driver's codec, the tokenizer not
+    loaded."""
     ray = pytest.importorskip("ray")
     from puredetok.audit import Columns
     from puredetok.audit.distributed import audit_on_ray, batch_sizes
@@ -578,7 +604,8 @@ def test_on_ray_data_every_shard_is_the_local_one(tmp_path: Path) -> None:
     local = [audit_shard(shard, auditor) for shard in shards]
     assert len(shards) > 3 and batch_sizes(len(shards), 2)[0] > 1
     try:
-        found = list(audit_on_ray(shards, "qwen3", AuditOptions(), Columns(), num_cpus=2))
+        # the workers are given the driver's codec: a tokenizer they could not load is never loaded
+        found = list(audit_on_ray(shards, auditor, "no-such-tokenizer", Columns(), num_cpus=2))
     finally:
         ray.shutdown()
     assert [(r.index, r.records, r.tally) for r in found] == [(r.index, r.records, r.tally) for r in local]
@@ -619,10 +646,13 @@ def test_the_ray_breakdown_says_where_the_time_went() -> None:
     from puredetok.bench.audit import breakdown
 
     shards = [
-        Timing(pid, 100.5, 100.5 + pid, 102.0 + at, 104.0 + at, 1.0) for pid in (1, 2) for at in (0.0, 2.5)
+        Timing(pid, 100.5, 100.5 + pid, 0.5 * pid, 102.0 + at, 104.0 + at, 1.0)
+        for pid in (1, 2)
+        for at in (0.0, 2.5)
     ]
     found = breakdown([(100.0, 8_000_000), *shards], 10.0)
     assert found["start"] == 2.0 and found["load"] == 2.0 and found["span"] == 4.5
+    assert found["a worker's CPU s before its first shard"] == 1.0
     assert found["after"] == 3.5 and found["at once"] == 8.0 / 4.5 and found["cpu share"] == 0.5
     assert found["idle between two shards, s"] == 0.5
     assert found["cores"] == 4.0 / 4.5 and found["M ids / worker CPU s"] == 2.0
@@ -635,7 +665,9 @@ def test_the_ray_cpu_use_says_what_the_design_costs() -> None:
     from puredetok.audit.distributed import Timing
     from puredetok.bench.audit import cpu_bound, cpu_use
 
-    shards = [Timing(pid, 100.5, 101.0, 102.0 + at, 104.0 + at, 1.0) for pid in (1, 2) for at in (0.0, 2.5)]
+    shards = [
+        Timing(pid, 100.5, 101.0, 1.0, 102.0 + at, 104.0 + at, 1.0) for pid in (1, 2) for at in (0.0, 2.5)
+    ]
     use = cpu_use([(100.0, 8_000_000), *shards], 10.0, {"driver": 0.4, "ray": 0.4})
     assert use["worker CPU s / shard"] == 1.0 and use["driver CPU s / shard"] == 0.1
     assert use["Ray's own CPU s / shard"] == 0.1 and use["cores busy (all processes)"] == pytest.approx(

@@ -14,6 +14,7 @@ __all__ = [
     "PARSER_SPLIT",
     "AuditOptions",
     "Auditor",
+    "Deferred",
     "Difference",
     "Facts",
     "classify",
@@ -22,7 +23,7 @@ __all__ = [
     "near_fffd",
 ]
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -189,21 +190,53 @@ def classify(exact: str, engine: str, untrimmed: str, stop: str | None, stopped:
     )
 
 
-class Auditor:
-    """Checks requests against one tokenizer (its codecs are built once per decode options)."""
+@attrs.frozen
+class Deferred:
+    """A tokenizer not loaded yet, for an :class:`Auditor` given its codecs already built (an
+    audit's worker, see :mod:`puredetok.audit.distributed`): ``load()`` is called the first time
+    the tokenizer itself is needed (a codec not given, a codec that does not model the tokenizer
+    exactly, a trace to replay), and never if it is not.
+    """
 
-    def __init__(self, tokenizer: Any, options: AuditOptions = AuditOptions()) -> None:
-        self.tokenizer = tokenizer
+    load: Callable[[], Any]
+
+
+class Auditor:
+    """Checks requests against one tokenizer (its codecs are built once per decode options).
+
+    ``codecs`` are codecs already built for these options, by ``skip_special_tokens`` (see
+    :attr:`codecs`); ``tokenizer`` may be :class:`Deferred`.
+    """
+
+    def __init__(
+        self, tokenizer: Any, options: AuditOptions = AuditOptions(), codecs: Mapping[bool, Codec] | None = None
+    ) -> None:
+        self._tokenizer = tokenizer
         self.options = options
-        self._codecs: dict[bool, Codec] = {}
+        self._codecs: dict[bool, Codec] = dict(codecs or {})
         self.replay_codecs: dict[Any, Codec] = {}
         """The codecs of the managers that replay traces (built once, not once per file)."""
+
+    @property
+    def tokenizer(self) -> Any:
+        """The tokenizer (a :class:`Deferred` one is loaded now)."""
+        if isinstance(self._tokenizer, Deferred):
+            self._tokenizer = self._tokenizer.load()
+        return self._tokenizer
+
+    @property
+    def codecs(self) -> dict[bool, Codec]:
+        """The codecs built so far, by ``skip_special_tokens``."""
+        return dict(self._codecs)
 
     def codec(self, request: Request) -> Codec:
         """The codec of a request's decode options."""
         skip = self.options.skip_special_tokens
-        if skip is None:
-            skip = True if request.skip_special_tokens is None else request.skip_special_tokens
+        return self.codec_of(request.skip_special_tokens if skip is None else skip)
+
+    def codec_of(self, skip_special_tokens: bool | None) -> Codec:
+        """The codec that skips special tokens or not (None: the engines' default, skip them)."""
+        skip = True if skip_special_tokens is None else skip_special_tokens
         codec = self._codecs.get(skip)
         if codec is None:
             codec = codec_for(

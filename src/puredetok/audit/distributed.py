@@ -1,8 +1,11 @@
 """Auditing shards in parallel on Ray Data (the ``ray`` extra): a local Ray, or a cluster's.
 
 The shards are the rows of a dataset that a Ray Data actor pool maps (``map_batches``): each
-worker (one CPU) loads the tokenizer once and audits whole shards, which it reads itself (a
-shard is a path and two offsets: no log data goes through the object store). A batch is a run
+worker (one CPU) audits whole shards, which it reads itself (a shard is a path and two offsets:
+no log data goes through the object store). The driver builds the codec once and Ray Data
+puts it in the object store with the workers' other arguments: a worker unpickles it (a few
+hundredths of a second) rather than loading the tokenizer and building the codec (about 2 s of
+CPU each), and loads the tokenizer only if a record needs it (:class:`~puredetok.audit.compare.Deferred`). A batch is a run
 of consecutive shards, large while many remain and smaller towards the end
 (:func:`batch_sizes`), so that Ray Data's cost per batch (its scheduling, the block passed
 back) is paid a few times per worker rather than once per shard, and the workers end
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 __all__ = ["MAX_BATCH", "audit_on_ray", "batch_sizes", "ShardAuditor", "Timing"]
 
+import functools
 import logging
 import math
 import os
@@ -24,9 +28,10 @@ from typing import Any
 
 import attrs
 
-from puredetok.audit.compare import AuditOptions, Auditor
+from puredetok.audit.compare import AuditOptions, Auditor, Deferred
 from puredetok.audit.records import Columns
 from puredetok.audit.sources import Shard, ShardResult, audit_shard
+from puredetok.core import Codec
 from puredetok.serving.loading import load_tokenizer
 
 
@@ -37,9 +42,12 @@ class Timing:
     pid: int
     """The worker's process."""
     loading: float
-    """When the worker began loading the tokenizer."""
+    """When the worker began setting itself up (its arguments, the codecs among them, unpickled)."""
     loaded: float
-    """When it was ready (tokenizer and options)."""
+    """When it was ready."""
+    ready_cpu: float
+    """The CPU seconds its process had used when it was ready (Ray's worker started, the
+    modules imported, the codecs unpickled)."""
     began: float
     """When it began auditing the shard."""
     ended: float
@@ -66,13 +74,24 @@ def batch_sizes(shards: int, workers: int, most: int = MAX_BATCH) -> list[int]:
 
 
 class ShardAuditor:
-    """A worker of the actor pool: audits the shards of each batch it is given, one by one."""
+    """A worker of the actor pool: audits the shards of each batch it is given, one by one.
 
-    def __init__(self, tokenizer: str | None, options: dict[str, Any], columns: dict[str, Any]) -> None:
+    ``codecs`` are the driver's (:attr:`Auditor.codecs`); the tokenizer ``tokenizer`` (a name
+    or path for :func:`load_tokenizer`) is loaded only if a record needs it.
+    """
+
+    def __init__(
+        self,
+        tokenizer: str | None,
+        options: dict[str, Any],
+        columns: dict[str, Any],
+        codecs: dict[bool, Codec],
+    ) -> None:
         began = time.time()
-        self.auditor = Auditor(load_tokenizer(tokenizer), AuditOptions(**options))
+        load = Deferred(functools.partial(load_tokenizer, tokenizer))
+        self.auditor = Auditor(load, AuditOptions(**options), codecs)
         self.columns = Columns(**columns)
-        self.started = (began, time.time())
+        self.started = (began, time.time(), time.process_time())
 
     def audit(self, shard: Shard, order: int) -> ShardResult:
         """Audit one shard; its result carries ``order`` and where its time went."""
@@ -104,15 +123,19 @@ def _ray() -> Any:
 
 def audit_on_ray(
     shards: Sequence[Shard],
+    auditor: Auditor,
     tokenizer: str | None,
-    options: AuditOptions,
     columns: Columns,
     *,
     address: str | None = None,
     num_cpus: int | None = None,
     workers: int | None = None,
 ) -> Iterator[ShardResult]:
-    """Audit ``shards`` on Ray Data, the results in the order of ``shards``.
+    """Audit ``shards`` on Ray Data, the results in the order of ``shards``, as ``auditor`` does.
+
+    ``auditor`` is the driver's: it builds the codec of its options (if not yet built), which
+    the workers are given; ``tokenizer`` is the name or path it was loaded from, for the workers
+    whose records need the tokenizer itself.
 
     With ``address`` it joins that cluster, else it starts a local Ray with ``num_cpus`` CPUs
     (all of them if None); a Ray already started in this process is used as it is. ``workers``
@@ -130,6 +153,7 @@ def audit_on_ray(
     logging.getLogger("ray.data").setLevel(logging.ERROR)
     if not shards:
         return
+    auditor.codec_of(auditor.options.skip_special_tokens)
     cpus = int(ray.cluster_resources().get("CPU", 1))
     size = max(1, min(workers or cpus, len(shards)))
     context = ray.data.DataContext.get_current()
@@ -143,8 +167,9 @@ def audit_on_ray(
         ShardAuditor,
         fn_constructor_kwargs={
             "tokenizer": tokenizer,
-            "options": attrs.asdict(options),
+            "options": attrs.asdict(auditor.options),
             "columns": attrs.asdict(columns),
+            "codecs": auditor.codecs,
         },
         batch_size=1,
         batch_format="pyarrow",

@@ -122,11 +122,12 @@ def decode_run(path: Path, tokenizer: Any) -> float:
 
 
 def ray_runs(
-    path: Path, tokenizer_name: str, workers: int, shard_bytes: int = SHARD_BYTES
+    path: Path, tokenizer: Any, tokenizer_name: str, workers: int, shard_bytes: int = SHARD_BYTES
 ) -> tuple[float, list[Any], dict[str, float]]:
-    """One audit of ``path`` on the running Ray with ``workers`` workers: its wall seconds, each
-    shard's :class:`~puredetok.audit.distributed.Timing` with the run's start first, and the
-    CPU seconds of the driver and of Ray's own processes (:func:`process_cpu`) over the run.
+    """One audit of ``path`` on the running Ray with ``workers`` workers, as the command runs it
+    (the driver's auditor new, its codec built in the run): its wall seconds, each shard's
+    :class:`~puredetok.audit.distributed.Timing` with the run's start first, and the CPU seconds
+    of the driver and of Ray's own processes (:func:`process_cpu`) over the run.
     """
     from puredetok.audit.distributed import audit_on_ray
 
@@ -135,7 +136,8 @@ def ray_runs(
     began, now = time.perf_counter(), time.time()
     tally = Tally()
     timings: list[Any] = [now]
-    for result in audit_on_ray(shards, tokenizer_name, AuditOptions(), Columns(), workers=workers):
+    auditor = Auditor(tokenizer, AuditOptions())
+    for result in audit_on_ray(shards, auditor, tokenizer_name, Columns(), workers=workers):
         tally.add(result.tally)
         timings.append(result.timing)
     seconds = time.perf_counter() - began
@@ -209,6 +211,7 @@ def breakdown(timings: list[Any], seconds: float) -> dict[str, float]:
     return {
         "start": first - start,
         "load": max(t.loaded - t.loading for t in shards),
+        "a worker's CPU s before its first shard": max(t.ready_cpu for t in shards),
         "span": last - first,
         "after": start + seconds - last,
         "at once": busy / (last - first) if last > first else 1.0,
@@ -294,9 +297,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for _ in range(args.repeats):
                 for workers in (1, 2):
-                    starts.setdefault(workers, []).append(ray_runs(start_path, args.tokenizer, workers)[0])
+                    starts.setdefault(workers, []).append(
+                        ray_runs(start_path, tokenizer, args.tokenizer, workers)[0]
+                    )
                     seconds, timings, overhead = ray_runs(
-                        ray_path, args.tokenizer, workers, args.ray_shard_bytes
+                        ray_path, tokenizer, args.tokenizer, workers, args.ray_shard_bytes
                     )
                     runs.setdefault(workers, []).append(seconds)
                     parts.setdefault(workers, []).append(

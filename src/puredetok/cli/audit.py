@@ -111,14 +111,14 @@ def _results(args: argparse.Namespace, shards: list[Shard], tokenizer: Any) -> I
         include_stop_str_in_output=args.include_stop_str_in_output,
     )
     columns = Columns(args.prompt_ids_column, args.response_ids_column, args.text_column, args.id_column)
+    auditor = Auditor(tokenizer, options)
     if args.ray or args.ray_address:
         from puredetok.audit.distributed import audit_on_ray
 
         yield from audit_on_ray(
-            shards, args.tokenizer, options, columns, address=args.ray_address, num_cpus=args.ray_cpus
+            shards, auditor, args.tokenizer, columns, address=args.ray_address, num_cpus=args.ray_cpus
         )
         return
-    auditor = Auditor(tokenizer, options)
     for shard in shards:
         yield audit_shard(shard, auditor, columns)
 
