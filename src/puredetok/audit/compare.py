@@ -209,7 +209,10 @@ class Auditor:
     """
 
     def __init__(
-        self, tokenizer: Any, options: AuditOptions = AuditOptions(), codecs: Mapping[bool, Codec] | None = None
+        self,
+        tokenizer: Any,
+        options: AuditOptions = AuditOptions(),
+        codecs: Mapping[bool, Codec] | None = None,
     ) -> None:
         self._tokenizer = tokenizer
         self.options = options

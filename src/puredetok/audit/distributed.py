@@ -5,17 +5,19 @@ worker (one CPU) audits whole shards, which it reads itself (a shard is a path a
 no log data goes through the object store). The driver builds the codec once and Ray Data
 puts it in the object store with the workers' other arguments: a worker unpickles it (a few
 hundredths of a second) rather than loading the tokenizer and building the codec (about 2 s of
-CPU each), and loads the tokenizer only if a record needs it (:class:`~puredetok.audit.compare.Deferred`). A batch is a run
+CPU each), and loads the tokenizer only if a record needs it
+(:class:`~puredetok.audit.compare.Deferred`). A batch is a run
 of consecutive shards, large while many remain and smaller towards the end
 (:func:`batch_sizes`), so that Ray Data's cost per batch (its scheduling, the block passed
 back) is paid a few times per worker rather than once per shard, and the workers end
-together; the results come back pickled, in shard order, so the report is the local run's. On a cluster the
-input files and the tokenizer must be at the same paths on every node.
+together; the results come back pickled, in shard order, so the report is the local run's. On
+a cluster the input files must be at the same paths on every node, and the tokenizer too where
+a record needs it.
 """
 
 from __future__ import annotations
 
-__all__ = ["MAX_BATCH", "audit_on_ray", "batch_sizes", "ShardAuditor", "Timing"]
+__all__ = ["MAX_BATCH", "audit_on_ray", "batch_sizes", "start_ray", "ShardAuditor", "Timing"]
 
 import functools
 import logging
@@ -121,6 +123,24 @@ def _ray() -> Any:
     return ray
 
 
+def start_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
+    """Join the Ray cluster at ``address``, else start a local Ray with ``num_cpus`` CPUs (all
+    of them if None), unless this process has a Ray already; lean: no dashboard, the workers'
+    logs not sent to the driver. Returns the ``ray`` module.
+    """
+    ray = _ray()
+    if not ray.is_initialized():
+        ray.init(
+            address=address,
+            num_cpus=None if address else num_cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.ERROR,
+        )
+    logging.getLogger("ray.data").setLevel(logging.ERROR)
+    return ray
+
+
 def audit_on_ray(
     shards: Sequence[Shard],
     auditor: Auditor,
@@ -137,20 +157,11 @@ def audit_on_ray(
     the workers are given; ``tokenizer`` is the name or path it was loaded from, for the workers
     whose records need the tokenizer itself.
 
-    With ``address`` it joins that cluster, else it starts a local Ray with ``num_cpus`` CPUs
-    (all of them if None); a Ray already started in this process is used as it is. ``workers``
-    is how many workers audit at once (default: the cluster's CPUs, at most one per shard).
+    Ray is started by :func:`start_ray` (``address``, ``num_cpus``) unless it runs already.
+    ``workers`` is how many workers audit at once (default: the cluster's CPUs, at most one per
+    shard).
     """
-    ray = _ray()
-    if not ray.is_initialized():
-        ray.init(
-            address=address,
-            num_cpus=None if address else num_cpus,
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level=logging.ERROR,
-        )
-    logging.getLogger("ray.data").setLevel(logging.ERROR)
+    ray = start_ray(address, num_cpus)
     if not shards:
         return
     auditor.codec_of(auditor.options.skip_special_tokens)

@@ -9,7 +9,7 @@ tenth one wrong) and times, side by side in each repeat:
 - the audit on a local Ray Data with 1 worker and with 2 (one CPU each), end to end (the
   workers' start included), and their ratio (target >= 1.6); beside it, the same on a
   one-response log (the start alone), where each run's time
-  went (:func:`breakdown`: the start, the tokenizer's load in a worker, the span in which shards
+  went (:func:`breakdown`: the start, a worker's CPU before its first shard, the span in which shards
   were audited, the time after the last one, how many shards ran at once, the share of a core
   they got), and its CPU time (:func:`cpu_use`: the workers' per shard, the driver's and Ray's
   own processes' per shard, the cores the whole run kept busy), which a loaded machine does not
@@ -191,7 +191,8 @@ def cpu_use(timings: list[Any], seconds: float, overhead: dict[str, float]) -> d
 
 
 def breakdown(timings: list[Any], seconds: float) -> dict[str, float]:
-    """Where a Ray run's time went: the workers' start (tokenizer load included), the span in
+    """Where a Ray run's time went: the workers' start (and the most CPU a worker's process had
+    used by then: Ray's worker up, the modules imported, the codec unpickled), the span in
     which shards were audited, the time after the last shard (results merged, Ray's ending);
     how many shards ran at once on average over that span (2 is both workers all along), how
     long a worker was idle between two of its shards on average (Ray Data's cost per batch), the
@@ -210,7 +211,6 @@ def breakdown(timings: list[Any], seconds: float) -> dict[str, float]:
     ]
     return {
         "start": first - start,
-        "load": max(t.loaded - t.loading for t in shards),
         "a worker's CPU s before its first shard": max(t.ready_cpu for t in shards),
         "span": last - first,
         "after": start + seconds - last,

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 from tqdm import tqdm
@@ -104,14 +105,35 @@ def _shards(args: argparse.Namespace) -> tuple[list[Shard], list[str], dict[str,
     return shards, bad, sizes
 
 
-def _results(args: argparse.Namespace, shards: list[Shard], tokenizer: Any) -> Iterator[ShardResult]:
+def _auditor(args: argparse.Namespace, built: bool) -> Auditor:
+    """The auditor of the options, its tokenizer loaded (and its codec ``built`` now)."""
     options = AuditOptions(
         skip_special_tokens=args.skip_special_tokens,
         clean_up_tokenization_spaces=args.clean_up_tokenization_spaces,
         include_stop_str_in_output=args.include_stop_str_in_output,
     )
+    auditor = Auditor(load_tokenizer(args.tokenizer), options)
+    if built:
+        auditor.codec_of(options.skip_special_tokens)
+    return auditor
+
+
+def _prepared(args: argparse.Namespace) -> Auditor:
+    """The auditor; with ``--ray``, Ray started meanwhile (seconds, mostly in its own processes,
+    while this process loads the tokenizer and builds the codec the workers are given).
+    """
+    if not (args.ray or args.ray_address):
+        return _auditor(args, built=False)
+    from puredetok.audit.distributed import start_ray
+
+    with ThreadPoolExecutor(1) as pool:
+        loading = pool.submit(_auditor, args, True)
+        start_ray(args.ray_address, args.ray_cpus)
+        return loading.result()
+
+
+def _results(args: argparse.Namespace, shards: list[Shard], auditor: Auditor) -> Iterator[ShardResult]:
     columns = Columns(args.prompt_ids_column, args.response_ids_column, args.text_column, args.id_column)
-    auditor = Auditor(tokenizer, options)
     if args.ray or args.ray_address:
         from puredetok.audit.distributed import audit_on_ray
 
@@ -140,7 +162,7 @@ def _write(report: IO[str] | None, records: Iterable[dict[str, Any]]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Audit; exit 0 if every request's text is exact, 1 if one differs, 2 for bad input."""
-    tokenizer = load_tokenizer(args.tokenizer)
+    auditor = _prepared(args)
     began = time.monotonic()
     shards, bad, sizes = _shards(args)
     for message in bad:
@@ -165,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
             leave=False,
         ) as bar:
             weights = _weights(shards, sizes)
-            for done, result in enumerate(_results(args, shards, tokenizer)):
+            for done, result in enumerate(_results(args, shards, auditor)):
                 _write(report, result.records)
                 tally.add(result.tally)
                 bar.update(weights[done])
