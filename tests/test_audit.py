@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +176,25 @@ def test_an_auditor_given_its_codec_loads_the_tokenizer_only_when_a_record_needs
     assert worker.check(kept) == Auditor(tok).check(kept) is not None
     assert worker.check(kept) == Auditor(tok).check(kept)
     assert loads == [1] and set(worker.codecs) == {True, False}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_codec_pickled_to_a_worker_checks_as_the_drivers_does(name: str) -> None:
+    """The codec goes to the Ray workers pickled (with their other arguments): given it, an
+    auditor whose tokenizer would fail to load finds what a fresh auditor finds."""
+    tok = tokenizer(name)
+    driver = Auditor(tok)
+    driver.codec_of(None)
+
+    def unloadable() -> Any:
+        raise AssertionError("the tokenizer was loaded")
+
+    worker = Auditor(Deferred(unloadable), AuditOptions(), pickle.loads(pickle.dumps(driver.codecs)))
+    ids = tok.encode("naïve café, 你好 world")
+    text = exact(name, [], ids)
+    for engine in (text, text[:-1], text + "!"):
+        request = Request("r", 1, (), tuple(ids), engine)
+        assert worker.check(request) == Auditor(tok).check(request)
 
 
 def test_a_stream_chunk_that_a_later_chunk_contradicts_is_named() -> None:
