@@ -623,10 +623,15 @@ def test_on_ray_data_every_shard_is_the_local_one(tmp_path: Path) -> None:
     auditor = Auditor(load_tokenizer("qwen3"))
     local = [audit_shard(shard, auditor) for shard in shards]
     assert len(shards) > 3 and batch_sizes(len(shards), 2)[0] > 1
+    # both workers up before the first batch: a worker, given the codec, starts in a moment and
+    # could otherwise audit every shard of this short log before the other is up
+    context = ray.data.DataContext.get_current()
+    waited, context.wait_for_min_actors_s = context.wait_for_min_actors_s, 120
     try:
         # the workers are given the driver's codec: a tokenizer they could not load is never loaded
         found = list(audit_on_ray(shards, auditor, "no-such-tokenizer", Columns(), num_cpus=2))
     finally:
+        context.wait_for_min_actors_s = waited
         ray.shutdown()
     assert [(r.index, r.records, r.tally) for r in found] == [(r.index, r.records, r.tally) for r in local]
     assert all(r.timing is not None and r.timing.cpu >= 0 for r in found)
