@@ -38,6 +38,7 @@ from puredetok.serving.tokenize_manager import TokenizeError, TokenizeManager
 from puredetok.stops import Stream
 from puredetok.worker.flow import Backlog, slices
 from puredetok.worker.wire import Decoded, encode_batch, encode_frame
+from sources import vocabulary_of
 from test_worker import NO_EOS, core_text, encode
 from zmq_harness import Harness
 
@@ -86,7 +87,14 @@ CODECS: dict[Any, Any] = {}
 
 def managers(opened: list[int]) -> tuple[DetokenizeManager, DetokenizeManager]:
     pair = tuple(
-        DetokenizeManager(tokenizer("qwen3"), max_live=6, max_stop_chars=100, remember_ended=3, codecs=CODECS)
+        DetokenizeManager(
+            tokenizer("qwen3"),
+            max_live=6,
+            max_stop_chars=100,
+            remember_ended=3,
+            codecs=CODECS,
+            vocabulary=vocabulary_of("qwen3"),  # not read again for each example's two managers
+        )
         for _ in "ab"
     )
     for m in pair:

@@ -12,6 +12,7 @@ import pytest
 from helpers import codec, tokenizer
 from puredetok import Codec, feed, finish, start
 from puredetok.cli.serve import _codec_options, _spelled
+from puredetok.core import read_vocabulary
 from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
 from puredetok.serving.messages import (
     AbortBackendMsg,
@@ -167,6 +168,18 @@ def test_options_that_decode_alike_share_one_codec() -> None:
     llama = DetokenizeManager(tokenizer("llama2"))
     capped = llama.codec(max_byte_run=4)
     assert capped != llama.codec() and capped.decoding.fast is llama.codec().decoding.fast
+
+
+def test_a_manager_handed_the_vocabulary_builds_the_same_codecs_from_it() -> None:
+    """``DetokenizeManager(..., vocabulary=read_vocabulary(tokenizer))``: several managers of one
+    tokenizer read its vocabulary once; the codecs they build from it are the ones built alone."""
+    llama = tokenizer("llama2")
+    vocabulary = read_vocabulary(llama)
+    assert vocabulary is not None
+    handed = DetokenizeManager(llama, vocabulary=vocabulary)
+    assert handed._vocabulary is vocabulary
+    assert handed.codec() == codec("llama2", True)
+    assert handed.codec(False, max_byte_run=4) == DetokenizeManager(llama).codec(False, max_byte_run=4)
 
 
 def test_codec_options_are_built_before_the_worker_is_ready(tmp_path: Path) -> None:

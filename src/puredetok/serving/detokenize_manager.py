@@ -33,7 +33,7 @@ __all__ = [
 
 from bisect import bisect_left
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import repeat
 from operator import is_not
 from typing import Any, TypeAlias, cast
@@ -113,7 +113,9 @@ class DetokenizeManager:
     from one already built with the same other options (:func:`~puredetok.core.with_max_byte_run`:
     no rebuild, shared tables), and options that decode identically share one codec object.
     ``max_live`` bounds the requests live at once: a request that would open past it is refused (an
-    error reply, or ``ValueError`` from :meth:`open` and :meth:`attach`).
+    error reply, or ``ValueError`` from :meth:`open` and :meth:`attach`). ``vocabulary`` is
+    :func:`~puredetok.core.read_vocabulary` of ``tokenizer`` if the caller already has it (several
+    managers of one tokenizer: read once, not once per manager); None reads it with the manager.
     """
 
     def __init__(
@@ -128,6 +130,7 @@ class DetokenizeManager:
         max_stops: int = DEFAULT_MAX_STOPS,
         max_stop_chars: int = DEFAULT_MAX_STOP_CHARS,
         max_codecs: int = DEFAULT_MAX_CODECS,
+        vocabulary: Mapping[str, int] | None = None,
     ) -> None:
         if remember_ended < 0:
             raise ValueError(f"remember_ended must be >= 0, got {remember_ended}")
@@ -171,7 +174,7 @@ class DetokenizeManager:
         """Uids not held that a message named, answered once with the finished ``"unknown request"``
         error (bounded by ``remember_ended``): a later message gets that error unfinished, an
         opening still opens them (a hand-back's re-opening follows ids sent before it)."""
-        self._vocabulary = read_vocabulary(tokenizer)
+        self._vocabulary = read_vocabulary(tokenizer) if vocabulary is None else vocabulary
         """Read once for every codec this manager builds (see :meth:`build_codec`)."""
         self._default_key = self.codec_key(DEFAULT_PARAMS)
         self.codec_of(DEFAULT_PARAMS)  # built now: the first request should not wait for it
