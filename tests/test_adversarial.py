@@ -55,17 +55,24 @@ IDS = (*encode("Hello world lo w"), EOS, VOCAB + 3, 13)
 UIDS = st.integers(0, 7)
 
 
+# The strategies a message is drawn from, built once (built in each draw, checking them took most
+# of the adversarial property's time).
+_IDS = st.lists(st.sampled_from(IDS), max_size=3)
+_OPENINGS = st.one_of(st.none(), st.sampled_from(PARAMS).map(lambda p: Opening((), p)))
+_REASONS = st.sampled_from([("stop", EOS), ("stop", "lo"), ("length", None), ("abort", None)])
+
+
 @st.composite
 def messages(draw: st.DrawFn) -> DetokenizeMsg:
     """One message of an adversarial batch: any uid of a few, any ids, maybe an opening (often
     repeated), maybe an end (maybe on a stop token)."""
     uid = draw(UIDS)
-    ids = tuple(draw(st.lists(st.sampled_from(IDS), max_size=3)))
-    opening = draw(st.one_of(st.none(), st.sampled_from(PARAMS).map(lambda p: Opening((), p))))
+    ids = tuple(draw(_IDS))
+    opening = draw(_OPENINGS)
     finished = draw(st.booleans())
     why: tuple[Any, Any] = (None, None)
     if finished and draw(st.booleans()):
-        why = draw(st.sampled_from([("stop", EOS), ("stop", "lo"), ("length", None), ("abort", None)]))
+        why = draw(_REASONS)
     return DetokenizeMsg(uid, ids, finished, opening, *why)
 
 
