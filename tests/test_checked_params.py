@@ -21,6 +21,7 @@ from puredetok.serving.messages import (
     decoding,
 )
 from puredetok.worker.wire import FrameDecoder, encode_batch
+from sources import vocabulary_of
 
 REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"max_tokens": -1}, "max_tokens"),
@@ -170,7 +171,7 @@ def test_any_parameters_that_construct_are_accepted_by_an_opening(
     except ValueError as error:
         assert any(name in str(error) for name in fields), (fields, error)
         return
-    manager = DetokenizeManager(tokenizer("gpt2"), codecs=CODECS)
+    manager = DetokenizeManager(tokenizer("gpt2"), codecs=CODECS, vocabulary=vocabulary_of("gpt2"))
     manager.open("r", Opening(prompt, params))
     [reply] = manager.handle([DetokenizeMsg("r", [15496], True)])
     assert reply.error is None and reply.finished

@@ -22,6 +22,7 @@ from puredetok.replay.replay import Replayer
 from puredetok.replay.trace import TraceHeader, read_trace
 from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams
+from sources import vocabulary_of
 
 OPENAI_KEYS = (
     "max_tokens",
@@ -180,7 +181,9 @@ def test_from_openai_never_lets_a_bad_value_through(body: dict[str, Any]) -> Non
         assert any(f"{key}: " in message for key in OPENAI_KEYS if key in body)
         return
     assert params.extra == {key: value for key, value in body.items() if key not in OPENAI_KEYS}
-    manager = DetokenizeManager(tokenizer("qwen3"), codecs=_shared_codecs())
+    manager = DetokenizeManager(
+        tokenizer("qwen3"), codecs=_shared_codecs(), vocabulary=vocabulary_of("qwen3")
+    )
     manager.rules(params)  # raises ValueError on anything a request may not have
     for key in OPENAI_KEYS:
         if body.get(key) is not None and key != "stop":
