@@ -27,6 +27,7 @@ from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.loading import load_tokenizer
 from puredetok.serving.messages import SamplingParams, UserReply
 from puredetok.testing.strategies import MULTILINGUAL
+from sources import vocabulary_of
 
 CODECS: dict[str, Any] = {}
 SAMPLE = Path(__file__).resolve().parents[1] / "docs" / "sample-trace.jsonl"
@@ -311,7 +312,9 @@ def traces(draw: st.DrawFn, name: str) -> list[TraceEvent]:
 @settings(max_examples=max(4, settings().max_examples // 6))
 @given(data=st.data())
 def test_random_traces_pass_every_check(name: str, data: st.DataObject) -> None:
-    replayer = Replayer(tokenizer(name), SamplingParams(), codecs=CODECS.setdefault(name, {}))
+    replayer = Replayer(
+        tokenizer(name), SamplingParams(), codecs=CODECS.setdefault(name, {}), vocabulary=vocabulary_of(name)
+    )
     drawn = data.draw(traces(name))
     for event in drawn:
         replayer.event(event)
@@ -576,7 +579,9 @@ def test_comparing_as_it_runs_finds_what_comparing_the_whole_texts_finds(
         patch.setattr(replay_module, "DetokenizeManager", Perturbed)
         for whole in (False, True):
             codecs = CODECS.setdefault(name, {})
-            replayer = Replayer(tokenizer(name), SamplingParams(), codecs=codecs, whole=whole)
+            replayer = Replayer(
+                tokenizer(name), SamplingParams(), codecs=codecs, vocabulary=vocabulary_of(name), whole=whole
+            )
             for event in drawn:
                 replayer.event(event)
             replayer.close_all()

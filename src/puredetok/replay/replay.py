@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -214,8 +214,8 @@ class Replayer:
 
     A uid's first event opens its request (with an :class:`Opening` of its prompt and options: a
     trace records requests, it does not spell out their openings). ``defaults`` are the options of
-    requests whose first event has none; ``codecs`` may share
-    codecs with other managers of the same tokenizer (see :class:`DetokenizeManager`). Ended
+    requests whose first event has none; ``codecs`` and ``vocabulary`` may share codecs and the
+    vocabulary read with other managers of the same tokenizer (see :class:`DetokenizeManager`). Ended
     requests are handed out by :meth:`take_ended` and then forgotten; :attr:`summary` counts them.
     ``whole``: check every request against ``tokenizer.decode`` with its ids and text kept (else
     only those whose codec is not exact); ``keep_text``: keep each request's text for
@@ -228,6 +228,7 @@ class Replayer:
         defaults: SamplingParams = DEFAULT_PARAMS,
         *,
         codecs: dict[CodecKey, Codec] | None = None,
+        vocabulary: Mapping[str, int] | None = None,
         remember_ended: int = DEFAULT_REMEMBER_ENDED,
         whole: bool = False,
         keep_text: bool = False,
@@ -237,7 +238,9 @@ class Replayer:
         self.keep_text = keep_text
         self.defaults = defaults
         self.remember_ended = remember_ended
-        self.manager = DetokenizeManager(tokenizer, codecs=codecs, remember_ended=remember_ended)
+        self.manager = DetokenizeManager(
+            tokenizer, codecs=codecs, vocabulary=vocabulary, remember_ended=remember_ended
+        )
         self.live: dict[Uid, RequestReport] = {}
         """The requests still running."""
         self.summary = ReplaySummary()
