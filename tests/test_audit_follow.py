@@ -214,7 +214,7 @@ def test_a_vllm_stream_read_ahead_and_followed_gives_the_whole_report(data: st.D
 
 
 @given(data=st.data())
-@settings(  # each example replays a whole trace twice (~1.8 s): bounded so that CI stays within its time
+@settings(  # each example replays a whole trace twice (each replay's manager reads the vocabulary): bounded
     max_examples=30, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None
 )
 def test_a_trace_replayed_and_followed_gives_the_whole_report(data: st.DataObject) -> None:
@@ -251,10 +251,11 @@ def test_a_trace_replayed_and_followed_gives_the_whole_report(data: st.DataObjec
     numbered = list(enumerate(lines, 1))
     tok = tokenizer("qwen3")
     whole = []
-    for item in read_trace_requests(numbered, tok, "f"):
+    codecs = auditor.replay_codecs  # as the audit replays its traces: codecs built once, not per replay
+    for item in read_trace_requests(numbered, tok, "f", codecs):
         assert not isinstance(item, Followed)
         whole.append(item if not isinstance(item, Request) else (item.id, item.line, auditor.check(item)))
-    followed = list(read_trace_requests(numbered, tok, "f", None, auditor))
+    followed = list(read_trace_requests(numbered, tok, "f", codecs, auditor))
     assert len(followed) == len(whole)
     for before, item in zip(whole, followed):
         if isinstance(before, tuple):
