@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from helpers import tokenizer
+from puredetok.core import read_vocabulary
 from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.messages import (
     TO_BACKEND,
@@ -115,13 +116,18 @@ class Lifecycle(RuleBasedStateMachine):
 
     worker: InProcessWorker
     codecs: dict[Any, Any]
+    vocabulary: dict[str, int] | None
+    """Read once for every run's manager (a read takes 0.1 - 0.3 s)."""
 
     def __init__(self) -> None:
         super().__init__()
         worker = self.worker
         worker.limits = Limits(max_text_chars=MAX_TEXT_CHARS, max_ids=MAX_IDS, max_live=MAX_LIVE)
         worker.detokenize_manager = DetokenizeManager(
-            worker.tokenize_manager.tokenizer, codecs=self.codecs, max_live=MAX_LIVE
+            worker.tokenize_manager.tokenizer,
+            codecs=self.codecs,
+            vocabulary=self.vocabulary,
+            max_live=MAX_LIVE,
         )
         worker._tokenizing.clear()
         worker._cancelled.clear()
@@ -419,4 +425,5 @@ def in_process_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InPr
 def test_every_request_gets_exactly_one_finished_reply(in_process_worker: InProcessWorker) -> None:
     Lifecycle.worker = in_process_worker
     Lifecycle.codecs = {}
+    Lifecycle.vocabulary = read_vocabulary(in_process_worker.tokenize_manager.tokenizer)
     run_state_machine_as_test(Lifecycle, settings=settings(settings(), stateful_step_count=STEPS))
