@@ -1,0 +1,124 @@
+"""``puredetok audit`` on files as users keep them: encodings, line endings, compression, batch
+answers, engine errors and cut streams, in the engines' own shapes (``vllm/entrypoints/openai``:
+``completion/serving.py``'s stream generator, which sends ``data: {"error": ...}`` then
+``data: [DONE]`` when a request fails; ``sglang/srt/entrypoints/http_server.py``, whose
+``/generate`` answers a batch as a list and an error as ``{"error": {"message"}}``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from test_audit import _sample, _sse, audit, completion, report, table, write_lines
+
+
+def _sglang(uid: str, text: str, ids: list[int]) -> dict[str, Any]:
+    return {"text": text, "output_ids": ids, "meta_info": {"id": uid, "finish_reason": {"type": "length"}}}
+
+
+@pytest.mark.parametrize("kind", ["lines", "array", "sse"])
+def test_a_utf8_bom_and_crlf_line_endings_are_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """Files written by Windows tools (a BOM, CRLF) give the verdicts of the same file without."""
+    prompt, ids, text = _sample()
+    records = [completion("a", prompt, ids, text), completion("b", prompt, ids, text[:-1])]
+    lines = [json.dumps(r) for r in records]
+    if kind == "array":
+        lines = ["[", ",\n".join(lines), "]"]
+    elif kind == "sse":
+        lines = _sse("a", prompt, [(text, ids)]) + _sse("b", prompt, [(text[:-1], ids)])
+    path = tmp_path / "log.txt"
+    path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode())  # no newline at the end either
+    out_path = tmp_path / "report.jsonl"
+    code, out, err = audit(capsys, str(path), "--report", str(out_path))
+    assert (code, err) == (1, "")
+    assert [(r["id"], r["kind"]) for r in report(out_path)] == [("b", "lost tail")]
+    assert table(out)["requests"] == "2"
+
+
+def test_a_compressed_file_is_named_as_such(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prompt, ids, text = _sample()
+    path = tmp_path / "log.jsonl.gz"
+    path.write_bytes(gzip.compress(json.dumps(completion("a", prompt, ids, text)).encode()))
+    code, _, err = audit(capsys, str(path))
+    assert code == 2 and err.splitlines() == [
+        f"puredetok audit: error: {path}: gzip-compressed: not read (decompress it first)"
+    ]
+
+
+def test_json_lines_of_batch_answers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang answers a batch request with a list: a log keeps one list per line."""
+    _, ids, text = _sample()
+    batch = [_sglang("g1", text, ids), _sglang("g2", text[:-1], ids)]
+    path = write_lines(tmp_path / "batches.jsonl", [batch, [_sglang("g3", text, ids)], "[oops"])
+    out_path = tmp_path / "report.jsonl"
+    code, out, _ = audit(capsys, str(path), "--report", str(out_path))
+    assert code == 2
+    found = report(out_path)
+    assert [(r.get("id"), r["line"]) for r in found] == [("g2", 1), (None, 3)]
+    assert table(out)["requests"] == "3"
+
+
+def test_engine_errors_are_skipped_not_audited(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An error answer (vLLM's newer ``{"error": {...}}``, its older ``{"object": "error"}``,
+    SGLang's) is counted as skipped; a stream that an error ended is not compared."""
+    prompt, ids, text = _sample()
+    vllm = write_lines(
+        tmp_path / "vllm.jsonl",
+        [
+            completion("a", prompt, ids, text),
+            {"error": {"message": "too long", "type": "BadRequestError", "param": None, "code": 400}},
+            {"object": "error", "message": "too long", "type": "BadRequestError", "param": None, "code": 400},
+        ],
+    )
+    sglang = write_lines(
+        tmp_path / "sglang.jsonl", [_sglang("g1", text, ids), {"error": {"message": "aborted"}}]
+    )
+    cut = _sse("s1", prompt, [(text[:1], ids[:1]), (text[1:4], ids[1:4])])[:2]
+    error = ['data: {"error": {"message": "boom", "type": "InternalServerError", "code": 500}}', ""]
+    stream = write_lines(tmp_path / "stream.sse", [*cut, *error, "data: [DONE]", ""])
+    sglang_cut = {**_sglang("g2", text[:1], ids[:2]), "meta_info": {"id": "g2", "finish_reason": None}}
+    sglang_stream = write_lines(
+        tmp_path / "sglang.sse",
+        [f"data: {json.dumps(sglang_cut)}", 'data: {"error": {"message": "boom"}}', "data: [DONE]"],
+    )
+    for path, counts in ((vllm, ("1", "2")), (sglang, ("1", "1")), (stream, ("0", "1")), (sglang_stream, ("0", "1"))):
+        code, out, err = audit(capsys, str(path))
+        assert (code, err) == (0, ""), path
+        assert (table(out)["requests"], table(out)["skipped"]) == counts
+
+
+def test_completion_chunks_as_json_lines_are_a_stream(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A client that logs each chunk as a line (``chunk.model_dump_json()``): a completion chunk's
+    ``object`` is ``text_completion`` as a whole response's, but its ``finish_reason`` is null."""
+    prompt, ids, text = _sample()
+    chunks = [line[len("data: ") :] for line in _sse("c1", prompt, [(text[:3], ids[:3]), (text[3:], ids[3:])])]
+    path = write_lines(tmp_path / "chunks.jsonl", [line for line in chunks if line and "[DONE]" not in line])
+    code, out, err = audit(capsys, str(path))
+    assert (code, err) == (0, "")
+    assert "vllm-stream: 1" in out and table(out)["streams"] == "1"
+
+
+def test_a_stream_cut_before_its_end_is_compared_as_far_as_it_went(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No ``finish_reason`` (a client that disconnected, a log cut short): the text may still
+    have been held (an incomplete character, the start of a stop string), so a text that is a
+    beginning of the exact one is skipped, not a difference; a wrong text still is one."""
+    prompt, ids, text = _sample()
+    held = _sse("held", prompt, [(text[:1], ids[:1]), ("", ids[1:2])])[:2]  # "猫" still incomplete
+    wrong = _sse("wrong", prompt, [(text[:1] + "x", ids[:1]), ("", ids[1:2])])[:2]
+    path = write_lines(tmp_path / "cut.sse", [*held, *wrong, "retry: 3000"])
+    out_path = tmp_path / "report.jsonl"
+    code, out, err = audit(capsys, str(path), "--report", str(out_path))
+    assert (code, err) == (1, "")
+    assert [r["id"] for r in report(out_path)] == ["wrong"]
+    assert (table(out)["requests"], table(out)["skipped"]) == ("1", "1")
