@@ -88,7 +88,12 @@ def test_engine_errors_are_skipped_not_audited(tmp_path: Path, capsys: pytest.Ca
         tmp_path / "sglang.sse",
         [f"data: {json.dumps(sglang_cut)}", 'data: {"error": {"message": "boom"}}', "data: [DONE]"],
     )
-    for path, counts in ((vllm, ("1", "2")), (sglang, ("1", "1")), (stream, ("0", "1")), (sglang_stream, ("0", "1"))):
+    for path, counts in (
+        (vllm, ("1", "2")),
+        (sglang, ("1", "1")),
+        (stream, ("0", "1")),
+        (sglang_stream, ("0", "1")),
+    ):
         code, out, err = audit(capsys, str(path))
         assert (code, err) == (0, ""), path
         assert (table(out)["requests"], table(out)["skipped"]) == counts
@@ -100,7 +105,9 @@ def test_completion_chunks_as_json_lines_are_a_stream(
     """A client that logs each chunk as a line (``chunk.model_dump_json()``): a completion chunk's
     ``object`` is ``text_completion`` as a whole response's, but its ``finish_reason`` is null."""
     prompt, ids, text = _sample()
-    chunks = [line[len("data: ") :] for line in _sse("c1", prompt, [(text[:3], ids[:3]), (text[3:], ids[3:])])]
+    chunks = [
+        line[len("data: ") :] for line in _sse("c1", prompt, [(text[:3], ids[:3]), (text[3:], ids[3:])])
+    ]
     path = write_lines(tmp_path / "chunks.jsonl", [line for line in chunks if line and "[DONE]" not in line])
     code, out, err = audit(capsys, str(path))
     assert (code, err) == (0, "")

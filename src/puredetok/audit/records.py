@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "Chunk", "Columns", "InputError", "Request", "Skipped", "Item", "token_ids", "request_id",
-    "stream_data", "Lines",
+    "stream_data", "Lines", "failed",
 ]  # fmt: skip
 
 from collections.abc import Iterable, Iterator
@@ -130,6 +130,15 @@ def request_id(value: Any, default: str | int) -> str | int:
     return default
 
 
+def failed(live: dict[Any, Any], file: str, line: int, error: Any) -> Iterator[Skipped]:
+    """An error the engine answered: it ends every request still streaming (emptied from
+    ``live``), each skipped, or is one skipped request where none is.
+    """
+    for _ in range(max(len(live), 1)):
+        yield Skipped(file, line, f"the engine answered an error: {error}")
+    live.clear()
+
+
 Lines = Iterable[tuple[int, bytes]]
 """A file's lines with their numbers (from 1)."""
 
@@ -141,5 +150,5 @@ def stream_data(lines: Lines) -> Iterator[tuple[int, bytes]]:
     """
     for number, raw in lines:
         line = raw.strip()
-        if line and not line.startswith((b":", b"event:", b"id:")):
+        if line and not line.startswith((b":", b"event:", b"id:", b"retry:")):
             yield number, line[5:].strip() if line.startswith(b"data:") else line

@@ -44,7 +44,7 @@ import msgspec
 
 from puredetok.audit.compare import Auditor
 from puredetok.audit.follow import Followed, Follower
-from puredetok.audit.records import Chunk, InputError, Item, Lines, Request, Skipped, stream_data
+from puredetok.audit.records import Chunk, InputError, Item, Lines, Request, failed, stream_data
 
 
 class _Output(msgspec.Struct):
@@ -62,7 +62,7 @@ class _StreamChunk(msgspec.Struct):
     error: Any = None
 
 
-_decoder = msgspec.json.Decoder(_Output)
+_decoder = msgspec.json.Decoder(_Output | list[_Output])
 _array = msgspec.json.Decoder(list[_Output])
 _chunk = msgspec.json.Decoder(_StreamChunk)
 
@@ -103,11 +103,15 @@ def read_outputs(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item
         if not line.strip():
             continue
         try:
-            output = _decoder.decode(line)
+            decoded = _decoder.decode(line)
         except (msgspec.ValidationError, msgspec.DecodeError) as error:
-            yield InputError(file, number, f"not an SGLang /generate output: {error}")
+            record = msgspec.json.decode(line) if isinstance(error, msgspec.ValidationError) else None
+            failure = record.get("error") if isinstance(record, dict) else None
+            message = f"not an SGLang /generate output: {error}"
+            yield from failed({}, file, number, failure) if failure else [InputError(file, number, message)]
             continue
-        yield output_request(output, file, number)
+        for output in decoded if isinstance(decoded, list) else [decoded]:  # a batch's answer is a list
+            yield output_request(output, file, number)
 
 
 def read_array(data: bytes, file: str) -> Iterator[Item]:
@@ -365,8 +369,8 @@ def read_stream(
         if isinstance(chunk, str | bytes):
             yield InputError(file, number, str(chunk))
             continue
-        if chunk.error is not None:
-            yield Skipped(file, number, f"the engine answered an error: {chunk.error}")
+        if chunk.error is not None:  # the server then sends [DONE]
+            yield from failed(live, file, number, chunk.error)
             continue
         if chunk.output_ids is None:
             yield InputError(file, number, "a chunk without output_ids")

@@ -35,6 +35,8 @@ SHARD_BYTES = 4 << 20
 """About how many bytes of lines a shard holds."""
 
 _HEAD = 1 << 16
+_BOM = b"\xef\xbb\xbf"
+_COMPRESSED = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"BZh": "bzip2", b"\xfd7zXZ": "xz"}
 _TRACE_EVENT = frozenset({"uid", "tokens", "prompt", "options", "finished", "abort"})
 
 
@@ -72,50 +74,59 @@ def _first_line(path: str) -> bytes:
     with open(path, "rb") as source:
         for line in source:
             if line.strip():
-                return line.strip()
+                return line.removeprefix(_BOM).strip()
     return b""
 
 
 def _first_data(path: str) -> bytes:
     """The first ``data:`` line's value (the first chunk of a stream of server-sent events)."""
     with open(path, "rb") as source:
-        for line in source:
+        for line in (line.removeprefix(_BOM) for line in source):
             if line.startswith(b"data:") and line[5:].strip() != b"[DONE]":
                 return line[5:].strip()
     return b""
 
 
+def _json(data: bytes) -> Any:
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return None
+
+
 def detect_format(path: str) -> tuple[str, str]:
     """The format of a file and its layout, from its content. Raises ValueError if it is none."""
     with open(path, "rb") as source:
-        head = source.read(_HEAD)
+        head = source.read(_HEAD).removeprefix(_BOM)
     if head.startswith(b"PAR1"):
         return "rollouts", "parquet"
+    for magic, name in _COMPRESSED.items():
+        if head.startswith(magic):
+            raise ValueError(f"{name}-compressed: not read (decompress it first)")
     body = head.lstrip()
     if not body:
         raise ValueError("the file is empty")
-    if body.startswith(b"["):
-        if b'"output_ids"' in head:
-            return "sglang", "array"
-        if b'"choices"' in head:
-            return "vllm", "array"
-        raise ValueError("a JSON array of neither vLLM responses nor SGLang outputs; give --format")
     line = _first_line(path)
+    first = _json(line)
+    if body.startswith(b"["):
+        layout = "lines" if isinstance(first, list) else "array"  # a list a line: batch answers
+        if b'"output_ids"' in head:
+            return "sglang", layout
+        if b'"choices"' in head:
+            return "vllm", layout
+        raise ValueError("a JSON array of neither vLLM responses nor SGLang outputs; give --format")
     if line.startswith((b"data:", b"event:", b":")):
-        try:
-            chunk = msgspec.json.decode(_first_data(path))
-        except msgspec.DecodeError:
-            chunk = None
+        chunk = _json(_first_data(path))
         sglang = isinstance(chunk, dict) and "output_ids" in chunk and "choices" not in chunk
         return ("sglang-stream" if sglang else "vllm-stream"), "lines"
-    try:
-        first = msgspec.json.decode(line)
-    except msgspec.DecodeError:
-        raise ValueError("line 1 is not JSON: cannot tell the format (give --format)") from None
+    if first is None:
+        raise ValueError("line 1 is not JSON: cannot tell the format (give --format)")
     if not isinstance(first, dict):
         raise ValueError("line 1 is not a JSON object: cannot tell the format (give --format)")
-    if "choices" in first:
-        chunk = str(first.get("object", "")).endswith(".chunk")
+    if "choices" in first:  # a completion chunk's object is a whole one's, but it is not finished
+        chunks = first["choices"] if isinstance(first["choices"], list) else []
+        unfinished = any(isinstance(c, dict) and c.get("finish_reason", "") is None for c in chunks)
+        chunk = str(first.get("object", "")).endswith(".chunk") or unfinished
         return ("vllm-stream" if chunk else "vllm"), "lines"
     if "output_ids" in first and "meta_info" in first:
         return "sglang", "lines"
@@ -173,7 +184,7 @@ def _lines(shard: Shard) -> Iterator[tuple[int, bytes]]:
         for line in source:
             if position >= shard.end:
                 return
-            yield number, line
+            yield number, line.removeprefix(_BOM) if position == 0 else line
             position += len(line)
             number += 1
 
@@ -184,7 +195,7 @@ def _items(shard: Shard, auditor: Auditor, columns: Columns) -> Iterator[Item | 
         return rollouts.read_parquet(shard.path, shard.start, shard.row, columns, file)
     if shard.layout == "array":
         with open(shard.path, "rb") as source:
-            data = source.read()
+            data = source.read().removeprefix(_BOM)
         return vllm.read_array(data, file) if format == "vllm" else sglang.read_array(data, file)
     if format == "trace":
         lines = _lines(attrs.evolve(shard, end=os.path.getsize(shard.path)))
@@ -227,6 +238,10 @@ def audit_shard(shard: Shard, auditor: Auditor, columns: Columns | None = None) 
             message = f"request {request.id}: {error}"
             records.append(error_record(InputError(shard.path, request.line, message)))
             continue
+        if difference is not None and difference.kind == "lost tail" and request.finish_reason is None:
+            if shard.format in STREAMS:  # cut before its end: the rest may still have been held
+                tally.skipped += 1
+                continue
         _count(tally, request, difference is not None and difference.chunk is not None)
         tally.dropped += difference is not None and difference.dropped is not None
         if difference is not None and difference.kind == PARSER_SPLIT:

@@ -37,7 +37,7 @@ import msgspec
 
 from puredetok.audit.compare import Auditor
 from puredetok.audit.follow import Followed, Follower
-from puredetok.audit.records import Chunk, InputError, Item, Lines, Request, stream_data
+from puredetok.audit.records import Chunk, InputError, Item, Lines, Request, failed, stream_data
 
 
 class _Message(msgspec.Struct):
@@ -63,9 +63,18 @@ class _Response(msgspec.Struct):
     object: str | None = None
     choices: list[_Choice] | None = None
     prompt_token_ids: list[int] | None = None
+    error: Any = None
+    message: Any = None
+    """An error's (older servers: ``{"object": "error", "message"}``; newer: ``{"error": {...}}``)."""
+
+    @property
+    def failure(self) -> Any:
+        """The error the engine answered instead (None: a response)."""
+        return self.error if self.error is not None or self.object != "error" else self.message
 
 
-_decoder = msgspec.json.Decoder(_Response)
+_decoder = msgspec.json.Decoder(_Response | list[_Response])
+_chunk = msgspec.json.Decoder(_Response)
 _array = msgspec.json.Decoder(list[_Response])
 
 
@@ -114,7 +123,12 @@ def response_requests(response: _Response, file: str, line: int) -> Iterator[Ite
     """The requests of one whole response (one per choice)."""
     choices = response.choices
     if not choices:
-        yield InputError(file, line, "a response without choices")
+        failure = response.failure
+        yield from (
+            [InputError(file, line, "a response without choices")]
+            if failure is None
+            else failed({}, file, line, failure)
+        )
         return
     for choice in choices:
         name = _name(response, choice, line, len(choices) > 1)
@@ -145,11 +159,12 @@ def read_responses(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[It
         if not line.strip():
             continue
         try:
-            response = _decoder.decode(line)
+            decoded = _decoder.decode(line)
         except (msgspec.ValidationError, msgspec.DecodeError) as error:
             yield InputError(file, number, f"not a vLLM response: {error}")
             continue
-        yield from response_requests(response, file, number)
+        for response in decoded if isinstance(decoded, list) else [decoded]:  # a line may hold a list
+            yield from response_requests(response, file, number)
 
 
 def read_array(data: bytes, file: str) -> Iterator[Item]:
@@ -332,9 +347,12 @@ def read_stream(
                 yield from _close(live.pop(key), file, number)
             continue
         try:
-            chunk = _decoder.decode(line)
+            chunk = _chunk.decode(line)
         except (msgspec.ValidationError, msgspec.DecodeError) as error:
             yield InputError(file, number, f"not a vLLM stream chunk: {error}")
+            continue
+        if chunk.failure is not None:  # the server then sends [DONE]
+            yield from failed(live, file, number, chunk.failure)
             continue
         for choice in chunk.choices or ():
             key = (chunk.id if chunk.id is not None else "", choice.index)
