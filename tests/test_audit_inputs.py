@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from test_audit import _sample, _sse, audit, completion, report, table, write_lines
+from test_audit import _sample, _sglang_stream, _sse, audit, completion, report, table, write_lines
 
 
 def _sglang(uid: str, text: str, ids: list[int]) -> dict[str, Any]:
@@ -99,11 +99,10 @@ def test_engine_errors_are_skipped_not_audited(tmp_path: Path, capsys: pytest.Ca
         assert (table(out)["requests"], table(out)["skipped"]) == counts
 
 
-def test_completion_chunks_as_json_lines_are_a_stream(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_chunks_as_json_lines_are_a_stream(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A client that logs each chunk as a line (``chunk.model_dump_json()``): a completion chunk's
-    ``object`` is ``text_completion`` as a whole response's, but its ``finish_reason`` is null."""
+    ``object`` is ``text_completion`` as a whole response's, but its ``finish_reason`` is null, as
+    an SGLang chunk's ``meta_info.finish_reason`` is."""
     prompt, ids, text = _sample()
     chunks = [
         line[len("data: ") :] for line in _sse("c1", prompt, [(text[:3], ids[:3]), (text[3:], ids[3:])])
@@ -112,6 +111,14 @@ def test_completion_chunks_as_json_lines_are_a_stream(
     code, out, err = audit(capsys, str(path))
     assert (code, err) == (0, "")
     assert "vllm-stream: 1" in out and table(out)["streams"] == "1"
+    _, ids, text = _sample()
+    chunks = [
+        line[len("data: ") :] for line in _sglang_stream("g", ids, [text[:2], text], [2, len(ids)], "new")
+    ]
+    path = write_lines(tmp_path / "sglang.jsonl", [line for line in chunks if line and "[DONE]" not in line])
+    code, out, err = audit(capsys, str(path))
+    assert (code, err) == (0, "")
+    assert "sglang-stream: 1" in out and table(out)["streams"] == "1"
 
 
 def test_a_stream_cut_before_its_end_is_compared_as_far_as_it_went(

@@ -128,8 +128,8 @@ def detect_format(path: str) -> tuple[str, str]:
         unfinished = any(isinstance(c, dict) and c.get("finish_reason", "") is None for c in chunks)
         chunk = str(first.get("object", "")).endswith(".chunk") or unfinished
         return ("vllm-stream" if chunk else "vllm"), "lines"
-    if "output_ids" in first and "meta_info" in first:
-        return "sglang", "lines"
+    if "output_ids" in first and isinstance(first.get("meta_info"), dict):  # a chunk: not finished
+        return ("sglang-stream" if first["meta_info"].get("finish_reason", "") is None else "sglang"), "lines"
     if ("uid" in first and set(first) <= _TRACE_EVENT) or (first and set(first) <= {"tokenizer", "options"}):
         return "trace", "whole"
     return "rollouts", "lines"
