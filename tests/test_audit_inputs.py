@@ -136,3 +136,39 @@ def test_a_stream_cut_before_its_end_is_compared_as_far_as_it_went(
     assert (code, err) == (1, "")
     assert [r["id"] for r in report(out_path)] == ["wrong"]
     assert (table(out)["requests"], table(out)["skipped"]) == ("1", "1")
+
+
+def test_ids_from_logprobs_asked_as_token_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Servers before ``return_token_ids`` (vLLM < 0.10.2) give a choice's ids only in its logprobs,
+    asked with ``return_tokens_as_token_ids``: each token ``"token_id:N"`` (a completion's
+    ``logprobs.tokens``, a chat completion's ``logprobs.content[].token``), whole and streamed."""
+    _, ids, text = _sample()
+
+    def placeholders(part: list[int]) -> list[str]:
+        return [f"token_id:{i}" for i in part]
+
+    whole = completion("a", [], [], text[:-1], logprobs={"tokens": placeholders(ids), "text_offset": []})
+    del whole["choices"][0]["token_ids"]
+    content = [{"token": token, "logprob": -0.5, "bytes": None} for token in placeholders(ids)]
+    chat = {"id": "b", "object": "chat.completion", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": {"content": content},
+         "finish_reason": "length"}]}  # fmt: skip
+    words = {"tokens": ["cat"], "text_offset": [0]}  # without return_tokens_as_token_ids
+    plain = completion("c", [], [], text, logprobs=words)
+    del plain["choices"][0]["token_ids"]
+    path = write_lines(tmp_path / "logprobs.jsonl", [whole, chat, plain])
+    out_path = tmp_path / "report.jsonl"
+    code, _, err = audit(capsys, str(path), "--report", str(out_path))
+    assert code == 2 and f"{path}:3: response c: a choice without token_ids" in err
+    assert [(r.get("id"), r.get("kind")) for r in report(out_path)] == [("a", "lost tail"), (None, None)]
+    chunks = []
+    for index, (piece, part) in enumerate([(text[:2], ids[:2]), (text[2:], ids[2:])]):
+        delta = {"index": 0, "delta": {"content": piece}, "finish_reason": "length" if index else None}
+        delta["logprobs"] = {"content": [{"token": token, "logprob": 0.0} for token in placeholders(part)]}
+        chunks += [
+            f"data: {json.dumps({'id': 's', 'object': 'chat.completion.chunk', 'choices': [delta]})}",
+            "",
+        ]
+    path = write_lines(tmp_path / "stream.sse", [*chunks, "data: [DONE]"])
+    code, out, err = audit(capsys, str(path))
+    assert (code, err) == (0, "") and table(out)["tokens"] == str(len(ids))

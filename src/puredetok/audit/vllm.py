@@ -47,6 +47,23 @@ class _Message(msgspec.Struct):
     tool_calls: list[Any] | None = None
 
 
+class _Logprobs(msgspec.Struct):
+    tokens: list[Any] | None = None
+    """A completion's, one per output token."""
+    content: list[Any] | None = None
+    """A chat completion's, ``{"token", ...}`` per output token."""
+
+    def ids(self) -> list[int] | None:
+        """The tokens' ids, if each is a ``return_tokens_as_token_ids`` placeholder ``"token_id:N"``."""
+        tokens = self.tokens if self.tokens is not None else self.content
+        names = [token.get("token") if isinstance(token, dict) else token for token in tokens or ()]
+        if tokens is None or not all(
+            isinstance(n, str) and n[:9] == "token_id:" and n[9:].isdigit() for n in names
+        ):
+            return None
+        return [int(name[9:]) for name in names]
+
+
 class _Choice(msgspec.Struct):
     index: int = 0
     text: str | None = None
@@ -56,6 +73,12 @@ class _Choice(msgspec.Struct):
     prompt_token_ids: list[int] | None = None
     finish_reason: str | None = None
     stop_reason: int | str | None = None
+    logprobs: _Logprobs | None = None
+
+    @property
+    def ids(self) -> list[int] | None:
+        """Its ``token_ids``, else those its logprobs name (asked with ``return_tokens_as_token_ids``)."""
+        return self.token_ids if self.token_ids is not None or self.logprobs is None else self.logprobs.ids()
 
 
 class _Response(msgspec.Struct):
@@ -74,6 +97,7 @@ class _Response(msgspec.Struct):
 
 
 _decoder = msgspec.json.Decoder(_Response | list[_Response])
+_ASK = "return_token_ids, or logprobs with return_tokens_as_token_ids"
 _chunk = msgspec.json.Decoder(_Response)
 _array = msgspec.json.Decoder(list[_Response])
 
@@ -132,10 +156,9 @@ def response_requests(response: _Response, file: str, line: int) -> Iterator[Ite
         return
     for choice in choices:
         name = _name(response, choice, line, len(choices) > 1)
-        if choice.token_ids is None:
-            yield InputError(
-                file, line, f"response {name}: a choice without token_ids (ask with return_token_ids)"
-            )
+        ids = choice.ids
+        if ids is None:
+            yield InputError(file, line, f"response {name}: a choice without token_ids (ask with {_ASK})")
             continue
         text, parts = _choice_parts(choice)
         prompt = choice.prompt_token_ids if choice.prompt_token_ids is not None else response.prompt_token_ids
@@ -144,7 +167,7 @@ def response_requests(response: _Response, file: str, line: int) -> Iterator[Ite
             name,
             line,
             tuple(prompt or ()),
-            tuple(choice.token_ids),
+            tuple(ids),
             text or "",
             choice.finish_reason,
             stop,
@@ -366,7 +389,8 @@ def read_stream(
                     _follow(request, fates, key, number, auditor)
             text, _ = _choice_parts(choice)
             parts = _delta_parts(request, choice, text or "")
-            if choice.token_ids is None:
+            ids = choice.ids
+            if ids is None:
                 if (text or _carries(choice.delta)) and not request.failed:
                     yield InputError(
                         file, number, f"response {request.name}: a chunk with text but no token_ids"
@@ -374,10 +398,10 @@ def read_stream(
                     request.failed = True
             if request.follower is not None:
                 if not request.failed:
-                    request.follower.add(choice.token_ids or (), text or "")
+                    request.follower.add(ids or (), text or "")
             else:
-                request.ids.extend(choice.token_ids or ())
-                request.chunks.append(Chunk(text or "", len(choice.token_ids or ()), parts))
+                request.ids.extend(ids or ())
+                request.chunks.append(Chunk(text or "", len(ids or ()), parts))
             if choice.finish_reason is not None:
                 request.finish_reason, request.stop_reason = choice.finish_reason, choice.stop_reason
                 yield from _close(live.pop(key), file, number)
