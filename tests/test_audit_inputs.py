@@ -172,3 +172,34 @@ def test_ids_from_logprobs_asked_as_token_ids(tmp_path: Path, capsys: pytest.Cap
     path = write_lines(tmp_path / "stream.sse", [*chunks, "data: [DONE]"])
     code, out, err = audit(capsys, str(path))
     assert (code, err) == (0, "") and table(out)["tokens"] == str(len(ids))
+
+
+def test_choices_of_a_stream_are_named_as_in_a_whole_response(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``n`` > 1: the choices' chunks interleave, with a usage chunk (no choices) at the end;
+    each choice is ``ID/INDEX``, as in a whole response."""
+    prompt, ids, text = _sample()
+    first = _sse("s", prompt, [(text[:2], ids[:2]), (text[2:-1], ids[2:])])
+    second = [
+        line.replace('"index": 0', '"index": 1')
+        for line in _sse("s", prompt, [(text[:2], ids[:2]), (text[2:], ids[2:])])
+    ]
+    usage = {
+        "id": "s",
+        "object": "text_completion",
+        "choices": [],
+        "usage": {"completion_tokens": 2 * len(ids)},
+    }
+    lines = [first[0], second[0], first[2], second[2], f"data: {json.dumps(usage)}", "data: [DONE]"]
+    out_path = tmp_path / "report.jsonl"
+    code, out, _ = audit(capsys, str(write_lines(tmp_path / "n2.sse", lines)), "--report", str(out_path))
+    assert code == 1 and table(out)["requests"] == "2"
+    assert [(r["id"], r["kind"]) for r in report(out_path)] == [("s/0", "lost tail")]
+    whole = completion("s", prompt, ids, text[:-1])
+    whole["choices"].append({**whole["choices"][0], "index": 1, "text": text})
+    code, _, _ = audit(capsys, str(write_lines(tmp_path / "n2.jsonl", [whole])), "--report", str(out_path))
+    assert [r["id"] for r in report(out_path)] == ["s/0"]
+    swapped = [first[0], second[0], second[2], first[2], "data: [DONE]"]
+    code, _, _ = audit(capsys, str(write_lines(tmp_path / "n2b.sse", swapped)), "--report", str(out_path))
+    assert [r["id"] for r in report(out_path)] == ["s/0"]

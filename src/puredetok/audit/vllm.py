@@ -364,6 +364,7 @@ def read_stream(
         fates = _look_ahead(lines)
         lines = again
     live: dict[_Key, _Live] = {}
+    many = {key[0] for key in fates or () if key[1]}  # the responses of several choices
     for number, line in stream_data(lines):
         if line == b"[DONE]":
             for key in list(live):
@@ -382,7 +383,7 @@ def read_stream(
             request = live.get(key)
             if request is None:
                 base: str | int = chunk.id if chunk.id is not None else number
-                name = f"{base}/{choice.index}" if choice.index else base
+                name = f"{base}/{choice.index}" if choice.index or key[0] in many else base
                 prompt = choice.prompt_token_ids or chunk.prompt_token_ids or ()
                 request = live[key] = _Live(name, number, tuple(prompt))
                 if fates is not None and auditor is not None:
