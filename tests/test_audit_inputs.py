@@ -203,3 +203,52 @@ def test_choices_of_a_stream_are_named_as_in_a_whole_response(
     swapped = [first[0], second[0], second[2], first[2], "data: [DONE]"]
     code, _, _ = audit(capsys, str(write_lines(tmp_path / "n2b.sse", swapped)), "--report", str(out_path))
     assert [r["id"] for r in report(out_path)] == ["s/0"]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_bad_item_of_a_json_array_is_named_and_the_rest_audited(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str
+) -> None:
+    prompt, ids, text = _sample()
+    if engine == "vllm":
+        good, short = completion("a", prompt, ids, text), completion("b", prompt, ids, text[:-1])
+        bad = completion("c", prompt, ids, text, token_ids="1 2 3")
+    else:
+        good, short, bad = _sglang("a", text, ids), _sglang("b", text[:-1], ids), _sglang("c", text, [])
+        bad["output_ids"] = None
+    path = tmp_path / "array.json"
+    path.write_text(json.dumps([good, bad, short], indent=2))
+    out_path = tmp_path / "report.jsonl"
+    code, out, err = audit(capsys, str(path), "--report", str(out_path))
+    assert code == 2 and len(err.splitlines()) == 1 and f"{path}:2: not " in err
+    assert [r.get("id") for r in report(out_path)] == [None, "b"]
+    assert table(out)["requests"] == "2"
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "parquet"])
+def test_a_named_id_column_that_is_missing_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """``--id-column`` names rows; a name the table does not have is said, not replaced by the
+    row index. Ids may be strings or integers, list columns of int32 or int64, large or not."""
+    import pyarrow
+    import pyarrow.parquet
+
+    prompt, ids, text = _sample()
+    rows = [{"uid": 7, "prompt_ids": prompt, "response_ids": ids, "response_text": text[:-1]}]
+    rows.append({**rows[0], "uid": "x", "prompt_ids": None})
+    path = tmp_path / f"rows.{kind}"
+    if kind == "jsonl":
+        write_lines(path, rows)
+    else:
+        ints = pyarrow.large_list(pyarrow.int32())
+        schema = pyarrow.schema([("uid", pyarrow.string()), ("prompt_ids", ints), ("response_ids", ints),
+                                 ("response_text", pyarrow.large_string())])  # fmt: skip
+        table_ = [{**row, "uid": str(row["uid"])} for row in rows]
+        pyarrow.parquet.write_table(pyarrow.Table.from_pylist(table_, schema=schema), path)
+    out_path = tmp_path / "report.jsonl"
+    code, _, err = audit(capsys, str(path), "--id-column", "uid", "--report", str(out_path))
+    assert (code, err) == (1, "")
+    assert [r["id"] for r in report(out_path)] == [7 if kind == "jsonl" else "7", "x"]
+    code, _, err = audit(capsys, str(path), "--id-column", "row_id")
+    assert code == 2 and f"{path}:1: " in err and "'row_id'" in err

@@ -26,8 +26,9 @@ def row_request(row: Any, columns: Columns, index: int, file: str, line: int) ->
     if not isinstance(row, dict):
         return InputError(file, line, "a row that is not an object")
     try:
-        if columns.response_ids not in row:
-            raise ValueError(f"no {columns.response_ids!r} (response ids) in the row")
+        for column, what in ((columns.response_ids, "response ids"), (columns.id, "--id-column")):
+            if column and column not in row:
+                raise ValueError(f"no {column!r} ({what}) in the row")
         output = token_ids(row[columns.response_ids], repr(columns.response_ids))
         prompt = row.get(columns.prompt_ids)
         prompt_ids = () if prompt is None else token_ids(prompt, repr(columns.prompt_ids))
@@ -81,7 +82,9 @@ def read_parquet(path: str, group: int, first_row: int, columns: Columns, file: 
     table = _parquet(path)
     names = set(table.schema_arrow.names)
     wanted = [name for name in (columns.prompt_ids, columns.response_ids, columns.text, columns.id) if name]
-    missing = [name for name in (columns.response_ids, columns.text) if name not in names]
+    missing = [
+        name for name in (columns.response_ids, columns.text, columns.id) if name and name not in names
+    ]
     if missing:
         yield InputError(
             file, first_row + 1, f"no column {missing[0]!r} (columns: {', '.join(sorted(names))})"

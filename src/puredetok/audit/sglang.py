@@ -33,7 +33,7 @@ U+FFFD a later chunk corrects) is held whole, as is a request whose codec is not
 
 from __future__ import annotations
 
-__all__ = ["read_outputs", "read_array", "output_request", "read_stream"]
+__all__ = ["read_outputs", "output_request", "read_stream"]
 
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -63,7 +63,6 @@ class _StreamChunk(msgspec.Struct):
 
 
 _decoder = msgspec.json.Decoder(_Output | list[_Output])
-_array = msgspec.json.Decoder(list[_Output])
 _chunk = msgspec.json.Decoder(_StreamChunk)
 
 
@@ -112,17 +111,6 @@ def read_outputs(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[Item
             continue
         for output in decoded if isinstance(decoded, list) else [decoded]:  # a batch's answer is a list
             yield output_request(output, file, number)
-
-
-def read_array(data: bytes, file: str) -> Iterator[Item]:
-    """Outputs in one JSON array (each one's place is its item number, from 1)."""
-    try:
-        outputs = _array.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError) as error:
-        yield InputError(file, 1, f"not a JSON array of SGLang /generate outputs: {error}")
-        return
-    for number, output in enumerate(outputs, 1):
-        yield output_request(output, file, number)
 
 
 @attrs.define

@@ -37,6 +37,7 @@ SHARD_BYTES = 4 << 20
 _HEAD = 1 << 16
 _BOM = b"\xef\xbb\xbf"
 _COMPRESSED = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"BZh": "bzip2", b"\xfd7zXZ": "xz"}
+_ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 _TRACE_EVENT = frozenset({"uid", "tokens", "prompt", "options", "finished", "abort"})
 
 
@@ -196,7 +197,11 @@ def _items(shard: Shard, auditor: Auditor, columns: Columns) -> Iterator[Item | 
     if shard.layout == "array":
         with open(shard.path, "rb") as source:
             data = source.read().removeprefix(_BOM)
-        return vllm.read_array(data, file) if format == "vllm" else sglang.read_array(data, file)
+        try:  # each item read as a line numbered by its place, so that a bad one is named alone
+            items = [(number, bytes(raw)) for number, raw in enumerate(_ITEMS.decode(data), 1)]
+        except (msgspec.ValidationError, msgspec.DecodeError) as error:
+            return iter([InputError(file, 1, f"not a JSON array: {error}")])
+        return vllm.read_responses(items, file) if format == "vllm" else sglang.read_outputs(items, file)
     if format == "trace":
         lines = _lines(attrs.evolve(shard, end=os.path.getsize(shard.path)))
         return trace.read_trace_requests(lines, auditor.tokenizer, file, auditor.replay_codecs, auditor)

@@ -99,7 +99,6 @@ class _Response(msgspec.Struct):
 _decoder = msgspec.json.Decoder(_Response | list[_Response])
 _ASK = "return_token_ids, or logprobs with return_tokens_as_token_ids"
 _chunk = msgspec.json.Decoder(_Response)
-_array = msgspec.json.Decoder(list[_Response])
 
 
 def _tool_names(calls: list[Any] | None) -> list[str]:
@@ -188,17 +187,6 @@ def read_responses(lines: Iterable[tuple[int, bytes]], file: str) -> Iterator[It
             continue
         for response in decoded if isinstance(decoded, list) else [decoded]:  # a line may hold a list
             yield from response_requests(response, file, number)
-
-
-def read_array(data: bytes, file: str) -> Iterator[Item]:
-    """Whole responses in one JSON array (each one's place is its item number, from 1)."""
-    try:
-        responses = _array.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError) as error:
-        yield InputError(file, 1, f"not a JSON array of vLLM responses: {error}")
-        return
-    for number, response in enumerate(responses, 1):
-        yield from response_requests(response, file, number)
 
 
 @attrs.define
