@@ -252,3 +252,20 @@ def test_a_named_id_column_that_is_missing_is_an_error(
     assert [r["id"] for r in report(out_path)] == [7 if kind == "jsonl" else "7", "x"]
     code, _, err = audit(capsys, str(path), "--id-column", "row_id")
     assert code == 2 and f"{path}:1: " in err and "'row_id'" in err
+
+
+def test_sglang_prompt_token_ids_are_the_prompt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Newer SGLang servers return the prompt's ids with ``return_prompt_token_ids``
+    (``tokenizer_manager.py``: ``out_dict["prompt_token_ids"]``), whole and streamed; the exact
+    text is then contract C's after them (on Llama-2 the output's first space shows only after
+    a prompt)."""
+    from helpers import _folder
+
+    prompt, ids, text = _sample("llama2")
+    whole = {**_sglang("g1", text, ids), "prompt_token_ids": prompt}
+    chunk = {**_sglang("g2", text, ids), "prompt_token_ids": prompt}
+    whole_path = write_lines(tmp_path / "sglang.jsonl", [whole])
+    stream_path = write_lines(tmp_path / "sglang.sse", [f"data: {json.dumps(chunk)}", "data: [DONE]"])
+    for path in (whole_path, stream_path):
+        code, _, err = audit(capsys, str(path), "--tokenizer", str(_folder("llama2")))
+        assert (code, err) == (0, ""), path

@@ -4,7 +4,8 @@
 ``{"type": "stop", "matched": <stop string or token id>}``, ``{"type": "length", ...}`` or
 ``{"type": "abort", ...}``. SGLang cuts the text before a matched stop string and does not decode
 a matched stop token (unless the request asked ``no_stop_trim``). The native output carries no
-prompt ids; a record with ``input_ids`` (as the request that produced it had) is read with them.
+prompt ids unless asked with ``return_prompt_token_ids`` (newer servers: ``prompt_token_ids``
+beside ``text``); a record with ``input_ids`` (as the request that produced it had) is read with them.
 One object per line, or a JSON array of them (a batched request's answer).
 
 Streamed (``"stream": true``), ``/generate`` answers server-sent events (``http_server.py``:
@@ -52,6 +53,7 @@ class _Output(msgspec.Struct):
     output_ids: list[int]
     meta_info: dict[str, Any] = {}
     input_ids: list[int] | None = None
+    prompt_token_ids: list[int] | None = None
 
 
 class _StreamChunk(msgspec.Struct):
@@ -59,6 +61,7 @@ class _StreamChunk(msgspec.Struct):
     output_ids: list[int] | None = None
     meta_info: dict[str, Any] = {}
     input_ids: list[int] | None = None
+    prompt_token_ids: list[int] | None = None
     error: Any = None
 
 
@@ -87,7 +90,7 @@ def output_request(output: _Output, file: str, line: int) -> Request:
     return Request(
         _name(output.meta_info, line),
         line,
-        tuple(output.input_ids or ()),
+        tuple(output.input_ids or output.prompt_token_ids or ()),
         tuple(output.output_ids),
         output.text,
         kind,
@@ -366,7 +369,10 @@ def read_stream(
         key = _name(chunk.meta_info, 0)
         request = live.get(key)
         if request is None:
-            name, prompt = _name(chunk.meta_info, number), tuple(chunk.input_ids or ())
+            name, prompt = (
+                _name(chunk.meta_info, number),
+                tuple(chunk.input_ids or chunk.prompt_token_ids or ()),
+            )
             following = (
                 None
                 if fates is None or auditor is None
