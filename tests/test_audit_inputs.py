@@ -269,3 +269,23 @@ def test_sglang_prompt_token_ids_are_the_prompt(tmp_path: Path, capsys: pytest.C
     for path in (whole_path, stream_path):
         code, _, err = audit(capsys, str(path), "--tokenizer", str(_folder("llama2")))
         assert (code, err) == (0, ""), path
+
+
+def test_a_log_that_begins_with_an_error_is_told_by_what_follows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prompt, ids, text = _sample()
+    error = {"error": {"message": "too long"}}
+    sglang = write_lines(tmp_path / "sglang.jsonl", [error, _sglang("g1", text, ids)])
+    vllm = write_lines(
+        tmp_path / "vllm.jsonl", [{"object": "error", "message": "x"}, completion("a", prompt, ids, text)]
+    )
+    chunk = {**_sglang("g2", text, ids), "meta_info": {"id": "g2", "finish_reason": {"type": "length"}}}
+    stream = write_lines(
+        tmp_path / "sglang.sse",
+        [f"data: {json.dumps(error)}", "data: [DONE]", f"data: {json.dumps(chunk)}", "data: [DONE]"],
+    )
+    for path, format in ((sglang, "sglang"), (vllm, "vllm"), (stream, "sglang-stream")):
+        code, out, err = audit(capsys, str(path))
+        assert (code, err) == (0, "") and f"{format}: 1" in out
+        assert (table(out)["requests"], table(out)["skipped"]) == ("1", "1")

@@ -37,6 +37,7 @@ SHARD_BYTES = 4 << 20
 _HEAD = 1 << 16
 _BOM = b"\xef\xbb\xbf"
 _COMPRESSED = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"BZh": "bzip2", b"\xfd7zXZ": "xz"}
+_ERROR_KEYS = frozenset({"error", "object", "message", "type", "param", "code"})
 _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 _TRACE_EVENT = frozenset({"uid", "tokens", "prompt", "options", "finished", "abort"})
 
@@ -71,20 +72,18 @@ class ShardResult:
     """Where its time went, on Ray (a :class:`puredetok.audit.distributed.Timing`); None locally."""
 
 
-def _first_line(path: str) -> bytes:
+def _first_line(path: str, data: bool = False) -> bytes:
+    """The first line that is not blank nor an engine's error answer (with ``data``: the first
+    ``data:`` line's value, the first chunk of a stream of server-sent events).
+    """
     with open(path, "rb") as source:
-        for line in source:
-            if line.strip():
-                return line.removeprefix(_BOM).strip()
-    return b""
-
-
-def _first_data(path: str) -> bytes:
-    """The first ``data:`` line's value (the first chunk of a stream of server-sent events)."""
-    with open(path, "rb") as source:
-        for line in (line.removeprefix(_BOM) for line in source):
-            if line.startswith(b"data:") and line[5:].strip() != b"[DONE]":
-                return line[5:].strip()
+        for line in (line.removeprefix(_BOM).strip() for line in source):
+            if data and (not line.startswith(b"data:") or line[5:].strip() == b"[DONE]"):
+                continue
+            line = line[5:].strip() if data else line
+            record = _json(line) if line.startswith(b"{") else None
+            if line and not (isinstance(record, dict) and record and set(record) <= _ERROR_KEYS):
+                return line
     return b""
 
 
@@ -117,7 +116,7 @@ def detect_format(path: str) -> tuple[str, str]:
             return "vllm", layout
         raise ValueError("a JSON array of neither vLLM responses nor SGLang outputs; give --format")
     if line.startswith((b"data:", b"event:", b":")):
-        chunk = _json(_first_data(path))
+        chunk = _json(_first_line(path, data=True))
         sglang = isinstance(chunk, dict) and "output_ids" in chunk and "choices" not in chunk
         return ("sglang-stream" if sglang else "vllm-stream"), "lines"
     if first is None:
