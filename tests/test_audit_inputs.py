@@ -289,3 +289,18 @@ def test_a_log_that_begins_with_an_error_is_told_by_what_follows(
         code, out, err = audit(capsys, str(path))
         assert (code, err) == (0, "") and f"{format}: 1" in out
         assert (table(out)["requests"], table(out)["skipped"]) == ("1", "1")
+
+
+def test_a_directory_a_missing_file_and_null_ids_are_said_plainly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prompt, ids, text = _sample()
+    rows = write_lines(
+        tmp_path / "rows.jsonl", [{"prompt_ids": prompt, "response_ids": None, "response_text": text}]
+    )
+    code, _, err = audit(capsys, str(tmp_path), str(tmp_path / "gone.jsonl"), str(rows))
+    assert code == 2 and err.splitlines() == [
+        f"puredetok audit: error: {tmp_path}: Is a directory",
+        f"puredetok audit: error: {tmp_path / 'gone.jsonl'}: No such file or directory",
+        f"puredetok audit: error: {rows}:1: 'response_ids' is null",
+    ]

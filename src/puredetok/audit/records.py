@@ -118,6 +118,8 @@ class Columns:
 
 def token_ids(value: Any, what: str) -> tuple[int, ...]:
     """``value`` as ids; raises ValueError naming ``what`` if it is not a list of integers."""
+    if value is None:
+        raise ValueError(f"{what} is null")
     if not isinstance(value, list | tuple) or not all(type(i) is int for i in value):
         raise ValueError(f"{what} is not a list of integer token ids")
     return tuple(value)

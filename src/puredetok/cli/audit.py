@@ -98,7 +98,8 @@ def _shards(args: argparse.Namespace) -> tuple[list[Shard], list[str], dict[str,
             found = shards_of(path, args.format, args.shard_bytes)
             sizes[path] = os.path.getsize(path)
         except (OSError, ValueError) as error:
-            message = " ".join(str(error).split()) or type(error).__name__
+            message = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+            message = " ".join(message.split()) or type(error).__name__
             bad.append(f"{path}: {message}")
             continue
         shards.extend(found)
