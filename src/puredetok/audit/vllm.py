@@ -56,7 +56,9 @@ class _Logprobs(msgspec.Struct):
     def ids(self) -> list[int] | None:
         """The tokens' ids, if each is a ``return_tokens_as_token_ids`` placeholder ``"token_id:N"``."""
         tokens = self.tokens if self.tokens is not None else self.content
-        names = [token.get("token") if isinstance(token, dict) else token for token in tokens or ()]
+        names: list[Any] = [
+            token.get("token") if isinstance(token, dict) else token for token in tokens or ()
+        ]
         if tokens is None or not all(
             isinstance(n, str) and n[:9] == "token_id:" and n[9:].isdigit() for n in names
         ):
