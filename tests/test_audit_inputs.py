@@ -136,6 +136,13 @@ def test_a_stream_cut_before_its_end_is_compared_as_far_as_it_went(
     assert (code, err) == (1, "")
     assert [r["id"] for r in report(out_path)] == ["wrong"]
     assert (table(out)["requests"], table(out)["skipped"]) == ("1", "1")
+    aborted = {
+        "text": text[:1],
+        "output_ids": ids[:1],
+        "meta_info": {"id": "g", "finish_reason": {"type": "abort"}},
+    }
+    code, out, err = audit(capsys, str(write_lines(tmp_path / "aborted.jsonl", [aborted])))
+    assert (code, err, table(out)["skipped"]) == (0, "", "1")
 
 
 def test_ids_from_logprobs_asked_as_token_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -242,10 +242,10 @@ def audit_shard(shard: Shard, auditor: Auditor, columns: Columns | None = None) 
             message = f"request {request.id}: {error}"
             records.append(error_record(InputError(shard.path, request.line, message)))
             continue
-        if difference is not None and difference.kind == "lost tail" and request.finish_reason is None:
-            if shard.format in STREAMS:  # cut before its end: the rest may still have been held
-                tally.skipped += 1
-                continue
+        cut = request.finish_reason == "abort" or (request.finish_reason is None and shard.format in STREAMS)
+        if cut and difference is not None and difference.kind == "lost tail":  # the rest may be held
+            tally.skipped += 1
+            continue
         _count(tally, request, difference is not None and difference.chunk is not None)
         tally.dropped += difference is not None and difference.dropped is not None
         if difference is not None and difference.kind == PARSER_SPLIT:
