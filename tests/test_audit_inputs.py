@@ -311,3 +311,23 @@ def test_a_directory_a_missing_file_and_null_ids_are_said_plainly(
         f"puredetok audit: error: {tmp_path / 'gone.jsonl'}: No such file or directory",
         f"puredetok audit: error: {rows}:1: 'response_ids' is null",
     ]
+
+
+def test_an_error_among_interleaved_streams_skips_the_requests_it_may_have_ended(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An error event names no request: every request then streaming is skipped, and their later
+    chunks (interleaved with others') are passed over, never read as a request that began there."""
+    prompt, ids, text = _sample("llama2")
+    from helpers import _folder
+
+    first = _sse("r1", prompt, [(text[:3], ids[:2]), (text[3:], ids[2:])])
+    second = _sse("r2", prompt, [(text[:3], ids[:2]), (text[3:], ids[2:])])
+    error = 'data: {"error": {"message": "boom"}}'
+    after = _sse("r3", prompt, [(text, ids)])
+    lines = [first[0], second[0], error, second[2], first[2], "data: [DONE]", *after]
+    code, out, err = audit(
+        capsys, str(write_lines(tmp_path / "mixed.sse", lines)), "--tokenizer", str(_folder("llama2"))
+    )
+    assert (code, err) == (0, "")
+    assert (table(out)["requests"], table(out)["skipped"]) == ("1", "2")

@@ -132,12 +132,16 @@ def request_id(value: Any, default: str | int) -> str | int:
     return default
 
 
-def failed(live: dict[Any, Any], file: str, line: int, error: Any) -> Iterator[Skipped]:
-    """An error the engine answered: it ends every request still streaming (emptied from
-    ``live``), each skipped, or is one skipped request where none is.
+def failed(
+    live: dict[Any, Any], file: str, line: int, error: Any, dead: set[Any] | None = None
+) -> Iterator[Skipped]:
+    """An error the engine answered: it ends every request still streaming (moved from ``live``
+    to ``dead``, whose later chunks, interleaved with others', are passed over until
+    ``[DONE]``), each skipped, or is one skipped request where none is.
     """
     for _ in range(max(len(live), 1)):
         yield Skipped(file, line, f"the engine answered an error: {error}")
+    (dead if dead is not None else set()).update(live)
     live.clear()
 
 

@@ -352,21 +352,25 @@ def read_stream(
         fates = _look_ahead(lines)
         lines = again
     live: dict[str | int, _Live | _Following] = {}
+    dead: set[str | int] = set()
     for number, chunk in _chunks(lines):
         if chunk == b"[DONE]":
             for key in list(live):
                 yield _close(live.pop(key), file, number)
+            dead.clear()
             continue
         if isinstance(chunk, str | bytes):
             yield InputError(file, number, str(chunk))
             continue
         if chunk.error is not None:  # the server then sends [DONE]
-            yield from failed(live, file, number, chunk.error)
+            yield from failed(live, file, number, chunk.error, dead)
             continue
         if chunk.output_ids is None:
             yield InputError(file, number, "a chunk without output_ids")
             continue
         key = _name(chunk.meta_info, 0)
+        if key in dead:
+            continue
         request = live.get(key)
         if request is None:
             name, prompt = (

@@ -355,10 +355,12 @@ def read_stream(
         lines = again
     live: dict[_Key, _Live] = {}
     many = {key[0] for key in fates or () if key[1]}  # the responses of several choices
+    dead: set[_Key] = set()
     for number, line in stream_data(lines):
         if line == b"[DONE]":
             for key in list(live):
                 yield from _close(live.pop(key), file, number)
+            dead.clear()
             continue
         try:
             chunk = _chunk.decode(line)
@@ -366,10 +368,12 @@ def read_stream(
             yield InputError(file, number, f"not a vLLM stream chunk: {error}")
             continue
         if chunk.failure is not None:  # the server then sends [DONE]
-            yield from failed(live, file, number, chunk.failure)
+            yield from failed(live, file, number, chunk.failure, dead)
             continue
         for choice in chunk.choices or ():
             key = (chunk.id if chunk.id is not None else "", choice.index)
+            if key in dead:
+                continue
             request = live.get(key)
             if request is None:
                 base: str | int = chunk.id if chunk.id is not None else number
