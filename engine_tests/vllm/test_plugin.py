@@ -354,26 +354,37 @@ def test_a_resumable_request_continues_after_each_input_chunk() -> None:
 
 
 @pytest.mark.parametrize("where", ["advance", "close"])
+@pytest.mark.parametrize("kind", [RequestOutputKind.DELTA, RequestOutputKind.CUMULATIVE])
+@pytest.mark.parametrize("chunk", [1, 3])
+@pytest.mark.parametrize("stop_id", [False, True])
 def test_a_failure_mid_request_goes_on_with_vllms_own_detokenizer(
-    where: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    where: str,
+    kind: RequestOutputKind,
+    chunk: int,
+    stop_id: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """If puredetok fails in the middle of a request (a step, or the final flush), the request goes
-    on with vLLM's own detokenizer from where it was (no text sent twice, none lost), and the
-    failure is logged once."""
+    """If puredetok fails in the middle of a request (a step, or the flush when the engine ends
+    it), the request goes on with vLLM's own detokenizer from where it was, and the failure is
+    logged once. No text is sent twice and none is lost, also when the failure comes in the middle
+    of a batch of ids (speculative decoding), after some of the batch was decoded."""
     tok = vllm_tokenizer("qwen3")
     output = tok.encode("one two three four five six", add_special_tokens=False)
+    if stop_id:
+        output.append(tok.eos_token_id)
     real = getattr(plugin, where)
 
     def failing(*args: Any) -> Any:
-        if where == "close" or args[1] == output[2]:
+        if where == "close" or args[1] == output[4]:
             raise RuntimeError("injected")
         return real(*args)
 
     monkeypatch.setattr(plugin, where, failing)
     monkeypatch.setattr(plugin, "_logged", set())
     with caplog.at_level("WARNING", logger="vllm.puredetok"):
-        result = run(tok, [], output, stop=["seven"])
-        run(tok, [], output, stop=["seven"])  # the same failure again: not logged again
+        result = run(tok, [], output, chunks=[chunk], stop_id=stop_id, stop=["seven"], output_kind=kind)
+        run(tok, [], output, chunks=[chunk], stop_id=stop_id, stop=["seven"])  # not logged again
     assert result.text == "one two three four five six"
     assert result.token_ids == output
     assert sum("failed" in r.getMessage() for r in caplog.records) == 1

@@ -230,6 +230,8 @@ class PuredetokDetokenizer:
         self._closed = False
         self._pending = ""
         self._text = ""
+        self._delivered = 0
+        """How many characters the deltas returned so far held (what a client has of the text)."""
         self._skip_chars = 0
         self.token_ids: list[int] = []
 
@@ -285,6 +287,7 @@ class PuredetokDetokenizer:
         if text:
             self._pending = ""
         if delta:
+            self._delivered += len(text)
             return text
         if text:
             self._text += text
@@ -350,24 +353,18 @@ class PuredetokDetokenizer:
         self._closed = False
 
     def _fall_back(self, where: str) -> None:
-        """Hand the request to vLLM's own detokenizer, fed the ids so far; the text already sent
-        (what this stream emitted, replayed: it is a pure function of the ids) is not sent again.
+        """Hand the request to vLLM's own detokenizer, fed the ids so far; the text the deltas
+        already returned is not sent again (its length is skipped from the fallback's deltas:
+        what the client has, whatever part of a batch of ids was decoded before the failure).
         """
         message = "puredetok: %s failed; this request goes on with vLLM's own detokenizer"
         _log_once_exc(f"failure {where}", message, where)
-        sent = 0
-        try:
-            stream = open_like(self._opening, self._prompt_ids)
-            for token_id in self.token_ids:
-                stream, text = advance(stream, token_id)
-                sent += len(text)
-        except Exception:  # noqa: BLE001, S110 - then nothing is known to be sent
-            sent = 0
         fallback = self._make_fallback()
         if self.token_ids:
             fallback.update(list(self.token_ids), False)
         self._fallback = fallback
-        self._skip_chars = max(0, sent - len(self._pending))
+        self._skip_chars = self._delivered
+        self._pending = ""
         self._fast_until = -1
         self.update = fallback.update  # type: ignore[method-assign]
         self.num_output_tokens = fallback.num_output_tokens  # type: ignore[method-assign]
