@@ -119,3 +119,30 @@ def test_a_read_offset_outside_the_window_goes_to_sglangs_own_code() -> None:
     ]
     outputs = instance._decode_batch_token_id_output(token_batch(rows))
     assert outputs == ["", decoder("qwen3")(ids[1:])]
+
+
+@pytest.mark.parametrize("name", ["llama2", "qwen3"])
+@pytest.mark.parametrize("per_step", [1, 2])
+def test_a_failure_while_bytes_are_held_hands_them_to_sglang(
+    name: str, per_step: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure of puredetok at any step, also while it holds the first bytes of a character or
+    a space it has not sent yet: SGLang's own detokenizer gets the ids whose text was not sent (and
+    one before them, as its context), so no text is lost and none sent twice."""
+    encode = tokenizer(name).encode
+    answer = encode(" 鱻䨻 word 😀 more", add_special_tokens=False)
+    for failing_call in range(1, len(answer) + 1):
+        calls = {"count": 0}
+
+        def failing(*args: Any, _at: int = failing_call, _calls: dict[str, int] = calls) -> Any:
+            _calls["count"] += 1
+            if _calls["count"] == _at:
+                raise RuntimeError("injected")
+            return real(*args)
+
+        real = plugin.step_hold if per_step == 1 else plugin.feed_hold
+        monkeypatch.setattr(plugin, "step_hold" if per_step == 1 else "feed_hold", failing)
+        request = Request(fresh_rid("held"), encode("Q:"), answer, per_step=per_step)
+        texts = stream(manager(name), [request])
+        monkeypatch.undo()
+        assert texts[request.rid] == exact_text(name, request), failing_call

@@ -57,8 +57,10 @@ _ATTRIBUTE = "puredetok_detokenizer"
 TrimStop = Callable[[Any, Any, bool], Any]
 """SGLang's ``DetokenizerManager.trim_matched_stop(output, finished_reason, no_stop_trim)``."""
 
-Handover = Callable[[Hashable, str], None]
-"""Gives a live request to SGLang's own detokenizer: ``(rid, text sent so far)``."""
+Handover = Callable[[Hashable, str, str, Sequence[int], int], None]
+"""Gives a live request to SGLang's own detokenizer: ``(rid, settled text, text sent, ids,
+context)``: the text of the ids up to ``context`` (SGLang's ``read_offset``) in ``ids``, all the
+text sent so far (some of it may come from the ids after ``context``), the ids."""
 
 
 def enabled() -> bool:
@@ -113,10 +115,10 @@ def _around_decode(original: Callable[..., list[str]], manager: Any, recv_obj: A
     def own(batch: Any) -> list[str]:
         return original(manager, batch)
 
-    def handover(rid: Hashable, sent: str) -> None:
+    def handover(rid: Hashable, settled: str, sent: str, ids: Sequence[int], context: int) -> None:
         from sglang.srt.managers.detokenizer_manager import DecodeStatus
 
-        status = DecodeStatus(decoded_text=sent, decode_ids=[], surr_offset=0, read_offset=0)
+        status = DecodeStatus(decoded_text=settled, decode_ids=list(ids), surr_offset=0, read_offset=context)
         status.sent_offset = len(sent)
         manager.decode_status[rid] = status
 
@@ -159,7 +161,11 @@ class SGLangDetokenizer:
         self.codecs: dict[tuple[bool, bool], Codec | None] = {}
         """Per decode options, the codec (None: no exact one, SGLang's own decodes)."""
         self.live: dict[Hashable, list[Any]] = {}
-        """Per live request: ``[hold, idle hold, fast texts, vocabulary size, codec, sent texts]``."""
+        """Per live request: ``[hold, idle hold, fast texts, vocabulary size, codec, sent texts,
+        ids, context, settled]``: the last three, kept off the fast path, are what SGLang's own
+        detokenizer needs to go on if puredetok fails on the request: the ids since the hold was
+        last idle after ``context`` ids before them, and how many of the sent texts came before
+        those ids (the rest were sent from them)."""
         self._failed = False
 
     def __len__(self) -> int:
@@ -231,9 +237,11 @@ class SGLangDetokenizer:
                 if record is None:
                     text = self._open(batch, index, engine_live)
                 elif reason is None and len(ids) == 1 and 0 <= ids[0] < record[3]:
+                    idle, pieces = record[0] is record[1], len(record[5])
                     record[0], text = step_hold(record[4], record[0], ids[0])
                     if text:
                         record[5].append(text)
+                    _settle(record, ids, idle, pieces)
                 else:
                     text = self._advance(record, ids, reason, batch.no_stop_trim[index])
                     if reason is not None:
@@ -242,7 +250,8 @@ class SGLangDetokenizer:
                 self._failure(rid)
                 if record is not None:
                     live.pop(rid, None)
-                    handover(rid, "".join(record[5]))
+                    settled = len(record[5]) if record[0] is record[1] else record[8]
+                    handover(rid, "".join(record[5][:settled]), "".join(record[5]), record[6], record[7])
                 text = None
             if text is None:
                 theirs.append(index)
@@ -278,6 +287,9 @@ class SGLangDetokenizer:
             codec.vocab_size,
             codec,
             [decoded] if decoded else [],
+            window[:offset],
+            offset,
+            1 if decoded else 0,
         ]
         prompt = window[:offset]
         if prompt:
@@ -294,9 +306,11 @@ class SGLangDetokenizer:
         codec: Codec = record[4]
         sent: list[str] = record[5]
         if reason is None:
+            idle, pieces = record[0] is record[1], len(sent)
             record[0], text = _feed(codec, record[0], ids)
             if text:
                 sent.append(text)
+            _settle(record, ids, idle, pieces)
             return text
         matched = reason.get("matched") if isinstance(reason, dict) else None
         if isinstance(matched, int) and len(ids):
@@ -315,6 +329,22 @@ class SGLangDetokenizer:
             logger.exception("puredetok failed on request %r: SGLang's own detokenizer takes it over", rid)
         else:
             logger.warning("puredetok failed on request %r: SGLang's own detokenizer takes it over", rid)
+
+
+def _settle(record: list[Any], ids: Sequence[int], was_idle: bool, pieces: int) -> None:
+    """Keep a live request's ids for a handover after a slow step from a hold that was idle
+    (``was_idle``) with ``pieces`` texts sent: none when its hold is idle again (the last id stays
+    as context), else these ids added (and, if it was idle, the sent texts before them counted).
+    """
+    kept: list[int] = record[6]
+    if record[0] is record[1]:
+        if len(ids):
+            kept[:] = [ids[-1]]
+        record[7] = len(kept)
+        return
+    if was_idle:
+        record[8] = pieces
+    kept.extend(ids)
 
 
 def _feed(codec: Codec, hold: Hashable, ids: Sequence[int]) -> tuple[Hashable, str]:
