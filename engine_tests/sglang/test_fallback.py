@@ -131,6 +131,8 @@ def test_a_failure_while_bytes_are_held_hands_them_to_sglang(
     one before them, as its context), so no text is lost and none sent twice."""
     encode = tokenizer(name).encode
     answer = encode(" 鱻䨻 word 😀 more", add_special_tokens=False)
+    target = "step_hold" if per_step == 1 else "feed_hold"
+    real = getattr(plugin, target)
     for failing_call in range(1, len(answer) + 1):
         calls = {"count": 0}
 
@@ -140,9 +142,7 @@ def test_a_failure_while_bytes_are_held_hands_them_to_sglang(
                 raise RuntimeError("injected")
             return real(*args)
 
-        real = plugin.step_hold if per_step == 1 else plugin.feed_hold
-        monkeypatch.setattr(plugin, "step_hold" if per_step == 1 else "feed_hold", failing)
+        monkeypatch.setattr(plugin, target, failing)
         request = Request(fresh_rid("held"), encode("Q:"), answer, per_step=per_step)
         texts = stream(manager(name), [request])
-        monkeypatch.undo()
         assert texts[request.rid] == exact_text(name, request), failing_call

@@ -600,3 +600,60 @@ def test_an_output_processor_builds_the_common_codecs_before_any_request() -> No
     processor = OutputProcessor(tok, log_stats=False)
     processor.add_request(request([1, 15043], request_id="w", skip_special_tokens=False), None)
     assert isinstance(detokenizer_of(processor, "w"), plugin.PuredetokDetokenizer)
+
+
+@given(
+    pieces=st.lists(
+        st.sampled_from(["ab", "abc", " b", "c", "a", " stop", "<", "/", ">", "\n", "bca"]),
+        min_size=1,
+        max_size=10,
+    ),
+    stops=st.lists(
+        st.sampled_from(["ab", "b", "abc", "bc", "ca", " stop", "</", ">\n", "c a"]),
+        min_size=1,
+        max_size=3,
+        unique=True,
+    ),
+    min_tokens=st.integers(0, 6),
+    include=st.booleans(),
+    chunk=st.integers(1, 4),
+    kind=st.sampled_from(KINDS),
+    stop_id=st.booleans(),
+)
+def test_stop_parameters_end_a_request_as_vllms_own_detokenizer_does(
+    pieces: list[str],
+    stops: list[str],
+    min_tokens: int,
+    include: bool,
+    chunk: int,
+    kind: RequestOutputKind,
+    stop_id: bool,
+) -> None:
+    """On plain text, where vLLM's own detokenizer is exact, the two end every request alike:
+    stop strings that overlap, are prefixes of each other or span ids, ``min_tokens`` (also when
+    a stop string appears before it is reached), ``include_stop_str_in_output``, a stop id from
+    the engine core, several ids per step, every output kind: the same text, ids, finish reason
+    and stop reason, but for stop strings ending at the same character (the documented tie)."""
+    tok = vllm_tokenizer("qwen3")
+    output = tok.encode("".join(pieces), add_special_tokens=False)
+    if stop_id:
+        output.append(tok.eos_token_id)
+    min_tokens = min(min_tokens, len(output))
+    params: dict[str, Any] = {
+        "stop": stops,
+        "min_tokens": min_tokens,
+        "include_stop_str_in_output": include,
+        "output_kind": kind,
+    }
+    ours = run(tok, [], output, chunks=[chunk], stop_id=stop_id, **params)
+    from driver import own_detokenizer
+
+    with own_detokenizer():
+        theirs = run(tok, [], output, chunks=[chunk], stop_id=stop_id, **params)
+    assert (ours.token_ids, ours.finish_reason) == (theirs.token_ids, theirs.finish_reason)
+    if ours.stop_reason == theirs.stop_reason:
+        assert ours.text == theirs.text
+    else:  # a tie: both end at the same character, puredetok takes the longer
+        assert isinstance(ours.stop_reason, str) and isinstance(theirs.stop_reason, str)
+        assert len(ours.stop_reason) > len(theirs.stop_reason)
+        assert ours.stop_reason.endswith(theirs.stop_reason)
