@@ -104,18 +104,18 @@ def codec_of(
         if entry is not None and entry[0] is tokenizer:
             return entry[1]
         codec, reason = _build(tokenizer, skip_special_tokens, spaces_between_special_tokens)
+        if codec is None:  # logged before a request waiting for this build goes on
+            _log_once(
+                f"codec {type(tokenizer).__name__}",
+                "puredetok: %s is not modelled exactly (%s); its requests use vLLM's own detokenizer",
+                type(tokenizer).__name__,
+                reason,
+            )
         with _lock:
             _codecs[key] = (tokenizer, codec, reason)
             while len(_codecs) > MAX_CODECS:
                 _codecs.popitem(last=False)
             _building.pop(key, None)
-    if codec is None:
-        _log_once(
-            f"codec {type(tokenizer).__name__}",
-            "puredetok: %s is not modelled exactly (%s); its requests use vLLM's own detokenizer",
-            type(tokenizer).__name__,
-            reason,
-        )
     return codec
 
 
