@@ -80,6 +80,14 @@ def test_sequences_are_taken_as_lists_and_stored_as_tuples() -> None:
     message = DetokenizeMsg("u", [5, 6], open=Opening([1, 2], params))
     assert message.token_ids == (5, 6) and message.open is not None and message.open.prompt_ids == (1, 2)
     assert hash(DetokenizeMsg("u", [5, 6])) == hash(DetokenizeMsg("u", (5, 6)))
+    extras = SamplingParams(stop=["a"], extra={"logit_bias": {"5": 1.0}, "seed": [1]})
+    assert hash(extras) == hash(SamplingParams(stop=("a",), extra={"seed": [1], "logit_bias": {"5": 1}}))
+    assert hash(Opening([1], extras)) == hash(Opening((1,), extras))
+    chat = TokenizeMsg(1, messages=[{"role": "user", "content": "x"}], template_options={"a": [1]})
+    assert hash(chat) == hash(
+        TokenizeMsg(1, messages=({"content": "x", "role": "user"},), template_options={"a": [1]})
+    )
+    assert len({extras, SamplingParams(stop=("a",), extra={"seed": [1], "logit_bias": {"5": 1}}), chat}) == 2
     assert UserMsg(1, [3, 4]).input_ids == (3, 4)
     assert TokenizeMsg(1, messages=[{"role": "user", "content": "x"}]).messages == (
         {"role": "user", "content": "x"},

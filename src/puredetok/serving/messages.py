@@ -78,7 +78,7 @@ from typing import (
 
 import msgspec
 from msgspec import Meta, Struct, field
-from msgspec.structs import force_setattr
+from msgspec.structs import astuple, force_setattr
 
 PROTOCOL_VERSION: Final = 2
 """The version of the wire protocol: every frame carries it (``[kind, version, batch]``) and the
@@ -246,6 +246,22 @@ def _checked(record: Struct) -> None:
             force_setattr(record, name, getattr(fields, name))
 
 
+def _frozen(value: Any) -> Any:
+    """``value`` with every dict and list in it made hashable (a dict as the frozenset of its
+    items, a list as a tuple): equal values stay equal, so they hash alike.
+    """
+    if isinstance(value, dict):
+        return frozenset((key, _frozen(item)) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(item) for item in value)
+    return value
+
+
+def _record_hash(record: Struct) -> int:
+    """The hash of a record whose fields hold JSON-like payloads (dicts, lists of dicts)."""
+    return hash((type(record), *map(_frozen, astuple(record))))
+
+
 class SamplingParams(Struct, frozen=True, omit_defaults=True):
     """What a request asks of generation and of its text, named as serving engines name it.
 
@@ -293,6 +309,10 @@ class SamplingParams(Struct, frozen=True, omit_defaults=True):
     """Other sampling parameters, passed through to the scheduler as they are."""
     max_tokens: Limit | None = None
     """The limit under vLLM's name: always equal to :attr:`max_new_tokens`."""
+
+    def __hash__(self) -> int:
+        """A value's hash, :attr:`extra` included (equal parameters hash alike)."""
+        return _record_hash(self)
 
     def __post_init__(self) -> None:
         _checked(self)
@@ -481,6 +501,10 @@ class TokenizeMsg(Struct, frozen=True, omit_defaults=True):
     template's own markers and the assistant turns' are control tokens. Only for callers that wrote
     every value themselves (never for a user's text). Plain ``text`` is encoded as the tokenizer
     encodes it (its added-token text parsed)."""
+
+    def __hash__(self) -> int:
+        """A value's hash, the chat messages and template options included."""
+        return _record_hash(self)
 
     def __post_init__(self) -> None:
         _checked(self)
