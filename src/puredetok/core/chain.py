@@ -115,8 +115,8 @@ class Chain:
             return new, pieces[0][0] if len(pieces) == 1 else "".join([text for text, _ in pieces])
         if not pieces:  # the first stage took it (a byte of a run): the later ones are as they were
             if first_hold != idle[1]:
-                return (False, first_hold, *hold[2:]), ""
-            new = (False, first_hold, *hold[2:])
+                return (False, first_hold) + hold[2:], ""
+            new = (False, first_hold) + hold[2:]
         else:
             holds = [first_hold, *hold[2:]]
             pieces = _push_on(stages, holds, pieces)

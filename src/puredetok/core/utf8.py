@@ -8,12 +8,12 @@ ends inside a sequence that could still be completed; :func:`incomplete_tail` fi
 
 from __future__ import annotations
 
-__all__ = ["incomplete_tail", "Status", "status", "first_character"]
+__all__ = ["incomplete_tail", "sequence_length", "second_byte_range", "Status", "status", "first_character"]
 
 from enum import Enum
 
 
-def _sequence_length(lead: int) -> int:
+def sequence_length(lead: int) -> int:
     """Length of the sequence a lead byte starts (0 if it cannot start a multi-byte sequence)."""
     if 0xC2 <= lead <= 0xDF:
         return 2
@@ -24,8 +24,8 @@ def _sequence_length(lead: int) -> int:
     return 0
 
 
-def _second_byte_range(lead: int) -> tuple[int, int]:
-    # The well-formed table of the Unicode standard (Table 3-7): these leads restrict byte two.
+def second_byte_range(lead: int) -> tuple[int, int]:
+    """The bytes that may follow ``lead`` (the Unicode standard's Table 3-7 restricts a few)."""
     if lead == 0xE0:
         return 0xA0, 0xBF
     if lead == 0xED:
@@ -49,11 +49,11 @@ def incomplete_tail(data: bytes) -> int:
         byte = data[n - back]
         if 0x80 <= byte <= 0xBF:
             continue
-        need = _sequence_length(byte)
+        need = sequence_length(byte)
         if need <= back:
             return 0
         if back >= 2:
-            low, high = _second_byte_range(byte)
+            low, high = second_byte_range(byte)
             if not low <= data[n - back + 1] <= high:
                 return 0
         return back
@@ -86,10 +86,10 @@ def first_character(data: bytes) -> tuple[int, bool]:
     lead = data[0]
     if lead < 0x80:
         return 1, True
-    need = _sequence_length(lead)
+    need = sequence_length(lead)
     if not need:
         return 0, False
-    low, high = _second_byte_range(lead)
+    low, high = second_byte_range(lead)
     for index in range(1, need):
         if index >= len(data):
             return len(data), False

@@ -19,11 +19,22 @@ import attrs
 
 from puredetok.core.decoders.base import MISS, Group, Lanes, Piece, Stage, Unmodelled, push_each
 from puredetok.core.rope import EMPTY_ROPE, Rope
-from puredetok.core.utf8 import incomplete_tail
+from puredetok.core.utf8 import incomplete_tail, second_byte_range, sequence_length
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 _BYTES = tuple(bytes((b,)) for b in range(256))
 _LEAF = 256
+
+# A run's next byte is judged by the UTF-8 automaton, not by decoding: per byte value, the length
+# of the sequence it starts (1 for ASCII, 0 for a byte that starts none), and per lead byte, which
+# byte values may come second (a few leads restrict byte two). A character is decoded only once
+# its last byte came.
+_ASCII = tuple(map(chr, range(0x80)))
+_LENGTH = bytes(1 if b < 0x80 else sequence_length(b) for b in range(256))
+_SECOND = tuple(
+    bytes(second_byte_range(lead)[0] <= b <= second_byte_range(lead)[1] for b in range(256))
+    for lead in range(256)
+)
 
 INVALID_RUN = "invalid-run"
 """The hold inside a run of byte tokens that can no longer be valid UTF-8."""
@@ -126,13 +137,21 @@ class ByteFallbackStage:
         if type(hold) is str:  # INVALID_RUN, the only hold that is a string
             return INVALID_RUN, [("\ufffd", False)]
         older, newest, tail, count = _FRESH if hold is None else hold
-        data = tail + _BYTES[value] if tail else _BYTES[value]
-        try:
-            text, used = utf_8_decode(data, "strict", False)
-        except UnicodeDecodeError:
-            return INVALID_RUN, [("\ufffd", False)] * (count + 1)
-        if used < len(data) - 1 and data[used] == 0xED and data[used + 1] >= 0xA0:
-            # CPython waits on ED A0.. (a surrogate); it can never become valid.
+        if not tail:
+            length = _LENGTH[value]
+            if length == 1:
+                text, data = _ASCII[value], b""
+            elif length:
+                text, data = "", _BYTES[value]
+            else:
+                return INVALID_RUN, [("\ufffd", False)] * (count + 1)
+        elif _SECOND[tail[0]][value] if len(tail) == 1 else 0x80 <= value <= 0xBF:
+            data = tail + _BYTES[value]
+            if len(data) == _LENGTH[data[0]]:
+                text, data = data.decode(), b""
+            else:
+                text = ""
+        else:
             return INVALID_RUN, [("\ufffd", False)] * (count + 1)
         if text:
             newest += text
@@ -141,9 +160,8 @@ class ByteFallbackStage:
         count += 1
         if self.max_run is not None and count >= self.max_run:
             done = str(older) + newest
-            rest = data[used:]
-            return (EMPTY_ROPE, "", rest, len(rest)), ([(done, False)] if done else [])
-        return (older, newest, data[used:], count), []
+            return (EMPTY_ROPE, "", data, len(data)), ([(done, False)] if done else [])
+        return (older, newest, data, count), []
 
     def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
         """Outside a run, a batch without byte tokens passes as it is; each run of byte tokens in
