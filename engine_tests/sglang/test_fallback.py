@@ -146,3 +146,36 @@ def test_a_failure_while_bytes_are_held_hands_them_to_sglang(
         request = Request(fresh_rid("held"), encode("Q:"), answer, per_step=per_step)
         texts = stream(manager(name), [request])
         assert texts[request.rid] == exact_text(name, request), failing_call
+
+
+@pytest.mark.parametrize("change", ["a message field gone", "a status field gone", "a module moved"])
+def test_an_sglang_the_plugin_was_not_made_for_keeps_its_own_decode(
+    change: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another SGLang version's detokenizer (its messages' fields, its ``DecodeStatus``, its modules
+    as SGLang could change them) keeps its own decode, with a warning naming why; this SGLang's
+    is the one the plugin was made for."""
+    import dataclasses
+    import sys
+
+    import msgspec
+    from sglang.srt.managers import detokenizer_manager, io_struct
+
+    instance = manager("llama2")
+    assert plugin.unfit(instance) is None
+    if change == "a message field gone":
+        fields = [name for name in io_struct.BatchTokenIDOutput.__struct_fields__ if name != "read_offsets"]
+        monkeypatch.setattr(io_struct, "BatchTokenIDOutput", msgspec.defstruct("Changed", fields))
+        reason = "BatchTokenIDOutput has no read_offsets"
+    elif change == "a status field gone":
+        changed = dataclasses.make_dataclass("Changed", ["decoded_text", "decode_ids", "read_offset"])
+        monkeypatch.setattr(detokenizer_manager, "DecodeStatus", changed)
+        reason = "DecodeStatus has no surr_offset, sent_offset"
+    else:
+        monkeypatch.setitem(sys.modules, "sglang.srt.managers.io_struct", None)
+        reason = "ModuleNotFoundError"
+    assert reason in str(plugin.unfit(instance))
+    with caplog.at_level(logging.WARNING, logger=plugin.__name__):
+        assert plugin._make(instance) is None
+    [warning] = [r.getMessage() for r in caplog.records if "not used with this SGLang" in r.getMessage()]
+    assert "sglang 0.5.23" in warning and reason in warning

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import functools
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -351,6 +352,72 @@ def test_a_resumable_request_continues_after_each_input_chunk() -> None:
             text2 += o.outputs[0].text
     assert text1 == expected("llama2", first_prompt, out1, True)
     assert text2 == expected("llama2", [*first_prompt, *out1, *second_prompt], out2, True)
+
+
+def _changed_vllm(change: str, mp: pytest.MonkeyPatch) -> None:
+    """vLLM's classes as another vLLM version could have them."""
+    if change == "a new member":
+        mp.setattr(IncrementalDetokenizer, "reset", lambda self: None, raising=False)
+    elif change == "a member gone":
+        mp.delattr(IncrementalDetokenizer, "num_output_tokens")
+    elif change == "another signature":
+
+        def from_new_request(cls: Any, tokenizer: Any, request: Any, cache: Any = None) -> Any:
+            raise AssertionError("not called")
+
+        mp.setattr(IncrementalDetokenizer, "from_new_request", classmethod(from_new_request))
+    elif change == "a module moved":
+        mp.setitem(sys.modules, "vllm.v1.engine.detokenizer", None)
+    elif change == "no __init__ of its own":
+        mp.delattr(OutputProcessor, "__init__")
+    else:  # the patching itself fails half-way
+        mp.setattr(plugin, "_hook_output_processor", lambda: 1 / 0)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "a new member",
+        "a member gone",
+        "another signature",
+        "a module moved",
+        "no __init__ of its own",
+        "patching fails",
+    ],
+)
+def test_a_vllm_the_plugin_was_not_made_for_keeps_its_own_detokenizer(
+    change: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """vLLM calls its general plugins unguarded, so a ``register`` that raised would stop vLLM.
+    On a vLLM whose classes differ from the ones the plugin was made for, it leaves vLLM as it is
+    and says why, once; a patch that fails half-way is undone."""
+    own = IncrementalDetokenizer.__dict__["from_new_request"]
+    plugin.unregister()
+    plain = IncrementalDetokenizer.__dict__["from_new_request"]
+    try:
+        with pytest.MonkeyPatch.context() as mp, caplog.at_level("WARNING", logger="vllm.puredetok"):
+            _changed_vllm(change, mp)
+            plugin.register()  # does not raise
+            assert not plugin.registered()
+            if change == "patching fails":
+                assert IncrementalDetokenizer.__dict__["from_new_request"] is plain
+        [warning] = [r.getMessage() for r in caplog.records if "not used with this vLLM" in r.getMessage()]
+        assert "vllm 0.33.0" in warning and "vLLM's own detokenizer decodes" in warning
+        reason = {
+            "a new member": "has reset",
+            "a member gone": "lacks num_output_tokens",
+            "another signature": "takes (tokenizer, request, cache)",
+            "a module moved": "ModuleNotFoundError",
+            "no __init__ of its own": "OutputProcessor has no __init__",
+            "patching fails": "ZeroDivisionError",
+        }[change]
+        assert reason in warning
+        detokenizer = IncrementalDetokenizer.from_new_request(vllm_tokenizer("qwen3"), request([9707]))
+        assert not isinstance(detokenizer, plugin.PuredetokDetokenizer)
+    finally:
+        plugin.register()
+    assert plugin.registered() and IncrementalDetokenizer.__dict__["from_new_request"] is not plain
+    assert own is not plain
 
 
 @pytest.mark.parametrize("where", ["advance", "close"])

@@ -26,8 +26,11 @@ __all__ = [
     "SGLangDetokenizer",
     "enabled",
     "register",
+    "unfit",
 ]
 
+import dataclasses
+import importlib.metadata
 import logging
 import os
 from collections.abc import Callable, Hashable, MutableMapping, Sequence
@@ -94,6 +97,10 @@ def _make(manager: Any) -> SGLangDetokenizer | None:
     tokenizer = getattr(manager, "tokenizer", None)
     if tokenizer is None:
         return None
+    why = unfit(manager)
+    if why is not None:
+        logger.warning("puredetok: not used with this SGLang (%s): %s; SGLang's own decodes", _version(), why)
+        return None
     try:
         detokenizer = SGLangDetokenizer(tokenizer, manager.trim_matched_stop)
         detokenizer.codec(True, True)  # SGLang's default options: the first request should not wait
@@ -102,6 +109,46 @@ def _make(manager: Any) -> SGLangDetokenizer | None:
         return None
     logger.info("puredetok: decoding in SGLang's detokenizer process")
     return detokenizer
+
+
+_STATUS = ("decoded_text", "decode_ids", "surr_offset", "read_offset", "sent_offset")
+"""The fields of SGLang's ``DecodeStatus`` that a hand-over (a request given back to SGLang's own
+detokenizer) sets."""
+
+
+def unfit(manager: Any) -> str | None:
+    """Why SGLang's detokenizer (its ``DetokenizerManager`` ``manager``, the messages it decodes,
+    its ``DecodeStatus``) is not the one the plugin was made for, or None when it is: another
+    SGLang version's detokenizer keeps its own decode.
+    """
+    try:
+        from sglang.srt.managers.detokenizer_manager import DecodeStatus
+        from sglang.srt.managers.io_struct import BatchTokenIDOutput
+    except Exception as error:  # noqa: BLE001 - a module that moved
+        return f"{type(error).__name__}: {error}"
+    fields = set(getattr(BatchTokenIDOutput, "__struct_fields__", ()))
+    missing = [name for name in _FIELDS if name not in fields]
+    if missing:
+        return f"BatchTokenIDOutput has no {', '.join(missing)}"
+    status = (
+        {field.name for field in dataclasses.fields(DecodeStatus)}
+        if dataclasses.is_dataclass(DecodeStatus)
+        else set()
+    )
+    missing = [name for name in _STATUS if name not in status]
+    if missing:
+        return f"DecodeStatus has no {', '.join(missing)}"
+    missing = [name for name in ("decode_status", "trim_matched_stop") if not hasattr(manager, name)]
+    if missing:
+        return f"DetokenizerManager has no {', '.join(missing)}"
+    return None
+
+
+def _version() -> str:
+    try:
+        return "sglang " + importlib.metadata.version("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        return "sglang, version unknown"
 
 
 def _around_decode(original: Callable[..., list[str]], manager: Any, recv_obj: Any) -> list[str]:

@@ -20,6 +20,8 @@ checked) without vLLM.
 from __future__ import annotations
 
 import functools
+import importlib.metadata
+import inspect
 import logging
 import os
 import threading
@@ -33,12 +35,14 @@ from puredetok.stops import StopRules, Stream, advance, close, open_like, open_s
 
 __all__ = [
     "ENABLE_VARIABLE",
+    "HOOKED",
     "PuredetokDetokenizer",
     "codec_of",
     "detokenizer_class",
     "enabled",
     "register",
     "registered",
+    "unfit",
     "unregister",
     "warm",
 ]
@@ -409,21 +413,86 @@ def _make(original: Callable[[Any, Any], Any], tokenizer: Any, request: Any) -> 
     return detokenizer_class()(codec, request, lambda: original(tokenizer, request))
 
 
+HOOKED = frozenset(
+    {"from_new_request", "update", "get_next_output_text", "output_token_ids", "num_output_tokens"}
+)
+"""The public members of vLLM's ``IncrementalDetokenizer`` the plugin hooks or implements: a vLLM
+whose class has others (or lacks one) is not the one it was made for, and keeps its own detokenizer."""
+
+
+def unfit(detokenizer: type, processor: type) -> str | None:
+    """Why vLLM's ``IncrementalDetokenizer`` and ``OutputProcessor`` classes are not the ones the
+    plugin was made for (see :data:`HOOKED`), or None when they are.
+    """
+    members = {name for name in vars(detokenizer) if not name.startswith("_")}
+    if members != HOOKED:
+        new, gone = sorted(members - HOOKED), sorted(HOOKED - members)
+        return "IncrementalDetokenizer " + "; ".join(
+            part
+            for part in (
+                f"has {', '.join(new)}, which the plugin does not implement" if new else "",
+                f"lacks {', '.join(gone)}" if gone else "",
+            )
+            if part
+        )
+    method = vars(detokenizer)["from_new_request"]
+    if not isinstance(method, classmethod):
+        return "IncrementalDetokenizer.from_new_request is not a classmethod"
+    parameters = list(inspect.signature(method.__func__).parameters)
+    if parameters[1:] != ["tokenizer", "request"]:
+        taken = ", ".join(parameters[1:])
+        return f"IncrementalDetokenizer.from_new_request takes ({taken}), not (tokenizer, request)"
+    if "__init__" not in vars(processor):
+        return "OutputProcessor has no __init__ of its own"
+    return None
+
+
 def register() -> None:
     """The ``vllm.general_plugins`` entry point: make vLLM's ``IncrementalDetokenizer.from_new_request``
     hand out puredetok's detokenizer (idempotent; nothing happens when ``PUREDETOK_VLLM`` is off).
+
+    It never raises (vLLM calls its plugins unguarded, so an error here would stop vLLM): a vLLM
+    whose classes are not the ones the plugin was made for (:func:`unfit`, or a module that moved)
+    is left as it is, with a warning naming why.
     """
     if not enabled():
         LOGGER.info("puredetok: off (%s=%s)", ENABLE_VARIABLE, os.environ.get(ENABLE_VARIABLE))
         return
-    from vllm.v1.engine.detokenizer import IncrementalDetokenizer
+    try:
+        from vllm.v1.engine.detokenizer import IncrementalDetokenizer
+        from vllm.v1.engine.output_processor import OutputProcessor
 
+        why = unfit(IncrementalDetokenizer, OutputProcessor)
+    except Exception as error:  # noqa: BLE001 - never break the engine
+        why = f"{type(error).__name__}: {error}"
+    if why is None:
+        try:
+            _patch(IncrementalDetokenizer)
+        except Exception as error:  # noqa: BLE001 - never break the engine
+            why = f"{type(error).__name__}: {error}"
+            unregister()
+    if why is not None:
+        LOGGER.warning(
+            "puredetok: not used with this vLLM (%s): %s; vLLM's own detokenizer decodes", _version(), why
+        )
+        return
+    LOGGER.info("puredetok: vLLM's OutputProcessor detokenizes with puredetok")
+
+
+def _version() -> str:
+    try:
+        return "vllm " + importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return "vllm, version unknown"
+
+
+def _patch(detokenizer: Any) -> None:
     with _lock:
         if _original:
             return
-        raw = IncrementalDetokenizer.__dict__["from_new_request"]
+        raw = detokenizer.__dict__["from_new_request"]
         _original.append(raw)
-    original = raw.__get__(None, IncrementalDetokenizer)
+    original = raw.__get__(None, detokenizer)
 
     def from_new_request(cls: Any, tokenizer: Any, request: Any) -> Any:
         try:
@@ -436,9 +505,8 @@ def register() -> None:
         return made if made is not None else original(tokenizer, request)
 
     from_new_request.puredetok = True  # type: ignore[attr-defined]
-    IncrementalDetokenizer.from_new_request = classmethod(from_new_request)
+    detokenizer.from_new_request = classmethod(from_new_request)
     _hook_output_processor()
-    LOGGER.info("puredetok: vLLM's OutputProcessor detokenizes with puredetok")
 
 
 def _hook_output_processor() -> None:
@@ -452,8 +520,9 @@ def _hook_output_processor() -> None:
         _original_init.append(init)
 
     @functools.wraps(init)
-    def __init__(self: Any, tokenizer: Any, *args: Any, **kwargs: Any) -> None:
-        init(self, tokenizer, *args, **kwargs)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        tokenizer = getattr(self, "tokenizer", None)
         if tokenizer is not None:
             try:
                 warm(tokenizer)
