@@ -32,8 +32,8 @@ _LEAF = 256
 _ASCII = tuple(map(chr, range(0x80)))
 _LENGTH = bytes(1 if b < 0x80 else sequence_length(b) for b in range(256))
 _SECOND = tuple(
-    bytes(second_byte_range(lead)[0] <= b <= second_byte_range(lead)[1] for b in range(256))
-    for lead in range(256)
+    bytes(low) + b"\x01" * (high - low + 1) + bytes(255 - high)
+    for low, high in map(second_byte_range, range(256))
 )
 
 INVALID_RUN = "invalid-run"
