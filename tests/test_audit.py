@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import pickle
+import time
 from pathlib import Path
 from typing import Any
 
@@ -623,19 +624,46 @@ def test_on_ray_data_every_shard_is_the_local_one(tmp_path: Path) -> None:
     auditor = Auditor(load_tokenizer("qwen3"))
     local = [audit_shard(shard, auditor) for shard in shards]
     assert len(shards) > 3 and batch_sizes(len(shards), 2)[0] > 1
-    # both workers up before the first batch: a worker, given the codec, starts in a moment and
-    # could otherwise audit every shard of this short log before the other is up
-    context = ray.data.DataContext.get_current()
-    waited, context.wait_for_min_actors_s = context.wait_for_min_actors_s, 120
     try:
         # the workers are given the driver's codec: a tokenizer they could not load is never loaded
         found = list(audit_on_ray(shards, auditor, "no-such-tokenizer", Columns(), num_cpus=2))
     finally:
-        context.wait_for_min_actors_s = waited
         ray.shutdown()
     assert [(r.index, r.records, r.tally) for r in found] == [(r.index, r.records, r.tally) for r in local]
     assert all(r.timing is not None and r.timing.cpu >= 0 for r in found)
     assert len({r.timing.pid for r in found}) == 2
+
+
+@pytest.mark.timeout(300)
+def test_a_worker_an_earlier_run_left_idle_audits_the_next_run_without_starting_again(
+    tmp_path: Path,
+) -> None:
+    """Two runs in one local Ray session, the second once the first's workers have sat idle 3 s:
+    the second run's shards are audited by the first's processes, which only fetch the run's
+    codec (no Ray worker started, nothing imported: an actor pool's are new every run), and
+    both runs' findings are the local run's."""
+    ray = pytest.importorskip("ray")
+    from puredetok.audit import Columns
+    from puredetok.audit.distributed import audit_on_ray
+
+    shards = shards_of(str(_mixed_log(tmp_path, 30)), size=1500)
+    from puredetok.serving.loading import load_tokenizer
+
+    auditor = Auditor(load_tokenizer("qwen3"))
+    local = [(r.index, r.records, r.tally) for r in (audit_shard(shard, auditor) for shard in shards)]
+    try:
+        first = list(audit_on_ray(shards, auditor, "qwen3", Columns(), num_cpus=2))
+        time.sleep(3)
+        second = list(audit_on_ray(shards, auditor, "qwen3", Columns(), num_cpus=2))
+    finally:
+        ray.shutdown()
+    for found in (first, second):
+        assert [(r.index, r.records, r.tally) for r in found] == local
+    started = {r.timing.pid: r.timing.ready_cpu for r in first if r.timing is not None}
+    again = {r.timing.pid: r.timing.ready_cpu for r in second if r.timing is not None}
+    assert len(again) == len(started) == 2 and set(again) == set(started)
+    # a new process had used a second or so of CPU when ready; one left idle only fetches the codec
+    assert all(again[pid] < started[pid] / 4 for pid in again)
 
 
 @given(st.integers(1, 5_000), st.integers(1, 8), st.integers(1, 64))

@@ -1,23 +1,33 @@
 """Auditing shards in parallel on Ray Data (the ``ray`` extra): a local Ray, or a cluster's.
 
-The shards are the rows of a dataset that a Ray Data actor pool maps (``map_batches``): each
+The shards are the rows of a dataset that Ray Data maps with tasks (``map_batches``): each
 worker (one CPU) audits whole shards, which it reads itself (a shard is a path and two offsets:
-no log data goes through the object store). The driver builds the codec once and Ray Data
-puts it in the object store with the workers' other arguments: a worker unpickles it (a few
-hundredths of a second) rather than loading the tokenizer and building the codec (about 2 s of
-CPU each), and loads the tokenizer only if a record needs it
-(:class:`~puredetok.audit.compare.Deferred`). A batch is a run
-of consecutive shards, large while many remain and smaller towards the end
-(:func:`batch_sizes`), so that Ray Data's cost per batch (its scheduling, the block passed
-back) is paid a few times per worker rather than once per shard, and the workers end
-together; the results come back pickled, in shard order, so the report is the local run's. On
-a cluster the input files must be at the same paths on every node, and the tokenizer too where
-a record needs it.
+no log data goes through the object store). The tasks run on Ray's pooled worker processes,
+which outlive a run: a worker that an earlier run of the session left idle has Ray Data and the
+audit imported already and starts the next run's shards at once (a Ray Data actor pool starts
+new processes for every run, about a second of CPU each before the first shard). The driver
+builds the codec once and puts it in the object store: a worker fetches and unpickles it once
+per run (a few hundredths of a second, :func:`audit_batch`) rather than loading the tokenizer
+and building the codec (about 2 s of CPU), and loads the tokenizer only if a record needs it
+(:class:`~puredetok.audit.compare.Deferred`). A batch is a run of consecutive shards, large
+while many remain and smaller towards the end (:func:`batch_sizes`), so that Ray Data's cost
+per batch (its scheduling, the block passed back) is paid a few times per worker rather than
+once per shard, and the workers end together; the results come back pickled and are put back
+in shard order, so the report is the local run's. On a cluster the input files must be at the
+same paths on every node, and the tokenizer too where a record needs it.
 """
 
 from __future__ import annotations
 
-__all__ = ["MAX_BATCH", "audit_on_ray", "batch_sizes", "start_ray", "ShardAuditor", "Timing"]
+__all__ = [
+    "MAX_BATCH",
+    "CodecsRef",
+    "Timing",
+    "audit_batch",
+    "audit_on_ray",
+    "batch_sizes",
+    "start_ray",
+]
 
 import functools
 import logging
@@ -33,7 +43,6 @@ import attrs
 from puredetok.audit.compare import AuditOptions, Auditor, Deferred
 from puredetok.audit.records import Columns
 from puredetok.audit.sources import Shard, ShardResult, audit_shard
-from puredetok.core import Codec
 from puredetok.serving.loading import load_tokenizer
 
 
@@ -44,12 +53,13 @@ class Timing:
     pid: int
     """The worker's process."""
     loading: float
-    """When the worker began setting itself up (its arguments, the codecs among them, unpickled)."""
+    """When the worker began setting itself up for the run (the codecs fetched and unpickled)."""
     loaded: float
     """When it was ready."""
     ready_cpu: float
-    """The CPU seconds its process had used when it was ready (Ray's worker started, the
-    modules imported, the codecs unpickled)."""
+    """The CPU seconds its process spent getting ready for the run: all it had used by then if
+    the run is its first (Ray's worker started, the modules imported, the codecs unpickled),
+    else what fetching the run's codecs took (a worker an earlier run left idle)."""
     began: float
     """When it began auditing the shard."""
     ended: float
@@ -75,43 +85,57 @@ def batch_sizes(shards: int, workers: int, most: int = MAX_BATCH) -> list[int]:
     return sizes
 
 
-class ShardAuditor:
-    """A worker of the actor pool: audits the shards of each batch it is given, one by one.
-
-    ``codecs`` are the driver's (:attr:`Auditor.codecs`); the tokenizer ``tokenizer`` (a name
-    or path for :func:`load_tokenizer`) is loaded only if a record needs it.
+@attrs.frozen
+class CodecsRef:
+    """The driver's codecs (:attr:`Auditor.codecs`) in Ray's object store: the reference is
+    what a task is given, and a worker fetches the codecs once per run (:func:`audit_batch`).
     """
 
-    def __init__(
-        self,
-        tokenizer: str | None,
-        options: dict[str, Any],
-        columns: dict[str, Any],
-        codecs: dict[bool, Codec],
-    ) -> None:
-        began = time.time()
-        load = Deferred(functools.partial(load_tokenizer, tokenizer))
-        self.auditor = Auditor(load, AuditOptions(**options), codecs)
-        self.columns = Columns(**columns)
-        self.started = (began, time.time(), time.process_time())
+    ref: Any
+    """The ``ray.ObjectRef`` of the codecs."""
 
-    def audit(self, shard: Shard, order: int) -> ShardResult:
-        """Audit one shard; its result carries ``order`` and where its time went."""
-        wall, cpu = time.time(), time.process_time()
-        result = audit_shard(shard, self.auditor, self.columns)
-        timing = Timing(os.getpid(), *self.started, wall, time.time(), time.process_time() - cpu)
-        return ShardResult(order, result.records, result.tally, timing)
 
-    def __call__(self, batch: Any) -> dict[str, list[Any]]:
-        """Audit the shards of a batch (a ``pyarrow.Table`` whose rows hold ``first``, the
-        place of their first shard, and ``shards``, the fields of each): a row per shard, its
-        result pickled.
-        """
-        out: dict[str, list[Any]] = {"result": []}
-        for row in batch.to_pylist():
-            for order, fields in enumerate(row["shards"], row["first"]):
-                out["result"].append(pickle.dumps(self.audit(Shard(**fields), order)))
-        return out
+@attrs.frozen
+class _Ready:
+    auditor: Auditor
+    started: tuple[float, float, float]
+
+
+@functools.lru_cache(maxsize=1)
+def _ready(codecs: CodecsRef, tokenizer: str | None, options: AuditOptions) -> _Ready:
+    """The auditor of a run in this worker process, made on its first batch of the run and kept
+    for the others (one run at a time: the previous run's is dropped).
+    """
+    import ray
+
+    began, cpu = time.time(), time.process_time()
+    # while the first call runs nothing is cached yet; while a later one runs, the previous run's entry is
+    first = _ready.cache_info().currsize == 0
+    load = Deferred(functools.partial(load_tokenizer, tokenizer))
+    auditor = Auditor(load, options, ray.get(codecs.ref))
+    spent = time.process_time() - (0.0 if first else cpu)
+    return _Ready(auditor, (began, time.time(), spent))
+
+
+def audit_batch(
+    batch: Any, *, tokenizer: str | None, options: AuditOptions, columns: Columns, codecs: CodecsRef
+) -> dict[str, list[Any]]:
+    """Audit the shards of a batch (a ``pyarrow.Table`` whose rows hold ``first``, the place of
+    their first shard, and ``shards``, the fields of each): a row per shard, its
+    :class:`~puredetok.audit.sources.ShardResult` pickled, with its :class:`Timing`.
+
+    ``codecs`` are the driver's; the tokenizer ``tokenizer`` (a name or path for
+    :func:`load_tokenizer`) is loaded only if a record needs it.
+    """
+    ready = _ready(codecs, tokenizer, options)
+    out: dict[str, list[Any]] = {"result": []}
+    for row in batch.to_pylist():
+        for order, fields in enumerate(row["shards"], row["first"]):
+            wall, cpu = time.time(), time.process_time()
+            result = audit_shard(Shard(**fields), ready.auditor, columns)
+            timing = Timing(os.getpid(), *ready.started, wall, time.time(), time.process_time() - cpu)
+            out["result"].append(pickle.dumps(ShardResult(order, result.records, result.tally, timing)))
+    return out
 
 
 def _ray() -> Any:
@@ -159,7 +183,9 @@ def audit_on_ray(
 
     Ray is started by :func:`start_ray` (``address``, ``num_cpus``) unless it runs already.
     ``workers`` is how many workers audit at once (default: the cluster's CPUs, at most one per
-    shard).
+    shard); fewer workers than CPUs take the CPUs between them where they divide evenly (a task
+    of 2 CPUs for 1 worker of 2 CPUs), so that every batch can wait at Ray for the next free
+    worker.
     """
     ray = start_ray(address, num_cpus)
     if not shards:
@@ -167,26 +193,46 @@ def audit_on_ray(
     auditor.codec_of(auditor.options.skip_special_tokens)
     cpus = int(ray.cluster_resources().get("CPU", 1))
     size = max(1, min(workers or cpus, len(shards)))
-    context = ray.data.DataContext.get_current()
-    context.execution_options.preserve_order = True
-    context.enable_progress_bars = False
     rows, first = [], 0
     for count in batch_sizes(len(shards), size):
         rows.append({"first": first, "shards": [attrs.asdict(s) for s in shards[first : first + count]]})
         first += count
+    each = cpus // size if cpus % size == 0 else 1
+    # where the CPUs hold no more than `size` tasks at once, every batch is handed to Ray at once:
+    # Ray gives a worker the next one, in order, as it ends one (Ray Data handing them out itself
+    # left one worker idle at the end of a run while the other ran the last small batches, measured)
+    in_flight = len(rows) if size * each >= cpus else size
+    context = ray.data.DataContext.get_current()
+    # the results are put back in order here (_in_order), as they come
+    context.execution_options.preserve_order = False
+    context.enable_progress_bars = False
+    # with its resource reservation on, Ray Data started the second worker's first task about a
+    # second after the first one's and left a worker idle 0.2 s between two batches (measured)
+    context.op_resource_reservation_enabled = False
     dataset = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
-        ShardAuditor,
-        fn_constructor_kwargs={
+        audit_batch,
+        fn_kwargs={
             "tokenizer": tokenizer,
-            "options": attrs.asdict(auditor.options),
-            "columns": attrs.asdict(columns),
-            "codecs": auditor.codecs,
+            "options": auditor.options,
+            "columns": columns,
+            "codecs": CodecsRef(ray.put(auditor.codecs)),
         },
         batch_size=1,
         batch_format="pyarrow",
-        # the next batch waits at each worker, so that none waits for Ray Data between two
-        compute=ray.data.ActorPoolStrategy(size=size, max_tasks_in_flight_per_actor=2),
-        num_cpus=1,
+        compute=ray.data.TaskPoolStrategy(size=in_flight),
+        num_cpus=each,
     )
-    for row in dataset.iter_rows():
-        yield pickle.loads(row["result"])
+    yield from _in_order(pickle.loads(row["result"]) for row in dataset.iter_rows())
+
+
+def _in_order(results: Iterator[ShardResult]) -> Iterator[ShardResult]:
+    """``results`` by their index from 0 on, each as soon as those before it came (a batch
+    that ends before an earlier one is held until it has).
+    """
+    held: dict[int, ShardResult] = {}
+    due = 0
+    for result in results:
+        held[result.index] = result
+        while due in held:
+            yield held.pop(due)
+            due += 1

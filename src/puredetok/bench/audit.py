@@ -6,7 +6,7 @@ tenth one wrong) and times, side by side in each repeat:
 - the local audit, in tokens per second of the process's CPU time (one core; target >= 1M on
   Qwen3) and of wall time, beside ``tokenizer.decode`` of the same outputs alone; and the peak of
   its Python memory on a log a quarter as long and on the whole (flat: shard by shard);
-- the audit on a local Ray Data with 1 worker and with 2 (one CPU each), end to end (the
+- the audit on a local Ray Data of 2 CPUs with 1 worker and with 2, end to end (the
   workers' start included), and their ratio (target >= 1.6); beside it, the same on a
   one-response log (the start alone), where each run's time
   went (:func:`breakdown`: the start, a worker's CPU before its first shard, the span in which shards
