@@ -2,18 +2,34 @@
 
 A shard is a stretch of a file that can be read on its own: whole lines between two cut points
 (a stream's only after a ``data: [DONE]`` line, so that no response is cut), one row group of a
-Parquet table, or a whole file (a JSON array, a trace). Shards are audited one by one locally
-or in parallel on Ray; either way their reports are joined in shard order, so that both runs
-give the same report, and memory holds one shard's findings at a time.
+Parquet table, or a whole file (a JSON array, a trace, a compressed file). Shards are audited
+one by one locally or in parallel on Ray; either way their reports are joined in shard order, so
+that both runs give the same report, and memory holds one shard's findings at a time.
+
+A compressed file (gzip, bzip2, xz, zstd: :mod:`puredetok.files`) cannot be cut at byte
+offsets: it is one shard, read as one stream, and audited in stretches cut as a plain file's
+shards are (:func:`audit_stretches`), each stretch's lines spooled (to disk past a bound) so that
+a stream's can be read twice, and each stretch's findings given as it ends.
 """
 
 from __future__ import annotations
 
-__all__ = ["FORMATS", "SHARD_BYTES", "Shard", "ShardResult", "audit_shard", "detect_format", "shards_of"]
+__all__ = [
+    "FORMATS",
+    "SHARD_BYTES",
+    "Shard",
+    "ShardResult",
+    "audit_shard",
+    "audit_stretches",
+    "detect_format",
+    "shards_of",
+]
 
+import functools
 import os
-from collections.abc import Iterator
-from typing import Any
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 
 import attrs
 import msgspec
@@ -23,6 +39,7 @@ from puredetok.audit.compare import PARSER_SPLIT, Auditor, Difference
 from puredetok.audit.follow import Followed
 from puredetok.audit.records import Columns, InputError, Item, Request, Skipped
 from puredetok.audit.report import Tally, difference_record, error_record
+from puredetok.files import Decompressed
 
 FORMATS = ("vllm", "vllm-stream", "sglang", "sglang-stream", "rollouts", "trace")
 """The input formats: vLLM's whole responses and streamed chunks, SGLang's ``/generate`` outputs
@@ -36,7 +53,6 @@ SHARD_BYTES = 4 << 20
 
 _HEAD = 1 << 16
 _BOM = b"\xef\xbb\xbf"
-_COMPRESSED = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"BZh": "bzip2", b"\xfd7zXZ": "xz"}
 _ERROR_KEYS = frozenset({"error", "object", "message", "type", "param", "code"})
 _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 _TRACE_EVENT = frozenset({"uid", "tokens", "prompt", "options", "finished", "abort"})
@@ -59,6 +75,10 @@ class Shard:
     """The index of its first row (for tables)."""
     index: int = 0
     """Its place among the file's shards."""
+    compression: str | None = None
+    """A compressed file's compression (the shard is then the whole file, ``end`` its size)."""
+    stretch: int = SHARD_BYTES
+    """A compressed file's: about how many bytes of its lines each stretch holds."""
 
 
 @attrs.frozen
@@ -76,14 +96,13 @@ def _first_line(path: str, data: bool = False) -> bytes:
     """The first line that is not blank nor an engine's error answer (with ``data``: the first
     ``data:`` line's value, the first chunk of a stream of server-sent events).
     """
-    with open(path, "rb") as source:
-        for line in (line.removeprefix(_BOM).strip() for line in source):
-            if data and (not line.startswith(b"data:") or line[5:].strip() == b"[DONE]"):
-                continue
-            line = line[5:].strip() if data else line
-            record = _json(line) if line.startswith(b"{") else None
-            if line and not (isinstance(record, dict) and record and set(record) <= _ERROR_KEYS):
-                return line
+    for line in (line.removeprefix(_BOM).strip() for line in Decompressed.open(path).lines()):
+        if data and (not line.startswith(b"data:") or line[5:].strip() == b"[DONE]"):
+            continue
+        line = line[5:].strip() if data else line
+        record = _json(line) if line.startswith(b"{") else None
+        if line and not (isinstance(record, dict) and record and set(record) <= _ERROR_KEYS):
+            return line
     return b""
 
 
@@ -95,15 +114,23 @@ def _json(data: bytes) -> Any:
 
 
 def detect_format(path: str) -> tuple[str, str]:
-    """The format of a file and its layout, from its content. Raises ValueError if it is none."""
-    with open(path, "rb") as source:
-        head = source.read(_HEAD).removeprefix(_BOM)
+    """The format of a file and its layout, from its content (decompressed if it is compressed).
+    Raises ValueError if it is none.
+    """
+    reading = Decompressed.open(path)
+    head = b""
+    for block in reading.blocks():
+        head += block
+        if len(head) >= _HEAD:
+            break
+    head = head.removeprefix(_BOM)
     if head.startswith(b"PAR1"):
+        if reading.compression is not None:  # Parquet compresses its pages itself
+            raise ValueError(f"{reading.compression}-compressed Parquet: not read (decompress it first)")
         return "rollouts", "parquet"
-    for magic, name in _COMPRESSED.items():
-        if head.startswith(magic):
-            raise ValueError(f"{name}-compressed: not read (decompress it first)")
     body = head.lstrip()
+    if not body and reading.error is not None:
+        raise ValueError(reading.error)
     if not body:
         raise ValueError("the file is empty")
     line = _first_line(path)
@@ -159,6 +186,9 @@ def shards_of(path: str, format: str | None = None, size: int = SHARD_BYTES) -> 
             Shard(path, format, layout, group, 0, row + 1, row, index)
             for index, (group, row) in enumerate(rollouts.row_groups(path))
         ]
+    compression = Decompressed.open(path).compression
+    if compression is not None:
+        return [Shard(path, format, layout, 0, os.path.getsize(path), compression=compression, stretch=size)]
     if layout != "lines":
         return [Shard(path, format, layout)]
     shards: list[Shard] = []
@@ -189,37 +219,123 @@ def _lines(shard: Shard) -> Iterator[tuple[int, bytes]]:
             number += 1
 
 
-def _items(shard: Shard, auditor: Auditor, columns: Columns) -> Iterator[Item | Followed]:
+def _read(path: str) -> bytes:
+    with open(path, "rb") as source:
+        return source.read()
+
+
+Lines = Callable[[], Iterator[tuple[int, bytes]]]
+"""The numbered lines of a shard, read again at each call."""
+
+
+def _items(
+    shard: Shard, auditor: Auditor, columns: Columns, lines: Lines, read: Callable[[], bytes]
+) -> Iterator[Item | Followed]:
+    """The shard's requests, from ``lines`` (a format read whole: the whole file's) or, for a
+    JSON array, ``read`` (the whole file's bytes).
+    """
     file, format = shard.path, shard.format
     if shard.layout == "parquet":
         return rollouts.read_parquet(shard.path, shard.start, shard.row, columns, file)
     if shard.layout == "array":
-        with open(shard.path, "rb") as source:
-            data = source.read().removeprefix(_BOM)
+        data = read().removeprefix(_BOM)
         try:  # each item read as a line numbered by its place, so that a bad one is named alone
             items = [(number, bytes(raw)) for number, raw in enumerate(_ITEMS.decode(data), 1)]
         except (msgspec.ValidationError, msgspec.DecodeError) as error:
             return iter([InputError(file, 1, f"not a JSON array: {error}")])
         return vllm.read_responses(items, file) if format == "vllm" else sglang.read_outputs(items, file)
     if format == "trace":
-        lines = _lines(attrs.evolve(shard, end=os.path.getsize(shard.path)))
-        return trace.read_trace_requests(lines, auditor.tokenizer, file, auditor.replay_codecs, auditor)
-    lines = _lines(shard)
+        return trace.read_trace_requests(lines(), auditor.tokenizer, file, auditor.replay_codecs, auditor)
     if format == "vllm":
-        return vllm.read_responses(lines, file)
+        return vllm.read_responses(lines(), file)
     if format == "vllm-stream":
-        return vllm.read_stream(lines, file, auditor, _lines(shard))
+        return vllm.read_stream(lines(), file, auditor, lines())
     if format == "sglang":
-        return sglang.read_outputs(lines, file)
+        return sglang.read_outputs(lines(), file)
     if format == "sglang-stream":
-        return sglang.read_stream(lines, file, auditor, _lines(shard))
-    return rollouts.read_json_rows(lines, columns, file, shard.row)
+        return sglang.read_stream(lines(), file, auditor, lines())
+    return rollouts.read_json_rows(lines(), columns, file, shard.row)
 
 
 def audit_shard(shard: Shard, auditor: Auditor, columns: Columns | None = None) -> ShardResult:
-    """Audit every request of a shard (a table's columns named by ``columns``)."""
+    """Audit every request of a shard (a table's columns named by ``columns``): its stretches'
+    findings joined (:func:`audit_stretches`).
+    """
+    results = list(audit_stretches(shard, auditor, columns))
+    if len(results) == 1:
+        return results[0]
     tally, records = Tally(), []
-    for item in _items(shard, auditor, columns or Columns()):
+    for result in results:
+        tally.add(result.tally)
+        records += result.records
+    return ShardResult(shard.index, records, tally)
+
+
+def audit_stretches(shard: Shard, auditor: Auditor, columns: Columns | None = None) -> Iterator[ShardResult]:
+    """Audit every request of a shard, the findings given a stretch at a time: a compressed
+    file's lines in stretches of about ``shard.stretch`` bytes, cut as :func:`shards_of` cuts a
+    plain file (so that memory holds one stretch's findings, whatever the file's size); any
+    other shard in one. An error of the compressed data (the file cut short, corrupt) is the
+    last finding, at the line it was met in, after those of every line read before it.
+    """
+    columns = columns or Columns()
+    if shard.compression is None:
+        whole = attrs.evolve(shard, end=os.path.getsize(shard.path)) if shard.format == "trace" else shard
+        lines = functools.partial(_lines, whole)
+        yield _audited(
+            shard, auditor, _items(shard, auditor, columns, lines, functools.partial(_read, shard.path))
+        )
+        return
+    reading = Decompressed(shard.path, shard.compression)
+    numbered = enumerate(_unmarked(reading.lines()), 1)
+    if shard.layout != "lines" or shard.format == "trace":
+        items = _items(shard, auditor, columns, lambda: numbered, reading.read)
+        yield _ended(_audited(shard, auditor, items), reading)
+        return
+    line, row, stream, done = 1, 0, shard.format in STREAMS, False
+    while not done:
+        with tempfile.SpooledTemporaryFile(max_size=2 * shard.stretch) as spool:
+            size, rows, count = 0, 0, 0
+            for _, text in numbered:
+                spool.write(text)
+                size, rows, count = size + len(text), rows + bool(text.strip()), count + 1
+                if size >= shard.stretch and (not stream or text.strip() == b"data: [DONE]"):
+                    break
+            else:
+                done = True
+            stretch = attrs.evolve(shard, end=size, line=line, row=row)
+            lines = functools.partial(_spooled, spool, line)
+            result = _audited(stretch, auditor, _items(stretch, auditor, columns, lines, reading.read))
+        line, row = line + count, row + rows
+        yield _ended(result, reading) if done else result
+
+
+def _unmarked(lines: Iterator[bytes]) -> Iterator[bytes]:
+    """The lines, the first one's byte order mark taken off."""
+    first = next(lines, None)
+    if first is not None:
+        yield first.removeprefix(_BOM)
+        yield from lines
+
+
+def _spooled(spool: IO[bytes], first: int) -> Iterator[tuple[int, bytes]]:
+    spool.seek(0)
+    yield from enumerate(spool, first)
+
+
+def _ended(result: ShardResult, reading: Decompressed) -> ShardResult:
+    """The result with the error that ended the compressed data, if one did, as its last finding."""
+    if reading.error is None:
+        return result
+    result.tally.errors += 1
+    line = max(reading.line, 1)  # a file read whole (a JSON array) is named at its start
+    result.records.append(error_record(InputError(reading.path, line, reading.error)))
+    return result
+
+
+def _audited(shard: Shard, auditor: Auditor, items: Iterator[Item | Followed]) -> ShardResult:
+    tally, records = Tally(), []
+    for item in items:
         if isinstance(item, Skipped):
             tally.skipped += 1
             continue

@@ -13,9 +13,9 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-from puredetok.audit import FORMATS, AuditOptions, Auditor, Columns, Shard, Tally, audit_shard, shards_of
+from puredetok.audit import FORMATS, AuditOptions, Auditor, Columns, Shard, Tally, shards_of
 from puredetok.audit.report import summary_rows
-from puredetok.audit.sources import SHARD_BYTES, ShardResult
+from puredetok.audit.sources import SHARD_BYTES, ShardResult, audit_stretches
 from puredetok.cli.options import add_tokenizer_option
 from puredetok.serving.loading import load_tokenizer
 
@@ -133,17 +133,28 @@ def _prepared(args: argparse.Namespace) -> Auditor:
         return loading.result()
 
 
-def _results(args: argparse.Namespace, shards: list[Shard], auditor: Auditor) -> Iterator[ShardResult]:
+def _results(
+    args: argparse.Namespace, shards: list[Shard], auditor: Auditor
+) -> Iterator[tuple[ShardResult, bool]]:
+    """Each shard's findings (locally, a compressed file's a stretch at a time), and whether
+    they end the shard.
+    """
     columns = Columns(args.prompt_ids_column, args.response_ids_column, args.text_column, args.id_column)
     if args.ray or args.ray_address:
         from puredetok.audit.distributed import audit_on_ray
 
-        yield from audit_on_ray(
+        for result in audit_on_ray(
             shards, auditor, args.tokenizer, columns, address=args.ray_address, num_cpus=args.ray_cpus
-        )
+        ):
+            yield result, True
         return
     for shard in shards:
-        yield audit_shard(shard, auditor, columns)
+        stretches = audit_stretches(shard, auditor, columns)
+        result = next(stretches)
+        for following in stretches:
+            yield result, False
+            result = following
+        yield result, True
 
 
 def _table(tally: Tally, seconds: float, formats: dict[str, int]) -> str:
@@ -187,11 +198,11 @@ def run(args: argparse.Namespace) -> int:
             delay=PROGRESS_AFTER,
             leave=False,
         ) as bar:
-            weights = _weights(shards, sizes)
-            for done, result in enumerate(_results(args, shards, auditor)):
+            weights = iter(_weights(shards, sizes))
+            for result, ends in _results(args, shards, auditor):
                 _write(report, result.records)
                 tally.add(result.tally)
-                bar.update(weights[done])
+                bar.update(next(weights) if ends else 0)
                 bar.set_postfix_str(f"{tally.requests:,} requests, {tally.differing:,} differ", refresh=False)
     finally:
         if report is not None:
