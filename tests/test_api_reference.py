@@ -16,6 +16,7 @@ import puredetok
 import puredetok.audit
 import puredetok.client
 import puredetok.engines
+import puredetok.files
 import puredetok.replay
 import puredetok.serving
 import puredetok.worker
@@ -38,13 +39,14 @@ ROOMS = (
     puredetok.replay,
     puredetok.audit,
     puredetok.engines,
+    puredetok.files,
 )
 """The rooms whose every module is documented."""
 
 
 def test_the_page_documents_every_public_module() -> None:
     """The package, its errors, the stop layer, every module of the serving, worker, client, replay,
-    audit and engines rooms, the streamers, the conformance kit and the command line (the core's own
+    audit, engines and files rooms, the streamers, the conformance kit and the command line (the core's own
     modules are implementation: the package re-exports them)."""
     adapters = [
         f"{room.__name__}.{info.name}"

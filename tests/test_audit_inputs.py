@@ -1,13 +1,13 @@
-"""``puredetok audit`` on files as users keep them: encodings, line endings, compression, batch
-answers, engine errors and cut streams, in the engines' own shapes (``vllm/entrypoints/openai``:
-``completion/serving.py``'s stream generator, which sends ``data: {"error": ...}`` then
-``data: [DONE]`` when a request fails; ``sglang/srt/entrypoints/http_server.py``, whose
-``/generate`` answers a batch as a list and an error as ``{"error": {"message"}}``).
+"""``puredetok audit`` on files as users keep them: encodings, line endings, batch answers
+(compressed files: tests/test_audit_compressed.py), engine errors and cut streams, in the
+engines' own shapes (``vllm/entrypoints/openai``: ``completion/serving.py``'s stream generator,
+which sends ``data: {"error": ...}`` then ``data: [DONE]`` when a request fails;
+``sglang/srt/entrypoints/http_server.py``, whose ``/generate`` answers a batch as a list and an
+error as ``{"error": {"message"}}``).
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -40,16 +40,6 @@ def test_a_utf8_bom_and_crlf_line_endings_are_read(
     assert (code, err) == (1, "")
     assert [(r["id"], r["kind"]) for r in report(out_path)] == [("b", "lost tail")]
     assert table(out)["requests"] == "2"
-
-
-def test_a_compressed_file_is_named_as_such(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    prompt, ids, text = _sample()
-    path = tmp_path / "log.jsonl.gz"
-    path.write_bytes(gzip.compress(json.dumps(completion("a", prompt, ids, text)).encode()))
-    code, _, err = audit(capsys, str(path))
-    assert code == 2 and err.splitlines() == [
-        f"puredetok audit: error: {path}: gzip-compressed: not read (decompress it first)"
-    ]
 
 
 def test_json_lines_of_batch_answers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -78,6 +78,7 @@ LAYERS: dict[str, int] = {
     "testing": 2,
     "streamer": 2,
     "baselines": 2,
+    "files": 2,  # reading files by content, decompressed: imports nothing of the package
     "__init__": 3,
     "serving": 3,
     "replay": 4,
@@ -189,6 +190,7 @@ def test_every_room_has_a_layer_and_imports_only_downwards() -> None:
         "audit",
         "core",
         "engines",
+        "files",
     ],
 )
 def test_no_room_holds_more_than_about_3000_lines(room: str) -> None:

@@ -133,6 +133,18 @@ def detect_format(path: str) -> tuple[str, str]:
         raise ValueError(reading.error)
     if not body:
         raise ValueError("the file is empty")
+    try:
+        return _told(path, head, body)
+    except ValueError as error:
+        if reading.error is None:
+            raise
+        raise ValueError(f"{reading.error} ({error})") from None
+
+
+def _told(path: str, head: bytes, body: bytes) -> tuple[str, str]:
+    """The format and layout of a file that begins with ``head`` (``body``: without its
+    leading blanks). Raises ValueError if it is none.
+    """
     line = _first_line(path)
     first = _json(line)
     if body.startswith(b"["):

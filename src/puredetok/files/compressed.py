@@ -28,7 +28,7 @@ COMPRESSIONS = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\
 BLOCK = 1 << 16
 """How many decompressed bytes are read at a time."""
 
-_ZSTD_INPUT = 1 << 14  # zstd's decompressor has no bound on its output: small inputs bound it
+_ZSTD_INPUT = 1 << 10  # zstd's decompressor has no bound on its output, and gives none of a call that fails
 
 
 def compression_of(head: bytes) -> str | None:
@@ -92,7 +92,7 @@ class Decompressed:
                     yield from _zstd_blocks(raw)
                     return
                 with _standard(self.compression, raw) as source:
-                    yield from iter(lambda: source.read(BLOCK), b"")
+                    yield from iter(lambda: source.read1(BLOCK), b"")
             except EOFError:
                 self.error = f"{self.compression}-compressed data cut short: the file ends inside its stream"
             except corrupt as error:
