@@ -345,3 +345,15 @@ def test_on_ray_data_a_compressed_file_is_the_local_one(tmp_path: Path) -> None:
     assert [(r.records, r.tally) for r in found] == [(r.records, r.tally) for r in local]
     assert local[1].records[-1]["error"].startswith("gzip-compressed data cut short")
     assert all(isinstance(r, ShardResult) for r in found)
+
+
+def test_the_compressed_bench_prints_its_measures(capsys: pytest.CaptureFixture[str]) -> None:
+    """tools/bench_compressed.py, whose figures docs/audit.md gives, runs (a small log, once)."""
+    import runpy
+
+    tool = runpy.run_path(str(ROOT / "tools" / "bench_compressed.py"))
+    assert tool["main"](["--tokens", "2000", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    for name in ("repeated", "random"):
+        assert all(f"{name:8} {suffix:5}" in out for suffix in ("plain", "gz", "bz2", "xz", "zst"))
+    assert out.count("peak traced memory") == 4 and "/ plain 1.00 - 1.00" in out

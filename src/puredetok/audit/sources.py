@@ -8,8 +8,7 @@ that both runs give the same report, and memory holds one shard's findings at a 
 
 A compressed file (gzip, bzip2, xz, zstd: :mod:`puredetok.files`) cannot be cut at byte
 offsets: it is one shard, read as one stream, and audited in stretches cut as a plain file's
-shards are (:func:`audit_stretches`), each stretch's lines spooled (to disk past a bound) so that
-a stream's can be read twice, and each stretch's findings given as it ends.
+shards are (:func:`audit_stretches`), each one's findings given as it ends.
 """
 
 from __future__ import annotations
@@ -27,9 +26,8 @@ __all__ = [
 
 import functools
 import os
-import tempfile
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import Any
 
 import attrs
 import msgspec
@@ -39,7 +37,7 @@ from puredetok.audit.compare import PARSER_SPLIT, Auditor, Difference
 from puredetok.audit.follow import Followed
 from puredetok.audit.records import Columns, InputError, Item, Request, Skipped
 from puredetok.audit.report import Tally, difference_record, error_record
-from puredetok.files import Decompressed
+from puredetok.files import Decompressed, stretches
 
 FORMATS = ("vllm", "vllm-stream", "sglang", "sglang-stream", "rollouts", "trace")
 """The input formats: vLLM's whole responses and streamed chunks, SGLang's ``/generate`` outputs
@@ -78,7 +76,7 @@ class Shard:
     compression: str | None = None
     """A compressed file's compression (the shard is then the whole file, ``end`` its size)."""
     stretch: int = SHARD_BYTES
-    """A compressed file's: about how many bytes of its lines each stretch holds."""
+    """About how many bytes of a compressed file's lines each of its stretches holds."""
 
 
 @attrs.frozen
@@ -114,16 +112,9 @@ def _json(data: bytes) -> Any:
 
 
 def detect_format(path: str) -> tuple[str, str]:
-    """The format of a file and its layout, from its content (decompressed if it is compressed).
-    Raises ValueError if it is none.
-    """
+    """The format of a file and its layout, from its (decompressed) content. Raises ValueError if none."""
     reading = Decompressed.open(path)
-    head = b""
-    for block in reading.blocks():
-        head += block
-        if len(head) >= _HEAD:
-            break
-    head = head.removeprefix(_BOM)
+    head = reading.head(_HEAD).removeprefix(_BOM)
     if head.startswith(b"PAR1"):
         if reading.compression is not None:  # Parquet compresses its pages itself
             raise ValueError(f"{reading.compression}-compressed Parquet: not read (decompress it first)")
@@ -142,9 +133,7 @@ def detect_format(path: str) -> tuple[str, str]:
 
 
 def _told(path: str, head: bytes, body: bytes) -> tuple[str, str]:
-    """The format and layout of a file that begins with ``head`` (``body``: without its
-    leading blanks). Raises ValueError if it is none.
-    """
+    """The format and layout of a file that begins with ``head`` (``body``: its blanks off)."""
     line = _first_line(path)
     first = _json(line)
     if body.startswith(b"["):
@@ -236,12 +225,12 @@ def _read(path: str) -> bytes:
         return source.read()
 
 
-Lines = Callable[[], Iterator[tuple[int, bytes]]]
+_Lines = Callable[[], Iterator[tuple[int, bytes]]]
 """The numbered lines of a shard, read again at each call."""
 
 
 def _items(
-    shard: Shard, auditor: Auditor, columns: Columns, lines: Lines, read: Callable[[], bytes]
+    shard: Shard, auditor: Auditor, columns: Columns, lines: _Lines, read: Callable[[], bytes]
 ) -> Iterator[Item | Followed]:
     """The shard's requests, from ``lines`` (a format read whole: the whole file's) or, for a
     JSON array, ``read`` (the whole file's bytes).
@@ -299,49 +288,26 @@ def audit_stretches(shard: Shard, auditor: Auditor, columns: Columns | None = No
         )
         return
     reading = Decompressed(shard.path, shard.compression)
-    numbered = enumerate(_unmarked(reading.lines()), 1)
     if shard.layout != "lines" or shard.format == "trace":
+        numbered = enumerate(reading.lines(), 1)
         items = _items(shard, auditor, columns, lambda: numbered, reading.read)
         yield _ended(_audited(shard, auditor, items), reading)
         return
-    line, row, stream, done = 1, 0, shard.format in STREAMS, False
-    while not done:
-        with tempfile.SpooledTemporaryFile(max_size=2 * shard.stretch) as spool:
-            size, rows, count = 0, 0, 0
-            for _, text in numbered:
-                spool.write(text)
-                size, rows, count = size + len(text), rows + bool(text.strip()), count + 1
-                if size >= shard.stretch and (not stream or text.strip() == b"data: [DONE]"):
-                    break
-            else:
-                done = True
-            stretch = attrs.evolve(shard, end=size, line=line, row=row)
-            lines = functools.partial(_spooled, spool, line)
-            result = _audited(stretch, auditor, _items(stretch, auditor, columns, lines, reading.read))
-        line, row = line + count, row + rows
-        yield _ended(result, reading) if done else result
-
-
-def _unmarked(lines: Iterator[bytes]) -> Iterator[bytes]:
-    """The lines, the first one's byte order mark taken off."""
-    first = next(lines, None)
-    if first is not None:
-        yield first.removeprefix(_BOM)
-        yield from lines
-
-
-def _spooled(spool: IO[bytes], first: int) -> Iterator[tuple[int, bytes]]:
-    spool.seek(0)
-    yield from enumerate(spool, first)
+    ends = (lambda line: line.strip() == b"data: [DONE]") if shard.format in STREAMS else None
+    row = 0
+    for part in stretches(reading.lines(), shard.stretch, ends):
+        stretch = attrs.evolve(shard, end=part.size, line=part.first, row=row)
+        result = _audited(stretch, auditor, _items(stretch, auditor, columns, part.lines, reading.read))
+        row += part.rows
+        yield _ended(result, reading) if part.last else result
 
 
 def _ended(result: ShardResult, reading: Decompressed) -> ShardResult:
     """The result with the error that ended the compressed data, if one did, as its last finding."""
     if reading.error is None:
         return result
-    result.tally.errors += 1
-    line = max(reading.line, 1)  # a file read whole (a JSON array) is named at its start
-    result.records.append(error_record(InputError(reading.path, line, reading.error)))
+    result.tally.errors += 1  # a file read whole (a JSON array) is named at its line 1
+    result.records.append(error_record(InputError(reading.path, max(reading.line, 1), reading.error)))
     return result
 
 

@@ -31,7 +31,12 @@ PROGRESS_AFTER = 0.5
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments."""
-    parser.add_argument("files", nargs="+", metavar="FILE", help="the logs or tables to audit")
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="the logs or tables to audit, plain or compressed (gzip, bzip2, xz, zstd: told by content)",
+    )
     add_tokenizer_option(parser)
     parser.add_argument(
         "--format", choices=FORMATS, help="the files' format (default: told from each file's content)"

@@ -1,9 +1,10 @@
 """Reading files by their content: plain, or compressed (gzip, bzip2, xz, zstd) and decompressed
-as they are read, in bounded memory.
+as they are read, in bounded memory; lines cut into stretches that can be read again.
 """
 
 from __future__ import annotations
 
-__all__ = ["COMPRESSIONS", "Decompressed", "compression_of"]
+__all__ = ["COMPRESSIONS", "Decompressed", "Stretch", "compression_of", "stretches"]
 
 from puredetok.files.compressed import COMPRESSIONS, Decompressed, compression_of
+from puredetok.files.stretches import Stretch, stretches

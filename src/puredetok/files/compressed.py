@@ -28,6 +28,7 @@ COMPRESSIONS = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\
 BLOCK = 1 << 16
 """How many decompressed bytes are read at a time."""
 
+_BOM = b"\xef\xbb\xbf"
 _ZSTD_INPUT = 1 << 10  # zstd's decompressor has no bound on its output, and gives none of a call that fails
 
 
@@ -102,11 +103,12 @@ class Decompressed:
 
     def lines(self) -> Iterator[bytes]:
         """The decompressed lines, each with its newline (the last one may have none), as a file
-        opened in binary mode gives them.
+        opened in binary mode gives them, less a UTF-8 byte order mark at the start.
         """
         pieces: list[bytes] = []
         complete = 0
-        for block in self.blocks():
+        for index, read in enumerate(self.blocks()):
+            block = read.removeprefix(_BOM) if index == 0 else read
             parts = block.split(b"\n")
             if len(parts) == 1:
                 pieces.append(block)
@@ -120,6 +122,17 @@ class Decompressed:
         self.line = complete + 1
         if pieces:
             yield b"".join(pieces)
+
+    def head(self, size: int) -> bytes:
+        """The first ``size`` decompressed bytes or a few more (fewer: the whole file, or all
+        before an error of its data).
+        """
+        head = b""
+        for block in self.blocks():
+            head += block
+            if len(head) >= size:
+                break
+        return head
 
     def read(self) -> bytes:
         """All the decompressed bytes (a whole file in memory: for a format read whole)."""
