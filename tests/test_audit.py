@@ -1029,7 +1029,7 @@ def test_a_stream_of_all_the_ids_so_far_is_held_once() -> None:
     ids, not all of them (whose size grows as the square of the length)."""
     import tracemalloc
 
-    from puredetok.audit.sglang import read_stream
+    from puredetok.audit.formats.sglang import read_stream
 
     def peak(count: int) -> int:
         ids = list(range(1000, 1000 + count))

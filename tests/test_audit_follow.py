@@ -21,9 +21,9 @@ from puredetok import core
 from puredetok.audit import AuditOptions, Auditor, Chunk, Request
 from puredetok.audit.compare import Difference
 from puredetok.audit.follow import Followed, Follower
-from puredetok.audit.sglang import read_stream as sglang_stream
-from puredetok.audit.trace import read_trace_requests
-from puredetok.audit.vllm import read_stream
+from puredetok.audit.formats.sglang import read_stream as sglang_stream
+from puredetok.audit.formats.trace import read_trace_requests
+from puredetok.audit.formats.vllm import read_stream
 from puredetok.testing.strategies import prompt_ids, text_ids, token_ids
 
 NAMES = ("qwen3", "llama2", "t5_small")

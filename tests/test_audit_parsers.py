@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from helpers import tokenizer, vocabulary
 from puredetok.audit import Request
 from puredetok.audit.compare import Auditor, Difference
-from puredetok.audit.vllm import read_stream
+from puredetok.audit.formats.vllm import read_stream
 from puredetok.testing.strategies import text_ids
 from test_audit import _chat, _vllm_think_parser, audit, exact, report, table, write_lines
 

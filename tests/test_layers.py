@@ -188,6 +188,7 @@ def test_every_room_has_a_layer_and_imports_only_downwards() -> None:
         "testing",
         "client",
         "audit",
+        "audit/formats",
         "core",
         "engines",
         "files",

@@ -32,9 +32,9 @@ from typing import Any
 import attrs
 import msgspec
 
-from puredetok.audit import rollouts, sglang, trace, vllm
 from puredetok.audit.compare import PARSER_SPLIT, Auditor, Difference
 from puredetok.audit.follow import Followed
+from puredetok.audit.formats import rollouts, sglang, trace, vllm
 from puredetok.audit.records import Columns, InputError, Item, Request, Skipped
 from puredetok.audit.report import Tally, difference_record, error_record
 from puredetok.files import Decompressed, stretches
