@@ -10,6 +10,7 @@ __all__ = [
     "TokenizerLoadError",
     "is_mistral_file",
     "LoadedTokenizer",
+    "check_vocabulary",
 ]
 
 import contextlib
@@ -137,18 +138,19 @@ def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> Loaded
                 f"transformers says: {reason}"
             )
         raise TokenizerLoadError(f"cannot load a tokenizer from {str(path)!r}: {reason}") from None
-    _check_vocabulary(tokenizer, path)
+    check_vocabulary(tokenizer, path)
     return tokenizer
 
 
-def _check_vocabulary(tokenizer: LoadedTokenizer, path: Path) -> None:
-    """Refuse a tokenizer that ``transformers`` built without its vocabulary (a folder whose
-    vocabulary file is missing or compressed still loads, with only its special tokens).
+def check_vocabulary(tokenizer: object, path: str | os.PathLike[str]) -> None:
+    """Refuse a tokenizer that ``transformers`` (or an engine's loader) built from ``path``
+    without its vocabulary: a folder whose vocabulary file is missing or compressed still loads,
+    with only its special tokens. Raises :class:`TokenizerLoadError` saying so.
     """
     size = len(tokenizer) if isinstance(tokenizer, Sized) else None
     specials = len(set(getattr(tokenizer, "all_special_ids", ())))
     if size is not None and size <= max(specials, 1):
-        packed = sorted(name.name for name in path.glob("*.gz"))
+        packed = sorted(name.name for name in Path(path).glob("*.gz"))
         hint = f" ({', '.join(packed)} must be uncompressed)" if packed else ""
         raise TokenizerLoadError(
             f"cannot load a tokenizer from {str(path)!r}: it has no vocabulary, only its {size} "

@@ -282,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--requests and --repeats must be >= 1, --tokens >= 16")
     from vllm.tokenizers.registry import get_tokenizer
 
-    from puredetok.serving.loading import default_tokenizer_path
+    from puredetok.serving.loading import TokenizerLoadError, check_vocabulary, default_tokenizer_path
 
     folders = args.tokenizer or [str(default_tokenizer_path())]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -294,6 +294,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{'tokenizer':<12} {'vLLM ns':>9} {'puredetok ns':>13} {'no-detok ns':>12} {'shares':>16}  ratio")
     for folder in folders:
         tokenizer = get_tokenizer(folder)
+        try:
+            check_vocabulary(tokenizer, folder)
+        except TokenizerLoadError as error:
+            parser.error(str(error))
         label = os.path.basename(folder.rstrip("/"))
         figures = [measure(tokenizer, label, args.requests, args.tokens) for _ in range(args.repeats)]
         for f in figures:
