@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import bz2
 import functools
+import gzip
 import io
 import json
+import lzma
 import os
 import re
 from collections.abc import Callable
@@ -13,6 +16,7 @@ from typing import Any
 
 import msgspec
 import pytest
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -94,6 +98,61 @@ def test_a_trace_on_standard_input(
     assert main(["replay", "-", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "6 requests" in out and "---" not in out
+
+
+COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
+    "gzip": gzip.compress,
+    "bzip2": bz2.compress,
+    "xz": lzma.compress,
+    "zstd": zstandard.ZstdCompressor().compress,
+}
+
+
+@pytest.mark.parametrize("compression", sorted(COMPRESSORS))
+def test_a_compressed_trace_replays_as_the_plain_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], compression: str
+) -> None:
+    assert main(["replay", str(SAMPLE), "--json"]) == 0
+    plain = capsys.readouterr().out.splitlines()
+    packed = tmp_path / "trace.jsonl.any"  # told by its content, not its name
+    packed.write_bytes(COMPRESSORS[compression](SAMPLE.read_bytes()))
+    assert main(["replay", str(packed), "--json"]) == 0
+    replayed = capsys.readouterr().out.splitlines()
+    assert [json.loads(line) for line in replayed[:-1]] == [json.loads(line) for line in plain[:-1]]
+    summary = json.loads(replayed[-1])["summary"]
+    assert summary["requests"] == 6 and summary["failed"] == 0
+
+
+@pytest.mark.parametrize("compression", sorted(COMPRESSORS))
+def test_a_compressed_trace_cut_short_replays_what_came_then_names_the_break(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], compression: str
+) -> None:
+    assert main(["replay", str(SAMPLE), "--json"]) == 0
+    plain = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    data = COMPRESSORS[compression](SAMPLE.read_bytes())
+    came = []
+    for keep in range(len(data) // 3, len(data) - 1, max(1, len(data) // 7)):
+        cut = tmp_path / "cut"
+        cut.write_bytes(data[:keep])
+        code = main(["replay", str(cut), "--json"])
+        out, err = capsys.readouterr()
+        assert code == 2
+        assert f"{cut}: line " in err and f"{compression}-compressed data cut short" in err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        # what the data before the break held was replayed: the plain trace's first replies
+        replies = [json.loads(line) for line in out.splitlines()]
+        assert replies == plain[: len(replies)]
+        came.append(len(replies))
+    # gzip and xz give their data as it comes; bzip2 and zstd a whole block (here: all) at once
+    assert max(came) > 0 if compression in ("gzip", "xz") else max(came) == 0
+
+
+def test_a_compressed_trace_on_standard_input_is_refused_clearly(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(gzip.compress(SAMPLE.read_bytes()))))
+    assert main(["replay", "-", "--quiet"]) == 2
+    assert "standard input is gzip-compressed: give the file, or decompress it" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

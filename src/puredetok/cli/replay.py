@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -14,8 +15,9 @@ from typing import IO, Any
 from tqdm import tqdm
 
 from puredetok.cli.options import add_tokenizer_option
+from puredetok.files import Decompressed, compression_of
 from puredetok.replay.replay import CHECKS, MAX_LISTED, Replayer, ReplaySummary, RequestReport
-from puredetok.replay.trace import TraceEvent, TraceHeader, read_trace
+from puredetok.replay.trace import TraceError, TraceEvent, TraceHeader, read_trace
 from puredetok.serving.loading import DEFAULT_TOKENIZER, load_tokenizer
 from puredetok.serving.messages import SamplingParams, UserReply
 
@@ -32,7 +34,11 @@ PROGRESS_EVERY = 256
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments."""
-    parser.add_argument("trace", help="the trace file (JSON lines; '-' reads standard input)")
+    parser.add_argument(
+        "trace",
+        help="the trace file (JSON lines, plain or compressed: gzip, bzip2, xz, zstd; '-' reads standard "
+        "input, plain)",
+    )
     add_tokenizer_option(
         parser,
         default=None,
@@ -48,14 +54,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 class _Counted:
-    """The lines of a binary file, counting the bytes read (what the progress bar shows)."""
+    """The lines of a binary file (decompressed, if it is compressed), counting their bytes (what
+    the progress bar shows).
+    """
 
-    def __init__(self, source: IO[bytes]) -> None:
+    def __init__(self, source: Iterable[bytes]) -> None:
         self.source = source
         self.read = 0
+        self.head = b""
+        """The first bytes read (a compression's magic bytes, if the input is compressed)."""
 
     def __iter__(self) -> Iterator[bytes]:
         for line in self.source:
+            if not self.read:
+                self.head = line[:8]
             self.read += len(line)
             yield line
 
@@ -193,28 +205,66 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    source: IO[bytes] = sys.stdin.buffer if args.trace == "-" else open(args.trace, "rb")  # noqa: SIM115
-    with source:
-        total = None if args.trace == "-" else os.fstat(source.fileno()).st_size
-        counted = _Counted(source)
-        events = read_trace(counted)
-        first = next(events, None)
-        header = first if isinstance(first, TraceHeader) else None
-        tokenizer = _tokenizer(args, header)
-        defaults: SamplingParams = header.options if header else SamplingParams()
-        replayer = Replayer(tokenizer, defaults, keep_text=not (args.quiet or args.json))
-        began = time.monotonic()
-        pending = [first] if isinstance(first, TraceEvent) else []
-        with _progress(total, args.progress or sys.stderr.isatty()) as bar:
-            shown = 0
-            for count, event in enumerate(itertools.chain(pending, events), 1):
-                assert isinstance(event, TraceEvent)  # read_trace gives a header only first
-                _print(args, replayer, replayer.event(event))
-                if count % PROGRESS_EVERY == 0:
-                    bar.set_postfix_str(f"{count:,} events", refresh=False)
-                bar.update(counted.read - shown)
-                shown = counted.read
-            _print(args, replayer, replayer.close_all())
+    reading = None if args.trace == "-" else Decompressed.open(args.trace)
+    if reading is not None and reading.compression is not None:
+        source: IO[bytes] | None = None
+        lines: Iterable[bytes] = _decompressed(reading)
+        total = None  # the bar counts decompressed bytes, whose total is not known before the end
+    else:
+        source = sys.stdin.buffer if args.trace == "-" else open(args.trace, "rb")  # noqa: SIM115
+        lines, total = source, None if args.trace == "-" else os.fstat(source.fileno()).st_size
+    counted = _Counted(lines)
+    try:
+        with source or contextlib.nullcontext():
+            return _replay_lines(args, counted, total)
+    except TraceError as error:
+        raise _why(error, reading, counted) from None
+
+
+def _decompressed(reading: Decompressed) -> Iterator[bytes]:
+    """A compressed trace's lines; at their end, the error that ended the compressed data early,
+    if one did (every event before it replayed).
+    """
+    yield from reading.lines()
+    if reading.error is not None:
+        raise _ended_early(reading)
+
+
+def _ended_early(reading: Decompressed) -> ValueError:
+    return ValueError(f"{reading.path}: line {max(reading.line, 1)}: {reading.error}")
+
+
+def _why(error: TraceError, reading: Decompressed | None, counted: _Counted) -> ValueError:
+    """The error to report for a trace that stopped being read: the compressed data's own error
+    where it ended early (the line it cut is then not JSON), a word on compressed standard input.
+    """
+    if reading is not None and reading.error is not None:
+        return _ended_early(reading)
+    compression = compression_of(counted.head) if reading is None else None
+    if compression is not None:
+        return ValueError(f"standard input is {compression}-compressed: give the file, or decompress it")
+    return error
+
+
+def _replay_lines(args: argparse.Namespace, counted: _Counted, total: int | None) -> int:
+    events = read_trace(counted)
+    first = next(events, None)
+    header = first if isinstance(first, TraceHeader) else None
+    tokenizer = _tokenizer(args, header)
+    defaults: SamplingParams = header.options if header else SamplingParams()
+    replayer = Replayer(tokenizer, defaults, keep_text=not (args.quiet or args.json))
+    began = time.monotonic()
+    pending = [first] if isinstance(first, TraceEvent) else []
+    with _progress(total, args.progress or sys.stderr.isatty()) as bar:
+        shown = 0
+        for count, event in enumerate(itertools.chain(pending, events), 1):
+            assert isinstance(event, TraceEvent)  # read_trace gives a header only first
+            _print(args, replayer, replayer.event(event))
+            if count % PROGRESS_EVERY == 0:
+                bar.set_postfix_str(f"{count:,} events", refresh=False)
+            bar.update(counted.read - shown)
+            shown = counted.read
+        _print(args, replayer, replayer.close_all())
     elapsed = time.monotonic() - began
     summary = replayer.summary
     print(_summary_json(summary, elapsed) if args.json else _summary_text(summary, elapsed))
