@@ -324,7 +324,7 @@ def _plain(tmp_path: Path, data: bytes) -> Path:
 @pytest.mark.timeout(300)
 def test_on_ray_data_a_compressed_file_is_the_local_one(tmp_path: Path) -> None:
     """A compressed file is one shard on Ray too: the worker's findings and counts are the
-    local run's, a compressed file cut short included."""
+    local run's, a compressed file cut short included, given a stretch at a time."""
     ray = pytest.importorskip("ray")
     from puredetok.audit import Auditor, Columns
     from puredetok.audit.distributed import audit_on_ray
@@ -338,11 +338,24 @@ def test_on_ray_data_a_compressed_file_is_the_local_one(tmp_path: Path) -> None:
     shards = [*shards_of(str(whole), size=500), *shards_of(str(cut), size=500)]
     auditor = Auditor(load_tokenizer("qwen3"))
     local = [audit_shard(shard, auditor) for shard in shards]
+    stretches = [list(audit_stretches(shard, auditor)) for shard in shards]
     try:
         found = list(audit_on_ray(shards, auditor, "qwen3", Columns(), num_cpus=2))
     finally:
         ray.shutdown()
-    assert [(r.records, r.tally) for r in found] == [(r.records, r.tally) for r in local]
+    # one result per stretch, in order, each saying whether it ends its shard: a worker and the
+    # driver hold one stretch's findings at a time, not the whole file's
+    assert [(r.index, r.part, r.last) for r in found] == [
+        (index, part, part == len(parts) - 1)
+        for index, parts in enumerate(stretches)
+        for part in range(len(parts))
+    ]
+    assert all(len(parts) > 3 for parts in stretches)
+    assert [(r.records, r.tally) for r in found] == [
+        (r.records, r.tally) for parts in stretches for r in parts
+    ]
+    joined = [[r for r in found if r.index == index] for index in range(len(shards))]
+    assert [sum((r.records for r in parts), []) for parts in joined] == [r.records for r in local]
     assert local[1].records[-1]["error"].startswith("gzip-compressed data cut short")
     assert all(isinstance(r, ShardResult) for r in found)
 

@@ -13,8 +13,11 @@ and building the codec (about 2 s of CPU), and loads the tokenizer only if a rec
 while many remain and smaller towards the end (:func:`batch_sizes`), so that Ray Data's cost
 per batch (its scheduling, the block passed back) is paid a few times per worker rather than
 once per shard, and the workers end together; the results come back pickled and are put back
-in shard order, so the report is the local run's. On a cluster the input files must be at the
-same paths on every node, and the tokenizer too where a record needs it.
+in shard order, so the report is the local run's. A compressed file is one shard (it cannot be
+cut at byte offsets), audited by one worker; its findings come back a stretch at a time, as they
+are found, so that neither the worker nor the driver holds more than a stretch's. On a cluster
+the input files must be at the same paths on every node, and the tokenizer too where a record
+needs it.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import attrs
 
 from puredetok.audit.compare import AuditOptions, Auditor, Deferred
 from puredetok.audit.records import Columns
-from puredetok.audit.sources import Shard, ShardResult, audit_shard
+from puredetok.audit.sources import Shard, ShardResult, audit_stretches
 from puredetok.serving.loading import load_tokenizer
 
 
@@ -119,23 +122,38 @@ def _ready(codecs: CodecsRef, tokenizer: str | None, options: AuditOptions) -> _
 
 def audit_batch(
     batch: Any, *, tokenizer: str | None, options: AuditOptions, columns: Columns, codecs: CodecsRef
-) -> dict[str, list[Any]]:
+) -> Iterator[dict[str, list[Any]]]:
     """Audit the shards of a batch (a ``pyarrow.Table`` whose rows hold ``first``, the place of
-    their first shard, and ``shards``, the fields of each): a row per shard, its
-    :class:`~puredetok.audit.sources.ShardResult` pickled, with its :class:`Timing`.
+    their first shard, and ``shards``, the fields of each): a row per result, its
+    :class:`~puredetok.audit.sources.ShardResult` pickled with its :class:`Timing`, given as it
+    is found (a compressed file's, a stretch at a time: the findings a worker holds stay those
+    of one stretch, whatever the file's size).
 
     ``codecs`` are the driver's; the tokenizer ``tokenizer`` (a name or path for
     :func:`load_tokenizer`) is loaded only if a record needs it.
     """
     ready = _ready(codecs, tokenizer, options)
-    out: dict[str, list[Any]] = {"result": []}
     for row in batch.to_pylist():
         for order, fields in enumerate(row["shards"], row["first"]):
-            wall, cpu = time.time(), time.process_time()
-            result = audit_shard(Shard(**fields), ready.auditor, columns)
-            timing = Timing(os.getpid(), *ready.started, wall, time.time(), time.process_time() - cpu)
-            out["result"].append(pickle.dumps(ShardResult(order, result.records, result.tally, timing)))
-    return out
+            parts = _timed(audit_stretches(Shard(**fields), ready.auditor, columns))
+            for part, (result, last, (began, ended, cpu)) in enumerate(parts):
+                timing = Timing(os.getpid(), *ready.started, began, ended, cpu)
+                found = ShardResult(order, result.records, result.tally, timing, part, last)
+                yield {"result": [pickle.dumps(found)]}
+
+
+def _timed(results: Iterator[ShardResult]) -> Iterator[tuple[ShardResult, bool, tuple[float, float, float]]]:
+    """Each result, whether it is the last, and its work's start, end (wall) and CPU seconds."""
+    began, cpu = time.time(), time.process_time()
+    held = next(results)
+    spent = (began, time.time(), time.process_time() - cpu)
+    while True:
+        began, cpu = time.time(), time.process_time()
+        following = next(results, None)
+        yield held, following is None, spent
+        if following is None:
+            return
+        held, spent = following, (began, time.time(), time.process_time() - cpu)
 
 
 def _ray() -> Any:
@@ -175,7 +193,9 @@ def audit_on_ray(
     num_cpus: int | None = None,
     workers: int | None = None,
 ) -> Iterator[ShardResult]:
-    """Audit ``shards`` on Ray Data, the results in the order of ``shards``, as ``auditor`` does.
+    """Audit ``shards`` on Ray Data, the results in the order of ``shards``, as ``auditor`` does
+    (a compressed file's in parts, as :func:`~puredetok.audit.sources.audit_stretches` gives
+    them: each result says whether it is its shard's :attr:`~ShardResult.last`).
 
     ``auditor`` is the driver's: it builds the codec of its options (if not yet built), which
     the workers are given; ``tokenizer`` is the name or path it was loaded from, for the workers
@@ -226,13 +246,14 @@ def audit_on_ray(
 
 
 def _in_order(results: Iterator[ShardResult]) -> Iterator[ShardResult]:
-    """``results`` by their index from 0 on, each as soon as those before it came (a batch
-    that ends before an earlier one is held until it has).
+    """``results`` in order of their shard and their part in it, from the first on, each as soon
+    as those before it came (a result that ends before an earlier one is held until it has).
     """
-    held: dict[int, ShardResult] = {}
-    due = 0
+    held: dict[tuple[int, int], ShardResult] = {}
+    due = (0, 0)
     for result in results:
-        held[result.index] = result
+        held[result.index, result.part] = result
         while due in held:
-            yield held.pop(due)
-            due += 1
+            ready = held.pop(due)
+            yield ready
+            due = (due[0] + 1, 0) if ready.last else (due[0], due[1] + 1)

@@ -88,6 +88,11 @@ class ShardResult:
     tally: Tally
     timing: Any = None
     """Where its time went, on Ray (a :class:`puredetok.audit.distributed.Timing`); None locally."""
+    part: int = 0
+    """Its place among the results of its shard (on Ray, a compressed file's stretches come one
+    result each)."""
+    last: bool = True
+    """Whether it is its shard's last result."""
 
 
 def _first_line(path: str, data: bool = False) -> bytes:

@@ -141,8 +141,8 @@ def _prepared(args: argparse.Namespace) -> Auditor:
 def _results(
     args: argparse.Namespace, shards: list[Shard], auditor: Auditor
 ) -> Iterator[tuple[ShardResult, bool]]:
-    """Each shard's findings (locally, a compressed file's a stretch at a time), and whether
-    they end the shard.
+    """Each shard's findings (a compressed file's a stretch at a time), and whether they end the
+    shard.
     """
     columns = Columns(args.prompt_ids_column, args.response_ids_column, args.text_column, args.id_column)
     if args.ray or args.ray_address:
@@ -151,7 +151,7 @@ def _results(
         for result in audit_on_ray(
             shards, auditor, args.tokenizer, columns, address=args.ray_address, num_cpus=args.ray_cpus
         ):
-            yield result, True
+            yield result, result.last
         return
     for shard in shards:
         stretches = audit_stretches(shard, auditor, columns)
