@@ -15,7 +15,8 @@ per batch (its scheduling, the block passed back) is paid a few times per worker
 once per shard, and the workers end together; the results come back pickled and are put back
 in shard order, so the report is the local run's. A compressed file is one shard (it cannot be
 cut at byte offsets), audited by one worker; its findings come back a stretch at a time, as they
-are found, so that neither the worker nor the driver holds more than a stretch's. On a cluster
+are found, so that what the worker holds is bounded (a block of Ray Data's, 128 MiB by default)
+and the driver holds a stretch's, whatever the file's size. On a cluster
 the input files must be at the same paths on every node, and the tokenizer too where a record
 needs it.
 """
@@ -126,8 +127,8 @@ def audit_batch(
     """Audit the shards of a batch (a ``pyarrow.Table`` whose rows hold ``first``, the place of
     their first shard, and ``shards``, the fields of each): a row per result, its
     :class:`~puredetok.audit.sources.ShardResult` pickled with its :class:`Timing`, given as it
-    is found (a compressed file's, a stretch at a time: the findings a worker holds stay those
-    of one stretch, whatever the file's size).
+    is found (a compressed file's, a stretch at a time: what a worker holds of them is bounded by
+    Ray Data's block size, whatever the file's size).
 
     ``codecs`` are the driver's; the tokenizer ``tokenizer`` (a name or path for
     :func:`load_tokenizer`) is loaded only if a record needs it.
