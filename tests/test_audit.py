@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import pickle
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -690,6 +691,21 @@ def test_the_benchmark_prints_its_measures(capsys: pytest.CaptureFixture[str]) -
     out = capsys.readouterr().out
     assert "M tokens / CPU second (one core)" in out and "target >= 1.0" in out
     assert "peak traced memory" in out
+
+
+@pytest.mark.timeout(300)
+def test_the_benchmarks_ray_section_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """Its Ray section, on small logs, once: the plain log's ratio and the one gzip file's."""
+    pytest.importorskip("ray")
+    from puredetok.bench.audit import main as bench
+
+    small = ["--tokens", "2000", "--ray-tokens", "4000", "--ray-gzip-tokens", "4000", "--repeats", "1"]
+    assert bench([*small, "--ray-shard-bytes", "4000"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"speed-up, 2 workers / 1, end to end +\d+\.\d\d - \d+\.\d\d +target >= 1\.6", out)
+    assert re.search(
+        r"one gzip file of 4,000 ids, shared by the workers: .*; 2 / 1 in order: \d+\.\d\d$", out, re.M
+    )
 
 
 def test_the_ray_breakdown_says_where_the_time_went() -> None:

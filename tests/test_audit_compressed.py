@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import zstandard
 from hypothesis import HealthCheck, given, settings
@@ -358,6 +359,93 @@ def test_on_ray_data_a_compressed_file_is_the_local_one(tmp_path: Path) -> None:
     assert [sum((r.records for r in parts), []) for parts in joined] == [r.records for r in local]
     assert local[1].records[-1]["error"].startswith("gzip-compressed data cut short")
     assert all(isinstance(r, ShardResult) for r in found)
+
+
+@given(
+    format=st.sampled_from(FORMATS),
+    compression=st.sampled_from(sorted(COMPRESS)),
+    wrong=st.lists(st.booleans(), min_size=1, max_size=12),
+    bad=st.lists(st.booleans(), min_size=12, max_size=12),
+    size=st.integers(1, 3000),
+    step=st.integers(1, 5),
+    cut=st.booleans(),
+)
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_the_shares_of_a_compressed_file_give_its_stretches_between_them(
+    tmp_path: Path,
+    format: str,
+    compression: str,
+    wrong: list[bool],
+    bad: list[bool],
+    size: int,
+    step: int,
+    cut: bool,
+) -> None:
+    """Shares of a compressed file (each audits every n-th stretch, as the workers of a Ray run
+    share one file): their stretches together, in order, are the file's own, with the same
+    lines, rows, counts, and the error of a file cut short once, at its end."""
+    data = "".join(line + "\n" for line in _log(format, wrong, bad[: len(wrong)])).encode()
+    packed = COMPRESS[compression](data)
+    path = tmp_path / "log.packed"
+    # gzip and xz give what precedes a break (bzip2 and zstd: a whole block, here all of it)
+    path.write_bytes(packed[:-10] if cut and compression in ("gzip", "xz") else packed)
+    (shard,) = shards_of(str(path), size=size)
+    auditor = _auditor("qwen3")
+    whole = list(audit_stretches(shard, auditor))
+    shared = [
+        result
+        for first in range(step)
+        for result in audit_stretches(attrs.evolve(shard, first_stretch=first, stretch_step=step), auditor)
+    ]
+    assert [r.part for r in whole] == list(range(len(whole))) and [r.last for r in whole][-1]
+    assert sorted(shared, key=lambda r: r.part) == whole
+    assert all(r.part % step == first for first in range(step) for r in shared if r.part % step == first)
+
+
+def test_a_ray_run_shares_a_compressed_file_only_where_workers_would_idle() -> None:
+    from puredetok.audit.distributed import MAX_SHARES, shares
+    from puredetok.audit.sources import Shard
+
+    def packed(name: str, compression: str | None) -> Shard:
+        return Shard(name, "vllm", "lines", compression=compression)
+
+    one = [packed("a.gz", "gzip")]
+    assert [(o, s.first_stretch, s.stretch_step) for o, s in shares(one, 2)] == [(0, 0, 2), (0, 1, 2)]
+    assert len(shares(one, 64)) == MAX_SHARES
+    # as many files as workers: each worker has one already
+    assert all(s.stretch_step == 1 for _, s in shares([packed("a.gz", "gzip"), packed("b.xz", "xz")], 2))
+    # bzip2 decompresses slower than the audit runs; a plain file is cut into shards already
+    assert len(shares([packed("a.bz2", "bzip2")], 4)) == 1
+    assert len(shares([packed("a.jsonl", None)], 4)) == 1
+    assert len(shares([Shard("t.gz", "trace", "whole", compression="gzip")], 4)) == 1
+    mixed = shares([packed("a.gz", "gzip"), packed("b.jsonl", None)], 4)
+    assert [(o, s.first_stretch) for o, s in mixed] == [(0, 0), (0, 1), (1, 0)]
+
+
+@pytest.mark.timeout(300)
+def test_on_ray_data_one_compressed_file_is_shared_between_the_workers(tmp_path: Path) -> None:
+    """One compressed file and two workers: two shares, whose stretches come back in the
+    file's order with the local run's findings and counts."""
+    ray = pytest.importorskip("ray")
+    from puredetok.audit import Auditor, Columns
+    from puredetok.audit.distributed import audit_on_ray, shares
+    from puredetok.serving.loading import load_tokenizer
+
+    lines = _log("rollouts", [i % 4 == 0 for i in range(40)], [i % 7 == 3 for i in range(40)])
+    path = tmp_path / "rollouts.jsonl.xz"
+    path.write_bytes(lzma.compress("".join(line + "\n" for line in lines).encode()))
+    shards = shards_of(str(path), size=700)
+    assert len(shards) == 1 and len(shares(shards, 2)) == 2
+    auditor = Auditor(load_tokenizer("qwen3"))
+    local = list(audit_stretches(shards[0], auditor))
+    try:
+        found = list(audit_on_ray(shards, auditor, "qwen3", Columns(), num_cpus=2))
+    finally:
+        ray.shutdown()
+    assert len(local) > 4
+    assert [(r.part, r.last, r.records, r.tally) for r in found] == [
+        (r.part, r.last, r.records, r.tally) for r in local
+    ]
 
 
 def test_the_compressed_bench_prints_its_measures(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,22 +14,25 @@ while many remain and smaller towards the end (:func:`batch_sizes`), so that Ray
 per batch (its scheduling, the block passed back) is paid a few times per worker rather than
 once per shard, and the workers end together; the results come back pickled and are put back
 in shard order, so the report is the local run's. A compressed file is one shard (it cannot be
-cut at byte offsets), audited by one worker; its findings come back a stretch at a time, as they
-are found, so that what the worker holds is bounded (a block of Ray Data's, 128 MiB by default)
-and the driver holds a stretch's, whatever the file's size. On a cluster
-the input files must be at the same paths on every node, and the tokenizer too where a record
-needs it.
+cut at byte offsets); when the shards are fewer than the workers, it is shared between several
+(:func:`shares`: each decompresses the whole file and audits every n-th stretch of it). Its
+findings come back a stretch at a time, as they are found, so that what a worker holds is
+bounded (a block of Ray Data's, 128 MiB by default) and the driver holds a few stretches',
+whatever the file's size. On a cluster the input files must be at the same paths on every
+node, and the tokenizer too where a record needs it.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "MAX_BATCH",
+    "MAX_SHARES",
     "CodecsRef",
     "Timing",
     "audit_batch",
     "audit_on_ray",
     "batch_sizes",
+    "shares",
     "start_ray",
 ]
 
@@ -73,6 +76,9 @@ class Timing:
 
 MAX_BATCH = 16
 """At most this many shards in a batch (the findings the driver holds at once stay few)."""
+
+MAX_SHARES = 8
+"""At most this many shares of one compressed file (each decompresses all of it)."""
 
 
 def batch_sizes(shards: int, workers: int, most: int = MAX_BATCH) -> list[int]:
@@ -124,8 +130,8 @@ def _ready(codecs: CodecsRef, tokenizer: str | None, options: AuditOptions) -> _
 def audit_batch(
     batch: Any, *, tokenizer: str | None, options: AuditOptions, columns: Columns, codecs: CodecsRef
 ) -> Iterator[dict[str, list[Any]]]:
-    """Audit the shards of a batch (a ``pyarrow.Table`` whose rows hold ``first``, the place of
-    their first shard, and ``shards``, the fields of each): a row per result, its
+    """Audit the shards of a batch (a ``pyarrow.Table`` whose rows hold ``shards``, the fields of
+    each, and ``orders``, the place of each in the run): a row per result, its
     :class:`~puredetok.audit.sources.ShardResult` pickled with its :class:`Timing`, given as it
     is found (a compressed file's, a stretch at a time: what a worker holds of them is bounded by
     Ray Data's block size, whatever the file's size).
@@ -135,26 +141,16 @@ def audit_batch(
     """
     ready = _ready(codecs, tokenizer, options)
     for row in batch.to_pylist():
-        for order, fields in enumerate(row["shards"], row["first"]):
-            parts = _timed(audit_stretches(Shard(**fields), ready.auditor, columns))
-            for part, (result, last, (began, ended, cpu)) in enumerate(parts):
-                timing = Timing(os.getpid(), *ready.started, began, ended, cpu)
-                found = ShardResult(order, result.records, result.tally, timing, part, last)
+        for order, fields in zip(row["orders"], row["shards"]):
+            results = audit_stretches(Shard(**fields), ready.auditor, columns)
+            while True:
+                began, cpu = time.time(), time.process_time()
+                result = next(results, None)
+                if result is None:
+                    break
+                timing = Timing(os.getpid(), *ready.started, began, time.time(), time.process_time() - cpu)
+                found = attrs.evolve(result, index=order, timing=timing)
                 yield {"result": [pickle.dumps(found)]}
-
-
-def _timed(results: Iterator[ShardResult]) -> Iterator[tuple[ShardResult, bool, tuple[float, float, float]]]:
-    """Each result, whether it is the last, and its work's start, end (wall) and CPU seconds."""
-    began, cpu = time.time(), time.process_time()
-    held = next(results)
-    spent = (began, time.time(), time.process_time() - cpu)
-    while True:
-        began, cpu = time.time(), time.process_time()
-        following = next(results, None)
-        yield held, following is None, spent
-        if following is None:
-            return
-        held, spent = following, (began, time.time(), time.process_time() - cpu)
 
 
 def _ray() -> Any:
@@ -204,7 +200,8 @@ def audit_on_ray(
 
     Ray is started by :func:`start_ray` (``address``, ``num_cpus``) unless it runs already.
     ``workers`` is how many workers audit at once (default: the cluster's CPUs, at most one per
-    shard); fewer workers than CPUs take the CPUs between them where they divide evenly (a task
+    task: a shard, or a share of a compressed file, :func:`shares`); fewer workers than CPUs take
+    the CPUs between them where they divide evenly (a task
     of 2 CPUs for 1 worker of 2 CPUs), so that every batch can wait at Ray for the next free
     worker.
     """
@@ -213,10 +210,12 @@ def audit_on_ray(
         return
     auditor.codec_of(auditor.options.skip_special_tokens)
     cpus = int(ray.cluster_resources().get("CPU", 1))
-    size = max(1, min(workers or cpus, len(shards)))
+    tasks = shares(shards, workers or cpus)
+    size = max(1, min(workers or cpus, len(tasks)))
     rows, first = [], 0
-    for count in batch_sizes(len(shards), size):
-        rows.append({"first": first, "shards": [attrs.asdict(s) for s in shards[first : first + count]]})
+    for count in batch_sizes(len(tasks), size):
+        batch = tasks[first : first + count]
+        rows.append({"orders": [order for order, _ in batch], "shards": [attrs.asdict(s) for _, s in batch]})
         first += count
     each = cpus // size if cpus % size == 0 else 1
     # where the CPUs hold no more than `size` tasks at once, every batch is handed to Ray at once:
@@ -246,9 +245,25 @@ def audit_on_ray(
     yield from _in_order(pickle.loads(row["result"]) for row in dataset.iter_rows())
 
 
+def shares(shards: Sequence[Shard], workers: int, most: int = MAX_SHARES) -> list[tuple[int, Shard]]:
+    """The tasks of a run: each shard with its place, a compressed file of lines cut into shares
+    (:attr:`~puredetok.audit.sources.Shard.first_stretch`; each share reads the whole file and
+    audits every n-th of its stretches) when the shards are fewer than ``workers``, so that each
+    worker has one; at most ``most`` shares a file, and none for bzip2, whose decompression
+    costs more than the audit it would share.
+    """
+    cut = 1 if len(shards) >= workers else min(most, math.ceil(workers / len(shards)))
+    tasks: list[tuple[int, Shard]] = []
+    for order, shard in enumerate(shards):
+        lines = shard.layout == "lines" and shard.format != "trace"
+        step = cut if lines and shard.compression not in (None, "bzip2") else 1
+        tasks += [(order, attrs.evolve(shard, first_stretch=k, stretch_step=step)) for k in range(step)]
+    return tasks
+
+
 def _in_order(results: Iterator[ShardResult]) -> Iterator[ShardResult]:
-    """``results`` in order of their shard and their part in it, from the first on, each as soon
-    as those before it came (a result that ends before an earlier one is held until it has).
+    """``results`` in order of their shard and their stretch in it, from the first on, each as
+    soon as those before it came (a result that ends before an earlier one is held until it has).
     """
     held: dict[tuple[int, int], ShardResult] = {}
     due = (0, 0)

@@ -77,6 +77,10 @@ class Shard:
     """A compressed file's compression (the shard is then the whole file, ``end`` its size)."""
     stretch: int = SHARD_BYTES
     """About how many bytes of a compressed file's lines each of its stretches holds."""
+    first_stretch: int = 0
+    stretch_step: int = 1
+    """The stretches of a compressed file's lines it audits: ``first_stretch``, then every
+    ``stretch_step``-th (the file read whole each time): several shards can share one file."""
 
 
 @attrs.frozen
@@ -89,10 +93,9 @@ class ShardResult:
     timing: Any = None
     """Where its time went, on Ray (a :class:`puredetok.audit.distributed.Timing`); None locally."""
     part: int = 0
-    """Its place among the results of its shard (on Ray, a compressed file's stretches come one
-    result each)."""
+    """The number of its stretch in its file (0 but for a compressed file's lines)."""
     last: bool = True
-    """Whether it is its shard's last result."""
+    """Whether that stretch is the file's last."""
 
 
 def _first_line(path: str, data: bool = False) -> bytes:
@@ -280,11 +283,15 @@ def audit_shard(shard: Shard, auditor: Auditor, columns: Columns | None = None) 
 def audit_stretches(shard: Shard, auditor: Auditor, columns: Columns | None = None) -> Iterator[ShardResult]:
     """Audit every request of a shard, the findings given a stretch at a time: a compressed
     file's lines in stretches of about ``shard.stretch`` bytes, cut as :func:`shards_of` cuts a
-    plain file (so that memory holds one stretch's findings, whatever the file's size); any
-    other shard in one. An error of the compressed data (the file cut short, corrupt) is the
-    last finding, at the line it was met in, after those of every line read before it.
+    plain file (so that memory holds one stretch's findings, whatever the file's size), those the
+    shard takes (:attr:`Shard.first_stretch`); any other shard in one, its stretch 0. An error of
+    the compressed data (the file cut short, corrupt) is the last finding of the last stretch, at
+    the line it was met in, after those of every line read before it.
     """
     columns = columns or Columns()
+    in_one = shard.compression is None or shard.layout != "lines" or shard.format == "trace"
+    if shard.first_stretch and in_one:
+        return  # a shard read in one is its stretch 0
     if shard.compression is None:
         whole = attrs.evolve(shard, end=os.path.getsize(shard.path)) if shard.format == "trace" else shard
         lines = functools.partial(_lines, whole)
@@ -300,11 +307,13 @@ def audit_stretches(shard: Shard, auditor: Auditor, columns: Columns | None = No
         return
     ends = (lambda line: line.strip() == b"data: [DONE]") if shard.format in STREAMS else None
     row = 0
-    for part in stretches(reading.lines(), shard.stretch, ends):
-        stretch = attrs.evolve(shard, end=part.size, line=part.first, row=row)
-        result = _audited(stretch, auditor, _items(stretch, auditor, columns, part.lines, reading.read))
+    for number, part in enumerate(stretches(reading.lines(), shard.stretch, ends)):
+        if number >= shard.first_stretch and (number - shard.first_stretch) % shard.stretch_step == 0:
+            stretch = attrs.evolve(shard, end=part.size, line=part.first, row=row)
+            found = _audited(stretch, auditor, _items(stretch, auditor, columns, part.lines, reading.read))
+            result = attrs.evolve(found, part=number, last=part.last)
+            yield _ended(result, reading) if part.last else result
         row += part.rows
-        yield _ended(result, reading) if part.last else result
 
 
 def _ended(result: ShardResult, reading: Decompressed) -> ShardResult:

@@ -13,7 +13,9 @@ tenth one wrong) and times, side by side in each repeat:
   were audited, the time after the last one, how many shards ran at once, the share of a core
   they got), and its CPU time (:func:`cpu_use`: the workers' per shard, the driver's and Ray's
   own processes' per shard, the cores the whole run kept busy), which a loaded machine does not
-  bend as it bends wall times.
+  bend as it bends wall times;
+- the same with 1 worker and 2 on one gzip-compressed log, which the 2 workers share (each
+  decompresses all of it and audits every other stretch).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 __all__ = ["write_log", "local_run", "ray_runs", "process_cpu", "cpu_use", "cpu_bound", "breakdown", "main"]
 
 import argparse
+import gzip
 import itertools
 import json
 import os
@@ -40,8 +43,9 @@ OUTPUT_TOKENS = 200
 DISTINCT = 100
 
 
-def write_log(path: Path, tokenizer: Any, tokens: int) -> int:
-    """A log of completion responses with about ``tokens`` output ids; returns how many it holds.
+def write_log(path: Path, tokenizer: Any, tokens: int, compress: bool = False) -> int:
+    """A log of completion responses with about ``tokens`` output ids (gzip-compressed, fast, if
+    ``compress``); returns how many it holds.
 
     :data:`DISTINCT` different responses are decoded once and written over and over (each with
     its own id), so that a long log is written quickly.
@@ -68,7 +72,8 @@ def write_log(path: Path, tokenizer: Any, tokens: int) -> int:
         )
         bodies.append(body[1:])
     written = 0
-    with open(path, "w", encoding="utf-8") as log:
+    opened = gzip.open(path, "wt", compresslevel=1, encoding="utf-8") if compress else None
+    with opened or open(path, "w", encoding="utf-8") as log:
         number = 0
         while written < tokens:
             log.write(f'{{"id": "cmpl-{number}", {bodies[number % DISTINCT]}\n')
@@ -255,6 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--ray-shard-bytes", type=int, default=SHARD_BYTES, help="bytes of the Ray log per shard"
     )
+    parser.add_argument(
+        "--ray-gzip-tokens",
+        type=int,
+        default=20_000_000,
+        help="output ids in the one gzip-compressed log the Ray section also audits (0: none)",
+    )
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray section")
     args = parser.parse_args(argv)
     tokenizer = load_tokenizer(args.tokenizer)
@@ -294,8 +305,12 @@ def main(argv: list[str] | None = None) -> int:
         ray_path, start_path = Path(folder) / "ray.jsonl", Path(folder) / "start.jsonl"
         ray_tokens = write_log(ray_path, tokenizer, args.ray_tokens)
         write_log(start_path, tokenizer, OUTPUT_TOKENS)
+        packed = Path(folder) / "one.jsonl.gz"
+        if args.ray_gzip_tokens:
+            write_log(packed, tokenizer, args.ray_gzip_tokens, compress=True)
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         runs: dict[int, list[float]] = {}
+        shared: dict[int, list[float]] = {}
         starts: dict[int, list[float]] = {}
         parts: dict[int, list[dict[str, float]]] = {}
         try:
@@ -308,6 +323,10 @@ def main(argv: list[str] | None = None) -> int:
                         ray_path, tokenizer, args.tokenizer, workers, args.ray_shard_bytes
                     )
                     runs.setdefault(workers, []).append(seconds)
+                    if args.ray_gzip_tokens:
+                        shared.setdefault(workers, []).append(
+                            ray_runs(packed, tokenizer, args.tokenizer, workers, args.ray_shard_bytes)[0]
+                        )
                     parts.setdefault(workers, []).append(
                         {
                             "the driver's codec build, s": overhead["codec"],
@@ -341,6 +360,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  the same, the codec built before      {_range(built)}   (the command: while Ray starts)")
         print(f"  speed-up of the span auditing shards  {_range(spans)}")
         print(f"  speed-up the CPU time allows, 2 cores {_range([cpu_bound(p) for p in parts[2]])}")
+        if args.ray_gzip_tokens:
+            each = ", ".join(f"{a / b:.2f}" for a, b in zip(shared[1], shared[2]))
+            print(
+                f"  one gzip file of {args.ray_gzip_tokens:,} ids, shared by the workers: seconds 1 worker "
+                f"{_range(shared[1])}, 2 workers {_range(shared[2])}; 2 / 1 in order: {each}"
+            )
     return 0
 
 
