@@ -105,32 +105,90 @@ ENGINE_TESTS = ROOT / "engine_tests"
 """One folder per engine: its pinned ``requirements.txt`` and the tests that run inside that engine."""
 
 
-def engine_env(name: str) -> Path:
-    """The environment of one engine, outside the clone and keyed by its pinned requirements, so
-    that later runs (and other clones) reuse it: made once with the engine's own dependencies
-    (torch, its transformers), then given this checkout of puredetok with the engine's extra.
+def engine_requirements(name: str, version: str | None = None) -> str:
+    """The requirements of one engine's environment: its pinned ``requirements.txt``, or with
+    ``version`` the same with the engine's own pin (the ``NAME==...`` line) made that version.
     """
-    requirements = ENGINE_TESTS / name / "requirements.txt"
-    key = hashlib.sha256(requirements.read_bytes()).hexdigest()[:12]
+    pinned = (ENGINE_TESTS / name / "requirements.txt").read_text()
+    if version is None:
+        return pinned
+    lines = pinned.splitlines(keepends=True)
+    pins = [index for index, line in enumerate(lines) if line.split("==")[0].strip().lower() == name]
+    if len(pins) != 1:
+        sys.exit(f"engine_tests/{name}/requirements.txt pins {name} on {len(pins)} lines, not one")
+    lines[pins[0]] = f"{name}=={version}\n"
+    return "".join(lines)
+
+
+def _engine_folder(name: str, requirements: str, version: str | None = None, overlay: bool = False) -> Path:
+    """Where the environment of these requirements lives (see :func:`engine_env`)."""
+    key = hashlib.sha256((requirements + ("overlay" if overlay else "")).encode()).hexdigest()[:12]
     home = Path(os.environ.get("PUREDETOK_ENGINE_ENVS", Path.home() / ".cache" / "puredetok" / "engine-envs"))
-    env = home / f"{name}-{key}"
+    label = name if version is None else f"{name}-{version}-overlay" if overlay else f"{name}-{version}"
+    return home / f"{label}-{key}"
+
+
+def engine_env(name: str, version: str | None = None, overlay: bool = False) -> Path:
+    """The environment of one engine, outside the clone and keyed by its requirements
+    (:func:`engine_requirements`; another ``version`` than the pinned one is also in the folder's
+    name), so that later runs (and other clones) reuse it: made once with the engine's own
+    dependencies (torch, its transformers), then given this checkout of puredetok, with the
+    engine's extra for the pinned version (without it for another, whose pin the extra may not
+    allow).
+
+    With ``overlay`` (for a ``version`` whose own dependencies the package index cannot resolve),
+    the environment holds only that version of the engine (``--no-deps``) and puredetok, over the
+    pinned environment's packages (a ``.pth`` line naming its site-packages, after its own); ``pip
+    check`` then lists the engine's requirements those packages do not meet.
+    """
+    requirements = engine_requirements(name, version)
+    env = _engine_folder(name, requirements, version, overlay)
     python = env / BIN.name / PYTHON.name
     pip = (python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check")
+    pinned = env / "requirements.txt"
     if not (env / ".ready").exists():
-        venv.create(env, with_pip=True, clear=True)
-        run(*pip, "-r", requirements)
-        (env / ".ready").write_text(requirements.read_text())
-    run(*pip, "-e", f"{ROOT}[{name}]", "-r", requirements)
+        base = _engine_folder(name, engine_requirements(name)) if overlay else None
+        if base is not None and not (base / ".ready").exists():
+            base = engine_env(name)
+        # An overlay has no pip or setuptools of its own: the pinned environment's serve it.
+        venv.create(env, with_pip=base is None, clear=True)
+        pinned.write_text(requirements)
+        if base is None:
+            run(*pip, "-r", pinned)
+        else:
+            base_python = base / BIN.name / PYTHON.name
+            (_purelib(python) / f"{name}-pinned.pth").write_text(f"{_purelib(base_python)}\n")
+            run(*pip, "--no-deps", f"{name}=={version}")
+        (env / ".ready").write_text(requirements)
+    if overlay:
+        run(*pip, "--no-deps", "-e", ROOT)
+        print("+ pip check (the engine's requirements the pinned environment does not meet):", flush=True)
+        subprocess.run([str(python), "-m", "pip", "check", "--disable-pip-version-check"])
+    else:
+        pinned.write_text(requirements)
+        run(*pip, "-e", f"{ROOT}[{name}]" if version is None else ROOT, "-r", pinned)
     return env
 
 
 def test_engines() -> None:
     """The engines' own code with puredetok plugged in: each engine's tests in its own pinned
     environment (``python3 tasks.py test-engines [NAME ...]``, all of ``engine_tests/`` by default).
+    ``NAME==VERSION`` runs them on another version of that engine instead of the pinned one, in an
+    environment of its own resolved by pip; ``--overlay`` puts that version alone over the pinned
+    environment's packages instead (see :func:`engine_env`). CI runs the pinned versions only.
     """
-    names = sys.argv[2:] or sorted(path.parent.name for path in ENGINE_TESTS.glob("*/requirements.txt"))
-    for name in names:
-        env = engine_env(name)
+    arguments = sys.argv[2:]
+    overlay = "--overlay" in arguments
+    names = [argument for argument in arguments if argument != "--overlay"] or sorted(
+        path.parent.name for path in ENGINE_TESTS.glob("*/requirements.txt")
+    )
+    for argument in names:
+        name, _, version = argument.partition("==")
+        if not (ENGINE_TESTS / name / "requirements.txt").exists():
+            sys.exit(f"no engine {name!r}: engine_tests/{name}/requirements.txt does not exist")
+        if overlay and not version:
+            sys.exit(f"--overlay needs a version: {name}==VERSION")
+        env = engine_env(name, version or None, overlay)
         environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         environment.setdefault("HYPOTHESIS_PROFILE", "dev")
         run(
