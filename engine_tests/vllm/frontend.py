@@ -15,6 +15,21 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import Any
+
+
+def engine_config(args: Any) -> Any:
+    """The engine configuration ``AsyncLLM`` makes from ``args``. vLLM 0.34's CPU platform refuses
+    to configure an x86 machine without triton-cpu (0.32 and 0.33 warn), which only its model
+    runner needs: no model runs here, so its check is told Triton is there while it configures."""
+    import vllm.triton_utils
+
+    has_triton = vllm.triton_utils.HAS_TRITON
+    vllm.triton_utils.HAS_TRITON = True
+    try:
+        return args.create_engine_config()
+    finally:
+        vllm.triton_utils.HAS_TRITON = has_triton
 
 
 def main() -> None:
@@ -28,7 +43,7 @@ def main() -> None:
     from vllm.v1.engine.input_processor import InputProcessor
     from vllm.v1.engine.output_processor import OutputProcessor
 
-    config = AsyncEngineArgs(model=folder, skip_tokenizer_init=skip_init).create_engine_config()
+    config = engine_config(AsyncEngineArgs(model=folder, skip_tokenizer_init=skip_init))
     renderer = renderer_from_config(config)
     inputs = InputProcessor(config, renderer)
     began = time.perf_counter()
