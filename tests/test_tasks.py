@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 from pathlib import Path
 from types import ModuleType
@@ -73,3 +74,70 @@ def test_ci_runs_the_readmes_test_command() -> None:
     lines = ci.rstrip().splitlines()
     assert lines[-2:] == ["python3 tasks.py test", "exec python3 tasks.py test-engines"]
     assert "set -eu" in lines
+
+
+def test_an_engine_on_another_version_gets_an_environment_of_its_own(
+    tasks: tuple[ModuleType, list[tuple[str, ...]]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``test-engines vllm==VERSION``: the pinned requirements with the engine's own pin made that
+    version, in a folder keyed by them (the pinned environment's key is unchanged), puredetok
+    installed without the engine's extra (whose bound the version may not meet)."""
+    module, commands = tasks
+    monkeypatch.setenv("PUREDETOK_ENGINE_ENVS", str(tmp_path / "envs"))
+    pinned = (ROOT / "engine_tests" / "vllm" / "requirements.txt").read_text()
+    other = module.engine_requirements("vllm", "0.34.0")
+    assert module.engine_requirements("vllm") == pinned
+    assert other == pinned.replace(
+        next(line for line in pinned.splitlines() if line.startswith("vllm==")), "vllm==0.34.0"
+    )
+    env = module.engine_env("vllm", "0.34.0")
+    key = hashlib.sha256(other.encode()).hexdigest()[:12]
+    assert env == tmp_path / "envs" / f"vllm-0.34.0-{key}"
+    assert (env / "requirements.txt").read_text() == other and (env / ".ready").exists()
+    assert commands[0][-2:] == ("-r", str(env / "requirements.txt"))
+    assert commands[-1][-3:] == (str(ROOT), "-r", str(env / "requirements.txt"))
+    key = hashlib.sha256(pinned.encode()).hexdigest()[:12]
+    assert module.engine_env("vllm") == tmp_path / "envs" / f"vllm-{key}"
+    assert commands[-1][-3] == f"{ROOT}[vllm]"
+
+
+def test_an_overlay_puts_the_version_alone_over_the_pinned_environment(
+    tasks: tuple[ModuleType, list[tuple[str, ...]]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--overlay``: the engine's version installed alone (``--no-deps``) in an environment whose
+    ``.pth`` line names the pinned environment's site-packages, then ``pip check`` run."""
+    module, commands = tasks
+    monkeypatch.setenv("PUREDETOK_ENGINE_ENVS", str(tmp_path / "envs"))
+    checks: list[list[str]] = []
+    monkeypatch.setattr(module.subprocess, "run", lambda command, **options: checks.append(command))
+
+    def purelib(python: Path) -> Path:
+        (python.parents[1] / "site").mkdir(exist_ok=True)
+        return python.parents[1] / "site"
+
+    monkeypatch.setattr(module, "_purelib", purelib)
+    pinned = module.engine_env("vllm")
+    env = module.engine_env("vllm", "0.34.0", overlay=True)
+    assert env.name.startswith("vllm-0.34.0-overlay-") and env != module.engine_env("vllm", "0.34.0")
+    assert (env / "site" / "vllm-pinned.pth").read_text() == f"{pinned / 'site'}\n"
+    overlay = [command for command in commands if command[0] == str(env / "bin" / "python")]
+    assert overlay[0][-2:] == ("--no-deps", "vllm==0.34.0")
+    assert overlay[1][-3:] == ("--no-deps", "-e", str(ROOT))
+    assert checks[0][1:4] == ["-m", "pip", "check"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [(["nothing==1.0"], "no engine 'nothing'"), (["vllm", "--overlay"], "--overlay needs a version")],
+)
+def test_test_engines_refuses_an_unknown_engine_and_an_overlay_without_a_version(
+    tasks: tuple[ModuleType, list[tuple[str, ...]]],
+    monkeypatch: pytest.MonkeyPatch,
+    arguments: list[str],
+    message: str,
+) -> None:
+    module, commands = tasks
+    monkeypatch.setattr(module.sys, "argv", ["tasks.py", "test-engines", *arguments])
+    with pytest.raises(SystemExit, match=message):
+        module.test_engines()
+    assert commands == []
