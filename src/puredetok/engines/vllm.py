@@ -36,6 +36,7 @@ from puredetok.stops import StopRules, Stream, advance, close, open_like, open_s
 __all__ = [
     "ENABLE_VARIABLE",
     "HOOKED",
+    "TESTED_VERSIONS",
     "PuredetokDetokenizer",
     "codec_of",
     "detokenizer_class",
@@ -50,6 +51,11 @@ __all__ = [
 ENABLE_VARIABLE = "PUREDETOK_VLLM"
 """The environment variable that turns the plugin off when it is ``0``, ``false``, ``no`` or ``off``
 (read when vLLM loads its plugins)."""
+
+TESTED_VERSIONS = ("0.33.0", "0.34.0")
+"""The vLLM versions whose own code the plugin was tested in (``engine_tests/vllm``, see
+docs/engines/vllm.md). On another one whose classes are the ones the plugin was made for
+(:func:`unfit`) it is used all the same, and says once that this version was not tested."""
 
 MAX_CODECS = 16
 """How many codecs the plugin keeps (one per tokenizer and decode options; building one reads the
@@ -200,6 +206,17 @@ def _build(tokenizer: object, skip: bool, spaces: bool) -> tuple[Codec | None, s
     return codec, ""
 
 
+def _prompt_ids(request: Any) -> list[int]:
+    """A request's prompt ids, a new list of ints: vLLM's front end hands the ``OutputProcessor``
+    a list, but from 0.34 on ``EngineCoreRequest`` also carries them as an int32 NumPy array (as it
+    is sent to the engine core), whose truth value is an error and whose items are not ``int``.
+    """
+    ids = request.prompt_token_ids
+    if ids is None:
+        return []
+    return list(ids) if isinstance(ids, list) else [int(i) for i in ids]
+
+
 class PuredetokDetokenizer:
     """A request's detokenizer for vLLM's ``OutputProcessor``: the interface of vLLM's
     ``IncrementalDetokenizer`` (``update``, ``get_next_output_text``, ``output_token_ids``,
@@ -222,7 +239,7 @@ class PuredetokDetokenizer:
         self._request = request
         self._make_fallback = make_fallback
         self._fallback: Any = None
-        self._prompt_ids: list[int] = list(request.prompt_token_ids or ())
+        self._prompt_ids: list[int] = _prompt_ids(request)
         self._context: list[int] | None = None
         self._stream: Stream = open_like(self._opening, self._prompt_ids)
         limit = params.max_tokens
@@ -350,9 +367,9 @@ class PuredetokDetokenizer:
         """The context of the next chunk: the prompt so far, every output, the new prompt ids."""
         if self._context is None:
             self._context = [*self._prompt_ids, *self.token_ids]
-        prompt = self._request.prompt_token_ids or ()
+        prompt = _prompt_ids(self._request)
         self._context.extend(prompt[len(self._prompt_ids) :])
-        self._prompt_ids = list(prompt)
+        self._prompt_ids = prompt
         self._stream = open_like(self._opening, self._context)
         self._closed = False
 
@@ -420,9 +437,19 @@ HOOKED = frozenset(
 whose class has others (or lacks one) is not the one it was made for, and keeps its own detokenizer."""
 
 
+def _parameters(method: Any) -> list[str] | None:
+    """The names of a method's parameters after ``self`` or ``cls`` (None: not a function)."""
+    function = method.__func__ if isinstance(method, classmethod) else method
+    if not inspect.isfunction(function):
+        return None
+    return list(inspect.signature(function).parameters)[1:]
+
+
 def unfit(detokenizer: type, processor: type) -> str | None:
     """Why vLLM's ``IncrementalDetokenizer`` and ``OutputProcessor`` classes are not the ones the
-    plugin was made for (see :data:`HOOKED`), or None when they are.
+    plugin was made for, or None when they are: the members of :data:`HOOKED` and no other public
+    ones, ``from_new_request(tokenizer, request)`` a classmethod, ``output_token_ids`` a property,
+    the methods vLLM calls taking the parameters the plugin's take, an ``OutputProcessor.__init__``.
     """
     members = {name for name in vars(detokenizer) if not name.startswith("_")}
     if members != HOOKED:
@@ -438,10 +465,21 @@ def unfit(detokenizer: type, processor: type) -> str | None:
     method = vars(detokenizer)["from_new_request"]
     if not isinstance(method, classmethod):
         return "IncrementalDetokenizer.from_new_request is not a classmethod"
-    parameters = list(inspect.signature(method.__func__).parameters)
-    if parameters[1:] != ["tokenizer", "request"]:
-        taken = ", ".join(parameters[1:])
-        return f"IncrementalDetokenizer.from_new_request takes ({taken}), not (tokenizer, request)"
+    if not isinstance(vars(detokenizer)["output_token_ids"], property):
+        return "IncrementalDetokenizer.output_token_ids is not a property"
+    # vLLM calls these with its own parameters: the plugin's must be the same.
+    expected = {"from_new_request": ["tokenizer", "request"]} | {
+        name: _parameters(vars(PuredetokDetokenizer)[name])
+        for name in ("update", "get_next_output_text", "num_output_tokens")
+    }
+    for name, wanted in expected.items():
+        taken = _parameters(vars(detokenizer)[name])
+        if taken is None:
+            return f"IncrementalDetokenizer.{name} is not a method"
+        if taken != wanted:
+            return (
+                f"IncrementalDetokenizer.{name} takes ({', '.join(taken)}), not ({', '.join(wanted or ())})"
+            )
     if "__init__" not in vars(processor):
         return "OutputProcessor has no __init__ of its own"
     return None
@@ -476,7 +514,17 @@ def register() -> None:
             "puredetok: not used with this vLLM (%s): %s; vLLM's own detokenizer decodes", _version(), why
         )
         return
-    LOGGER.info("puredetok: vLLM's OutputProcessor detokenizes with puredetok")
+    version = _version()
+    if version.removeprefix("vllm ") in TESTED_VERSIONS:
+        LOGGER.info("puredetok: vLLM's OutputProcessor detokenizes with puredetok")
+    else:
+        LOGGER.warning(
+            "puredetok: vLLM's OutputProcessor detokenizes with puredetok; %s was not tested (%s were),"
+            " its classes are the ones the plugin was made for (%s=0 turns it off)",
+            version,
+            ", ".join(TESTED_VERSIONS),
+            ENABLE_VARIABLE,
+        )
 
 
 def _version() -> str:
