@@ -52,7 +52,7 @@ ENABLE_VARIABLE = "PUREDETOK_VLLM"
 """The environment variable that turns the plugin off when it is ``0``, ``false``, ``no`` or ``off``
 (read when vLLM loads its plugins)."""
 
-TESTED_VERSIONS = ("0.33.0", "0.34.0")
+TESTED_VERSIONS = ("0.32.0", "0.33.0", "0.34.0")
 """The vLLM versions whose own code the plugin was tested in (``engine_tests/vllm``, see
 docs/engines/vllm.md). On another one whose classes are the ones the plugin was made for
 (:func:`unfit`) it is used all the same, and says once that this version was not tested."""
