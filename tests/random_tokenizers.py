@@ -54,6 +54,14 @@ class Recipe:
     wrapped: bool | None = None
     """None: a bare ``tokenizers.Tokenizer``; else ``PreTrainedTokenizerFast`` with
     ``clean_up_tokenization_spaces`` set to it."""
+    prefix: str | None = None
+    """The BPE model's ``continuing_subword_prefix``."""
+    suffix: str | None = None
+    """The BPE model's ``end_of_word_suffix``."""
+    roles: tuple[tuple[str, str], ...] = ()
+    """Special tokens the ``transformers`` wrapper is given (``("eos_token", "<s>")``...)."""
+    cleanup: bool | None = None
+    """``codec_for``'s ``clean_up_tokenization_spaces`` (None: the tokenizer's own)."""
 
     def vocabulary(self) -> dict[str, int]:
         """The model's vocabulary: the byte tokens, the alphabet, then the pieces; ids from
@@ -75,8 +83,18 @@ def build(recipe: Recipe) -> Any:
     unk = next(iter(vocab))
     if recipe.model == "WordLevel":
         model: models.Model = models.WordLevel(vocab=vocab, unk_token=unk)
+    elif recipe.model == "Unigram":
+        scores = [(token, -1.0) for token in vocab]
+        model = models.Unigram(scores, 0, byte_fallback=recipe.byte_fallback)
     else:
-        model = models.BPE(vocab=vocab, merges=[], unk_token=unk, byte_fallback=recipe.byte_fallback)
+        affixes = {"continuing_subword_prefix": recipe.prefix, "end_of_word_suffix": recipe.suffix}
+        model = models.BPE(
+            vocab=vocab,
+            merges=[],
+            unk_token=unk,
+            byte_fallback=recipe.byte_fallback,
+            **{name: value for name, value in affixes.items() if value is not None},
+        )
     tokenizer = Tokenizer(model)
     if recipe.decoder is not None:
         state = json.loads(tokenizer.to_str())
@@ -99,7 +117,9 @@ def build(recipe: Recipe) -> Any:
         return tokenizer
     from transformers import PreTrainedTokenizerFast
 
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, clean_up_tokenization_spaces=recipe.wrapped)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, clean_up_tokenization_spaces=recipe.wrapped, **dict(recipe.roles)
+    )
 
 
 def size_of(tokenizer: Any) -> int:
@@ -272,15 +292,11 @@ _ADDED_CONTENTS = (
     "中",
 )
 
-added_tokens = st.builds(
-    Added,
-    st.one_of(st.sampled_from(_ADDED_CONTENTS), pieces.filter(bool)),
-    st.booleans(),
-    st.booleans(),
-    st.booleans(),
-    st.booleans(),
-    st.booleans(),
-)
+
+def added_tokens(contents: st.SearchStrategy[str]) -> st.SearchStrategy[Added]:
+    """Added tokens with random flags and ``contents``."""
+    flag = st.booleans()
+    return st.builds(Added, contents, flag, flag, flag, flag, flag)
 
 
 @st.composite
@@ -292,14 +308,27 @@ def recipes(draw: st.DrawFn) -> Recipe:
     size = len(
         Recipe(None, extra, byte_tokens=byte_tokens, alphabet=alphabet).vocabulary()
     )  # before the hole
+    model = draw(st.sampled_from(["BPE", "BPE", "WordLevel", "Unigram"]))
+    own = st.sampled_from(extra) if extra else st.sampled_from(_ADDED_CONTENTS)
+    contents = st.one_of(st.sampled_from(_ADDED_CONTENTS), pieces.filter(bool), own)
+    roles = st.lists(
+        st.tuples(st.sampled_from(["bos_token", "eos_token", "unk_token", "pad_token"]), contents),
+        max_size=3,
+        unique_by=lambda role: role[0],
+    )
+    wrapped = draw(st.sampled_from([None, None, True, False]))
     return Recipe(
         decoder=draw(decoders_),
         pieces=extra,
-        model=draw(st.sampled_from(["BPE", "WordLevel"])),
+        model=model,
         byte_tokens=byte_tokens,
         alphabet=alphabet,
         byte_fallback=draw(st.booleans()),
-        hole=draw(st.sampled_from([0, 0, 0, size // 2])),
-        added=tuple(draw(st.lists(added_tokens, max_size=6))),
-        wrapped=draw(st.sampled_from([None, None, True, False])),
+        hole=0 if model == "Unigram" else draw(st.sampled_from([0, 0, 0, size // 2])),
+        added=tuple(draw(st.lists(added_tokens(contents), max_size=6))),
+        wrapped=wrapped,
+        prefix=draw(st.sampled_from([None, None, None, "##", "@@"])) if model == "BPE" else None,
+        suffix=draw(st.sampled_from([None, None, None, "</w>", "@@"])) if model == "BPE" else None,
+        roles=() if wrapped is None else tuple(draw(roles)),
+        cleanup=draw(st.sampled_from([None, None, True, False])),
     )

@@ -21,14 +21,17 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from tokenizers import Tokenizer
 
 import puredetok
 import random_tokenizers as rt
 from puredetok import feed, finish, start, step
 from puredetok.core.decoders.byte_level import byte_alphabet
+from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules
+from puredetok.core.decoders.config import _FIELDS as DECODER_FIELDS
 from puredetok.testing import Reference, check_continuation, check_ids, core_detokenizer
 
-EXAMPLES = int(os.environ.get("RANDOM_TOKENIZERS_EXAMPLES", "0")) or min(settings().max_examples, 40)
+EXAMPLES = int(os.environ.get("RANDOM_TOKENIZERS_EXAMPLES", "0")) or min(settings().max_examples, 80)
 LOG = os.environ.get("RANDOM_TOKENIZERS_LOG")
 
 
@@ -36,10 +39,16 @@ class Panicked(Exception):
     """The tokenizer's own decode panicked (tokenizers 0.23's Strip with a stop, on some inputs)."""
 
 
-def _decoder(tokenizer: Any, skip: bool) -> Any:
+def _decoder(tokenizer: Any, skip: bool, cleanup: bool | None) -> Any:
+    """The tokenizer's decode with these options (for a bare ``tokenizers.Tokenizer``, cleanup is
+    transformers' rules applied to its text, as ``codec_for`` documents)."""
+    raw = isinstance(tokenizer, Tokenizer)
+    options = {} if raw or cleanup is None else {"clean_up_tokenization_spaces": cleanup}
+
     def decode(ids: list[int]) -> str:
         try:
-            return str(tokenizer.decode(list(ids), skip_special_tokens=skip))
+            text = str(tokenizer.decode(list(ids), skip_special_tokens=skip, **options))
+            return apply_rules(TRANSFORMERS_RULES, text) if raw and cleanup else text
         except BaseException as error:
             if type(error).__name__ == "PanicException":
                 raise Panicked(str(error)) from None
@@ -108,10 +117,11 @@ def check_codec(
     tokenizer: Any,
     codec: puredetok.Codec,
     skip: bool,
+    cleanup: bool | None,
     cases: Sequence[tuple[list[int], list[int], list[int]]],
 ) -> None:
     """G1, G2, G4 and C for each (prompt, ids, chunk sizes) case, and ``feed`` in those chunks."""
-    reference = Reference(_decoder(tokenizer, skip), codec)
+    reference = Reference(_decoder(tokenizer, skip, cleanup), codec)
     opener = core_detokenizer(codec)
     for prompt, ids, chunks in cases:
         try:
@@ -145,7 +155,9 @@ def examine(recipe: rt.Recipe, data: st.DataObject | None, cases: Any = None) ->
     size = rt.size_of(tokenizer)
     for skip in (False, True):
         try:
-            codec = puredetok.codec_for(tokenizer, skip_special_tokens=skip)
+            codec = puredetok.codec_for(
+                tokenizer, skip_special_tokens=skip, clean_up_tokenization_spaces=recipe.cleanup
+            )
         except puredetok.UnsupportedTokenizerError as error:
             _log(recipe, skip, None, f"unsupported: {error}"[:160])
             continue
@@ -158,7 +170,7 @@ def examine(recipe: rt.Recipe, data: st.DataObject | None, cases: Any = None) ->
             ids = id_lists(recipe, size)
             chunks = st.lists(st.integers(0, 25), max_size=4)
             cases = data.draw(st.lists(st.tuples(ids, ids, chunks), min_size=1, max_size=6))
-        check_codec(tokenizer, codec, skip, cases)
+        check_codec(tokenizer, codec, skip, recipe.cleanup, cases)
 
 
 @settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -168,7 +180,7 @@ def test_random_tokenizers_are_exact_or_say_why(recipe: rt.Recipe, data: st.Data
 
 
 @pytest.mark.parametrize("decoder", sorted(rt.DECODERS))
-@settings(max_examples=max(3, EXAMPLES // 8), suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=max(3, EXAMPLES // 10), suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_each_decoder_type_alone_and_in_sequences(decoder: str, data: st.DataObject) -> None:
     """Every decoder type is met, alone and first in a sequence, whatever the draw."""
@@ -177,3 +189,79 @@ def test_each_decoder_type_alone_and_in_sequences(decoder: str, data: st.DataObj
     rest = data.draw(st.lists(rt.one_decoder, max_size=3))
     chosen = {"type": "Sequence", "decoders": [first, *rest]} if rest else first
     examine(rt.Recipe(**{**recipe.__dict__, "decoder": chosen}), data)
+
+
+@pytest.mark.parametrize("kind", sorted(rt.DECODERS))
+@settings(max_examples=5)
+@given(data=st.data())
+def test_the_search_sets_every_field_of_every_decoder_the_reader_knows(
+    kind: str, data: st.DataObject
+) -> None:
+    """Each decoder type ``codec_for`` reads is drawn, with every field it reads (but Metaspace's
+    legacy ``add_prefix_space``, which the library rewrites as ``prepend_scheme`` when it loads)."""
+    assert set(DECODER_FIELDS) - {"Sequence"} == set(rt.DECODERS)
+    legacy = {"add_prefix_space"} if kind == "Metaspace" else set()
+    assert set(data.draw(rt.DECODERS[kind])) == {"type"} | (DECODER_FIELDS[kind] - legacy)
+
+
+_FILLER = tuple(f"w{i}" for i in range(3000))
+"""Pieces enough that the check's sample of sequences misses the two ids that matter."""
+
+REGRESSIONS = {
+    "an empty last element before a BPEDecoder": (
+        rt.Recipe(
+            decoder={
+                "type": "Sequence",
+                "decoders": [{"type": "BPEDecoder", "suffix": "▁"}, {"type": "BPEDecoder", "suffix": "@@"}],
+            },
+            pieces=("x@@", "▁", *_FILLER),
+            model="WordLevel",
+        ),
+        [0, 1],
+        "x ",
+    ),
+    "an empty token last before a BPEDecoder": (
+        rt.Recipe(
+            decoder={
+                "type": "Sequence",
+                "decoders": [
+                    {"type": "BPEDecoder", "suffix": "</w>"},
+                    {"type": "BPEDecoder", "suffix": "@@"},
+                ],
+            },
+            pieces=("x@@", "", *_FILLER),
+            model="WordLevel",
+        ),
+        [0, 1],
+        "x ",
+    ),
+    "an empty first element before a Metaspace": (
+        rt.Recipe(
+            decoder={
+                "type": "Sequence",
+                "decoders": [
+                    {"type": "BPEDecoder", "suffix": "@@"},
+                    {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True},
+                ],
+            },
+            pieces=("", "▁a", *_FILLER),
+            model="WordLevel",
+        ),
+        [0, 1],
+        " a",
+    ),
+}
+"""Found by the search: a BPEDecoder stage dropped an element that ended up empty (the suffix
+alone as the last token, an empty token), so the stage after it saw the element before as the last
+one (its suffix removed instead of made a space) or the one after as the first (Metaspace's
+leading space removed)."""
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_regressions_found_by_the_search(name: str) -> None:
+    recipe, ids, text = REGRESSIONS[name]
+    tokenizer = rt.build(recipe)
+    assert tokenizer.decode(ids) == text
+    codec = puredetok.codec_for(tokenizer)
+    assert codec.exact, codec.reason
+    examine(recipe, None, [([], ids, [1]), (ids[:1], ids[1:], [])])

@@ -51,7 +51,7 @@ class SuffixStage:
         held, started = hold
         out: list[Piece] = []
         if not glued:
-            if held:
+            if held or not started:  # an element that is empty is still one for the stages after
                 out.append((held.replace(self.suffix, " "), started))
             held, started = "", False
         text = held + value if held else value
@@ -66,10 +66,11 @@ class SuffixStage:
         return push_each(self, hold, values, glued)
 
     def flush(self, hold: tuple[str, bool]) -> list[Piece]:
-        """The held element was the last: its suffixes are removed."""
+        """The held element was the last: its suffixes are removed (an empty one still reaches the
+        stages after it)."""
         held, started = hold
         text = held.replace(self.suffix, "")
-        return [(text, started)] if text else []
+        return [(text, started)] if text or not started else []
 
     def is_hold(self, hold: object) -> bool:
         """``(held text, started)``."""
