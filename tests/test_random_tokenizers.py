@@ -265,3 +265,22 @@ def test_regressions_found_by_the_search(name: str) -> None:
     codec = puredetok.codec_for(tokenizer)
     assert codec.exact, codec.reason
     examine(recipe, None, [([], ids, [1]), (ids[:1], ids[1:], [])])
+
+
+def test_a_campaign_log_has_one_line_per_codec(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``RANDOM_TOKENIZERS_LOG``: one JSON line per codec built, with the recipe of a refused one."""
+    import test_random_tokenizers as module
+
+    log = tmp_path / "campaign.jsonl"
+    monkeypatch.setattr(module, "LOG", str(log))
+    regex = {"type": "Replace", "pattern": {"Regex": "a+"}, "content": "b"}
+    for decoder in ({"type": "Fuse"}, regex):
+        examine(rt.Recipe(decoder=decoder, pieces=("a", "b"), model="WordLevel"), None, [([], [0, 1], [])])
+    lines = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    assert [(line["decoders"], line["skip"], line["exact"]) for line in lines] == [
+        (["Fuse"], False, True),
+        (["Fuse"], True, True),
+        (["Replace"], False, False),
+        (["Replace"], True, False),
+    ]
+    assert "Regex" in lines[2]["reason"] and lines[2]["recipe"].startswith("Recipe(")
