@@ -250,11 +250,43 @@ REGRESSIONS = {
         [0, 1],
         " a",
     ),
+    "an empty element through a Metaspace stage": (
+        rt.Recipe(
+            decoder={
+                "type": "Sequence",
+                "decoders": [
+                    {"type": "BPEDecoder", "suffix": "</w>"},
+                    {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True},
+                    {"type": "BPEDecoder", "suffix": "@@"},
+                ],
+            },
+            pieces=("x@@", "", *_FILLER),
+            model="WordLevel",
+        ),
+        [0, 1],
+        "x ",
+    ),
+    "an element a Replace stage empties": (
+        rt.Recipe(
+            decoder={
+                "type": "Sequence",
+                "decoders": [
+                    {"type": "BPEDecoder", "suffix": "</w>"},
+                    {"type": "Replace", "pattern": {"String": "ab"}, "content": ""},
+                    {"type": "BPEDecoder", "suffix": "@@"},
+                ],
+            },
+            pieces=("x@@", "ab", *_FILLER),
+            model="WordLevel",
+        ),
+        [0, 1],
+        "x ",
+    ),
 }
-"""Found by the search: a BPEDecoder stage dropped an element that ended up empty (the suffix
-alone as the last token, an empty token), so the stage after it saw the element before as the last
-one (its suffix removed instead of made a space) or the one after as the first (Metaspace's
-leading space removed)."""
+"""Found by the search: a BPEDecoder, Metaspace or Replace stage dropped an element that gave no
+text (the suffix alone as the last token, an empty token, a token the replacement empties), so the
+stage after it saw the element before as the last one (its suffix removed instead of made a space)
+or the one after as the first (Metaspace's leading space removed)."""
 
 
 @pytest.mark.parametrize("name", sorted(REGRESSIONS))

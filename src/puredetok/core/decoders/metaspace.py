@@ -31,11 +31,11 @@ class MetaspaceStage:
             # Every element maps it alike: which one this is does not matter, so the hold is idle
             # at once, also after a decoder that joins tokens (where it would stay "first").
             text = value.replace(self.replacement, " ")
-            return _LATER, ([(text, glued)] if text else [])
+            return _LATER, ([(text, glued)] if text or not glued else [])
         where = _FIRST if hold == _NOTHING_YET else (hold if glued else _LATER)
         drop = where == _FIRST and self.drops_in_first
         text = value.replace(self.replacement, "" if drop else " ")
-        return where, ([(text, glued)] if text else [])
+        return where, ([(text, glued)] if text or not glued else [])  # an empty element is one
 
     def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
         """One at a time."""

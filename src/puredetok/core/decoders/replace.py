@@ -85,7 +85,7 @@ class ReplaceStage:
                 break
         parts.append(rest[: len(rest) - keep])
         done = "".join(parts)
-        if done:
+        if done or not glued:  # a new element is one for the stages after, even with no text yet
             out.append((done, not fresh))
             fresh = False
         return (rest[len(rest) - keep :], fresh), out
