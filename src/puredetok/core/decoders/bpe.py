@@ -66,8 +66,7 @@ class SuffixStage:
         return push_each(self, hold, values, glued)
 
     def flush(self, hold: tuple[str, bool]) -> list[Piece]:
-        """The held element was the last: its suffixes are removed (an empty one still reaches the
-        stages after it)."""
+        """The held element was the last: its suffixes go (an empty one still reaches later stages)."""
         held, started = hold
         text = held.replace(self.suffix, "")
         return [(text, started)] if text or not started else []
