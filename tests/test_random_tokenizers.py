@@ -31,7 +31,7 @@ from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules
 from puredetok.core.decoders.config import _FIELDS as DECODER_FIELDS
 from puredetok.testing import Reference, check_continuation, check_ids, core_detokenizer
 
-EXAMPLES = int(os.environ.get("RANDOM_TOKENIZERS_EXAMPLES", "0")) or min(settings().max_examples, 80)
+EXAMPLES = int(os.environ.get("RANDOM_TOKENIZERS_EXAMPLES", "0")) or settings().max_examples
 LOG = os.environ.get("RANDOM_TOKENIZERS_LOG")
 
 
@@ -180,7 +180,7 @@ def test_random_tokenizers_are_exact_or_say_why(recipe: rt.Recipe, data: st.Data
 
 
 @pytest.mark.parametrize("decoder", sorted(rt.DECODERS))
-@settings(max_examples=max(3, EXAMPLES // 10), suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=max(3, EXAMPLES // 20), suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_each_decoder_type_alone_and_in_sequences(decoder: str, data: st.DataObject) -> None:
     """Every decoder type is met, alone and first in a sequence, whatever the draw."""
