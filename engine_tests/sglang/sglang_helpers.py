@@ -1,18 +1,45 @@
 """Helpers of the SGLang engine tests: model folders, SGLang's tokenizers, its detokenizer
-processes (one per tokenizer and environment, started once per session), the exact text.
+processes (one per tokenizer and environment, started once per session), the exact text, and
+the differences between the SGLang versions the tests run on (:data:`REFUSED`,
+:data:`ROUTES_BY_RID`).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import itertools
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from puredetok.core import continuation_text
+from puredetok.engines.sglang import unloaded
 from puredetok.engines.sglang_process import PROMPT_WINDOW, DetokenizerProcess, Request, model_folder
 from puredetok.serving.loading import default_tokenizer_path
+
+VERSION = importlib.metadata.version("sglang")
+"""The SGLang these tests run on (``python3 tasks.py test-engines sglang==VERSION`` for another)."""
+
+REFUSED = unloaded()
+"""Why the plugin leaves this SGLang alone (None: it decodes in SGLang's detokenizer process):
+SGLang 0.5.21 and older start that process without loading plugins. There, every detokenizer
+decodes with SGLang's own code, which the tests that need the plugin say by being skipped, and
+``test_an_sglang_whose_detokenizer_loads_no_plugins_keeps_its_own_decode`` checks."""
+
+ROUTES_BY_RID = hasattr(
+    importlib.import_module("sglang.srt.managers.multi_tokenizer_mixin").MultiDetokenizerRouter, "_pick_for"
+)
+"""Whether SGLang's ``MultiDetokenizerRouter`` sends a request no tokenizer worker stamped by its
+id (0.5.23; 0.5.22 and older need every request stamped, as SGLang stamps them only with several
+tokenizer workers)."""
+
+needs_plugin = pytest.mark.skipif(
+    REFUSED is not None, reason=f"sglang {VERSION}: the plugin refuses it ({REFUSED}); SGLang's own decodes"
+)
+"""The mark of a test of what the plugin does in SGLang's detokenizer."""
 
 TOKENIZERS = Path(__file__).resolve().parents[2] / "tests" / "data" / "tokenizers"
 """The real tokenizers of the main test suite."""

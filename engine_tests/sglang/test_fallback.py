@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 import pytest
-from sglang_helpers import decoder, exact_text, fresh_rid, tokenizer
+from sglang_helpers import REFUSED, VERSION, decoder, exact_text, fresh_rid, needs_plugin, tokenizer
 
 import puredetok.engines.sglang as plugin
 from puredetok.engines.sglang_process import Request, iterations, token_batch
@@ -55,6 +55,7 @@ def stream(instance: Any, requests: list[Request], decode: Any = None) -> dict[s
     return texts
 
 
+@needs_plugin
 def test_options_without_an_exact_codec_go_to_sglangs_own_code(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -82,6 +83,7 @@ def test_options_without_an_exact_codec_go_to_sglangs_own_code(
     assert len(instance.puredetok_detokenizer) == 0 and len(instance.decode_status) == 0
 
 
+@needs_plugin
 def test_a_failure_of_puredetok_hands_the_request_to_sglang_mid_stream(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -108,6 +110,7 @@ def test_a_failure_of_puredetok_hands_the_request_to_sglang_mid_stream(
     ]
 
 
+@needs_plugin
 def test_a_read_offset_outside_the_window_goes_to_sglangs_own_code() -> None:
     from puredetok.engines.sglang_process import Row
 
@@ -121,6 +124,7 @@ def test_a_read_offset_outside_the_window_goes_to_sglangs_own_code() -> None:
     assert outputs == ["", decoder("qwen3")(ids[1:])]
 
 
+@needs_plugin
 @pytest.mark.parametrize("name", ["llama2", "qwen3"])
 @pytest.mark.parametrize("per_step", [1, 2])
 def test_a_failure_while_bytes_are_held_hands_them_to_sglang(
@@ -178,4 +182,31 @@ def test_an_sglang_the_plugin_was_not_made_for_keeps_its_own_decode(
     with caplog.at_level(logging.WARNING, logger=plugin.__name__):
         assert plugin._make(instance) is None
     [warning] = [r.getMessage() for r in caplog.records if "not used with this SGLang" in r.getMessage()]
-    assert "sglang 0.5.23" in warning and reason in warning
+    assert f"sglang {VERSION}" in warning and reason in warning
+
+
+def test_an_sglang_whose_detokenizer_loads_no_plugins_keeps_its_own_decode(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SGLang 0.5.21 and older start their detokenizer process without loading plugins: the
+    entry point runs only in SGLang's other processes, and there it hooks nothing and says why
+    (on an SGLang that loads them, a ``run_detokenizer_process`` as 0.5.21's stands in)."""
+    from sglang.srt.managers import detokenizer_manager
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    if REFUSED is None:
+
+        def run_detokenizer_process(server_args: Any, port_args: Any) -> None:
+            detokenizer_manager.DetokenizerManager(server_args, port_args).event_loop()
+
+        monkeypatch.setattr(detokenizer_manager, "run_detokenizer_process", run_detokenizer_process)
+    reason = "its detokenizer process loads no plugins"
+    assert reason in str(plugin.unloaded())
+    registered: list[object] = []
+    monkeypatch.setattr(HookRegistry, "register", lambda *args: registered.append(args))
+    monkeypatch.delenv(plugin.OFF_VARIABLE, raising=False)
+    with caplog.at_level(logging.WARNING, logger=plugin.__name__):
+        plugin.register()
+    assert registered == []
+    [warning] = [r.getMessage() for r in caplog.records if "not used with this SGLang" in r.getMessage()]
+    assert f"sglang {VERSION}" in warning and reason in warning

@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from sglang_helpers import detokenizer, fresh_rid, tokenizer
+from sglang_helpers import detokenizer, fresh_rid, needs_plugin, tokenizer
 
 from puredetok.core import byte_alphabet
 from puredetok.engines.sglang_process import DetokenizerProcess, Row
+
+pytestmark = needs_plugin
 
 _ALPHABET = byte_alphabet()
 

@@ -12,8 +12,11 @@ with SGLang's ``HookRegistry``:
   sockets, the other message types, the ``BatchStrOutput`` it builds, beam search) stays SGLang's.
 
 Off with SGLang's own allow-list (``SGLANG_PLUGINS`` naming other plugins only) or with
-``PUREDETOK_SGLANG=0``. A request whose decode options have no exact codec (or any failure of
-puredetok on it) is decoded by SGLang's own code, logged once: the plugin never fails the engine.
+``PUREDETOK_SGLANG=0``. An SGLang whose detokenizer process loads no plugins (0.5.21 and older:
+:func:`unloaded`) or whose detokenizer is not the one the plugin was made for (:func:`unfit`) keeps
+its own decode, with a warning naming its version and why. A request whose decode options have no
+exact codec (or any failure of puredetok on it) is decoded by SGLang's own code, logged once: the
+plugin never fails the engine.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ __all__ = [
     "enabled",
     "register",
     "unfit",
+    "unloaded",
 ]
 
 import dataclasses
 import importlib.metadata
+import inspect
 import logging
 import os
 from collections.abc import Callable, Hashable, MutableMapping, Sequence
@@ -74,10 +79,15 @@ def enabled() -> bool:
 def register() -> None:
     """The ``sglang.srt.plugins`` entry point: hook SGLang's ``DetokenizerManager`` (see the module).
 
-    Does nothing (and says so in the log) when :data:`OFF_VARIABLE` turns the plugin off.
+    Does nothing (and says so in the log) when :data:`OFF_VARIABLE` turns the plugin off, or (with
+    a warning) in an SGLang whose detokenizer process would not run it (:func:`unloaded`).
     """
     if not enabled():
         logger.info("puredetok: plugin off (%s=%s)", OFF_VARIABLE, os.environ[OFF_VARIABLE])
+        return
+    why = unloaded()
+    if why is not None:
+        logger.warning("puredetok: not used with this SGLang (%s): %s; SGLang's own decodes", _version(), why)
         return
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
@@ -141,6 +151,21 @@ def unfit(manager: Any) -> str | None:
     missing = [name for name in ("decode_status", "trim_matched_stop") if not hasattr(manager, name)]
     if missing:
         return f"DetokenizerManager has no {', '.join(missing)}"
+    return None
+
+
+def unloaded() -> str | None:
+    """Why SGLang's detokenizer process would never run the plugin, or None when it does: SGLang
+    starts it with ``run_detokenizer_process``, which loads SGLang's plugins (``load_plugins``)
+    from 0.5.22 on; before, the entry point ran in SGLang's other processes only.
+    """
+    try:
+        from sglang.srt.managers.detokenizer_manager import run_detokenizer_process
+    except Exception as error:  # noqa: BLE001 - a module that moved
+        return f"{type(error).__name__}: {error}"
+    code = getattr(inspect.unwrap(run_detokenizer_process), "__code__", None)
+    if "load_plugins" not in getattr(code, "co_names", ()):
+        return "its detokenizer process loads no plugins (run_detokenizer_process calls no load_plugins)"
     return None
 
 
