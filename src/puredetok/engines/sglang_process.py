@@ -25,6 +25,7 @@ __all__ = [
 
 import contextlib
 import gzip
+import inspect
 import json
 import multiprocessing
 import os
@@ -84,7 +85,8 @@ class Row:
 
 def token_batch(rows: Sequence[Row]) -> Any:
     """SGLang's ``BatchTokenIDOutput`` of these rows (the fields the detokenizer does not read are
-    filled as the scheduler fills them for a request that asked for no logprobs).
+    filled as the scheduler fills them for a request that asked for no logprobs; each SGLang
+    version gets its own fields: 0.5.20 has ``output_token_sampling_logprobs``, 0.5.23 not).
     """
     from array import array
 
@@ -92,7 +94,7 @@ def token_batch(rows: Sequence[Row]) -> Any:
 
     n = len(rows)
     empty: list[list[Any]] = [[] for _ in rows]
-    return BatchTokenIDOutput(
+    values: dict[str, Any] = dict(
         rids=[row.rid for row in rows],
         http_worker_ipcs=[row.http_worker_ipc for row in rows],
         finished_reasons=[
@@ -123,11 +125,15 @@ def token_batch(rows: Sequence[Row]) -> Any:
         output_token_ids_logprobs_idx=empty,
         output_token_entropy_val=None,
         output_token_sampling_mask=None,
+        output_token_sampling_logprobs=None,
         output_hidden_states=None,
         routed_experts=None,
         indexer_topk=None,
         placeholder_tokens_idx=None,
         placeholder_tokens_val=None,
+    )
+    return BatchTokenIDOutput(
+        **{name: values[name] for name in BatchTokenIDOutput.__struct_fields__ if name in values}
     )
 
 
@@ -278,11 +284,13 @@ class DetokenizerProcess:
                 )
             if detokenizers > 1:
                 names = [port_args.detokenizer_ipc_name for port_args in own]
+                router = inspect.signature(run_multi_detokenizer_router_process).parameters
                 self.processes.append(
                     spawn.Process(
                         target=run_multi_detokenizer_router_process,
                         args=(names, self.server_args, self.port_args),
-                        kwargs={"enable_metrics": False},
+                        # SGLang 0.5.23 takes whether to collect metrics, 0.5.22 and older not
+                        kwargs={"enable_metrics": False} if "enable_metrics" in router else {},
                         daemon=True,
                     )
                 )
