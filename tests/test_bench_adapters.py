@@ -50,3 +50,13 @@ def test_the_serving_rows_run_with_stops_eos_and_token_limits() -> None:
     assert rows["advance, 4 stops + EOS + min_tokens"].target == "<= 1.5 x core step"
     assert rows["advance, + max_new_tokens"].target == "<= 2.0 x core step"
     assert all(row.repeats == 2 for row in rows.values())
+
+
+def test_the_sglang_bench_runs_qwen3_and_llama2_by_default_from_a_source_checkout() -> None:
+    from pathlib import Path
+
+    from puredetok.bench.engines.sglang import default_tokenizers
+
+    sources = default_tokenizers()
+    assert sorted(sources) == ["llama2", "qwen3"]
+    assert Path(sources["llama2"]) == Path(__file__).resolve().parent / "data" / "tokenizers" / "llama2"

@@ -23,7 +23,7 @@ each; ratios are shown over ``--repeats`` repeats (min - max).
 
 from __future__ import annotations
 
-__all__ = ["main", "workload", "process_section", "decode_step_section"]
+__all__ = ["main", "workload", "process_section", "decode_step_section", "default_tokenizers"]
 
 import argparse
 import os
@@ -194,6 +194,17 @@ def _line(label: str, samples: list[dict[str, float]], target: float) -> str:
     )
 
 
+def default_tokenizers() -> dict[str, str]:
+    """The tokenizers benchmarked by default: the packaged Qwen3, and Llama-2 from the test data of
+    a source checkout (absent from an installed wheel).
+    """
+    sources = {"qwen3": str(default_tokenizer_path())}
+    llama2 = Path(__file__).resolve().parents[4] / "tests" / "data" / "tokenizers" / "llama2"
+    if llama2.exists():
+        sources["llama2"] = str(llama2)
+    return sources
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Print both sections for each tokenizer."""
     parser = argparse.ArgumentParser(
@@ -216,12 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from sglang.srt.utils.hf_transformers_utils import get_tokenizer
 
-    sources = dict(item.split("=", 1) for item in args.tokenizer or ())
-    if not sources:
-        sources = {"qwen3": str(default_tokenizer_path())}
-        llama2 = Path(__file__).resolve().parents[3] / "tests" / "data" / "tokenizers" / "llama2"
-        if llama2.exists():
-            sources["llama2"] = str(llama2)
+    sources = dict(item.split("=", 1) for item in args.tokenizer or ()) or default_tokenizers()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"SGLang's detokenizer, its own decode step against puredetok's: {args.requests} requests,"
