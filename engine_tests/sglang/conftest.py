@@ -1,4 +1,5 @@
-"""SGLang 0.5.23 with puredetok plugged in: fixtures shared by the tests of this folder.
+"""SGLang with puredetok plugged in (0.5.23, the pinned version; another with ``python3 tasks.py
+test-engines sglang==VERSION``): fixtures shared by the tests of this folder.
 
 Every detokenizer here (``sglang_helpers``) is SGLang's own ``run_detokenizer_process`` in a
 process of its own, fed over its ZeroMQ sockets (``puredetok.engines.sglang_process``); processes
