@@ -120,6 +120,34 @@ def engine_requirements(name: str, version: str | None = None) -> str:
     return "".join(lines)
 
 
+UNINSTALLABLE = {"sglang": frozenset({"cuda-tile"})}
+"""Per engine, dependencies of some of its versions that pip cannot install from the package
+index: placeholders that download their real wheel from NVIDIA's index (``cuda-tile==1.6.0rc5``,
+required by SGLang 0.5.22 and older; CUDA kernels the detokenizer does not import on a CPU). An
+environment of another version of such an engine gets the engine alone (``--no-deps``), then
+every dependency it declares but these (:func:`_installable`)."""
+
+
+def _installable(python: Path, name: str, requirements: str, target: Path) -> Path:
+    """``target`` made the requirements pip installs beside the engine ``name`` installed alone in
+    the environment of ``python``: the dependencies the engine declares, but its extras' and
+    those of :data:`UNINSTALLABLE`, then the other lines of ``requirements``.
+    """
+    query = f"import importlib.metadata as m; print(*(m.requires({name!r}) or ()), sep='\\n')"
+    declared = subprocess.run([str(python), "-c", query], capture_output=True, text=True, check=True).stdout
+    skipped = UNINSTALLABLE.get(name, frozenset())
+    kept = []
+    for line in declared.splitlines():
+        project = line.split(";")[0].strip()
+        for separator in "[=<>!~ (":
+            project = project.split(separator)[0]
+        if line.strip() and "extra ==" not in line and project.lower().replace("_", "-") not in skipped:
+            kept.append(line)
+    kept += [line for line in requirements.splitlines() if line.split("==")[0].strip().lower() != name]
+    target.write_text("".join(f"{line}\n" for line in kept))
+    return target
+
+
 def _engine_folder(name: str, requirements: str, version: str | None = None, overlay: bool = False) -> Path:
     """Where the environment of these requirements lives (see :func:`engine_env`)."""
     key = hashlib.sha256((requirements + ("overlay" if overlay else "")).encode()).hexdigest()[:12]
@@ -139,13 +167,19 @@ def engine_env(name: str, version: str | None = None, overlay: bool = False) -> 
     With ``overlay`` (for a ``version`` whose own dependencies the package index cannot resolve),
     the environment holds only that version of the engine (``--no-deps``) and puredetok, over the
     pinned environment's packages (a ``.pth`` line naming its site-packages, after its own); ``pip
-    check`` then lists the engine's requirements those packages do not meet.
+    check`` then lists the engine's requirements those packages do not meet. Without it, another
+    version of an engine of :data:`UNINSTALLABLE` gets the engine alone, then every dependency it
+    declares but those (``sglang==0.5.22``: all of its own, at its own versions, but ``cuda-tile``).
     """
     requirements = engine_requirements(name, version)
     env = _engine_folder(name, requirements, version, overlay)
     python = env / BIN.name / PYTHON.name
     pip = (python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check")
     pinned = env / "requirements.txt"
+    # what pip installs beside puredetok: the requirements, or for another version of an engine of
+    # UNINSTALLABLE what else it needs (pip would look for its placeholders again otherwise)
+    alone = version is not None and not overlay and name in UNINSTALLABLE
+    wanted = env / "installable.txt" if alone else pinned
     if not (env / ".ready").exists():
         base = _engine_folder(name, engine_requirements(name)) if overlay else None
         if base is not None and not (base / ".ready").exists():
@@ -153,7 +187,10 @@ def engine_env(name: str, version: str | None = None, overlay: bool = False) -> 
         # An overlay has no pip or setuptools of its own: the pinned environment's serve it.
         venv.create(env, with_pip=base is None, clear=True)
         pinned.write_text(requirements)
-        if base is None:
+        if alone:
+            run(*pip, "--no-deps", f"{name}=={version}")
+            run(*pip, "-r", _installable(python, name, requirements, wanted))
+        elif base is None:
             run(*pip, "-r", pinned)
         else:
             base_python = base / BIN.name / PYTHON.name
@@ -166,7 +203,7 @@ def engine_env(name: str, version: str | None = None, overlay: bool = False) -> 
         subprocess.run([str(python), "-m", "pip", "check", "--disable-pip-version-check"])
     else:
         pinned.write_text(requirements)
-        run(*pip, "-e", f"{ROOT}[{name}]" if version is None else ROOT, "-r", pinned)
+        run(*pip, "-e", f"{ROOT}[{name}]" if version is None else ROOT, "-r", wanted)
     return env
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -141,3 +141,34 @@ def test_test_engines_refuses_an_unknown_engine_and_an_overlay_without_a_version
     with pytest.raises(SystemExit, match=message):
         module.test_engines()
     assert commands == []
+
+
+def test_another_sglang_gets_its_own_dependencies_but_the_placeholder_pip_cannot_install(
+    tasks: tuple[ModuleType, list[tuple[str, ...]]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``test-engines sglang==0.5.22``: SGLang 0.5.22 requires ``cuda-tile==1.6.0rc5``, a
+    placeholder that downloads its wheel from NVIDIA's index: SGLang goes in alone, then every
+    dependency it declares but that one (and its extras'), and the requirements' other lines,
+    never the pin again (pip would look for the placeholder)."""
+    module, commands = tasks
+    monkeypatch.setenv("PUREDETOK_ENGINE_ENVS", str(tmp_path / "envs"))
+    declared = [
+        "torch==2.14.1",
+        "cuda-tile==1.6.0rc5",
+        "cuda_tile>=1",
+        'flashinfer_python[cu13]==0.7.1; sys_platform == "linux"',
+        'pytest; extra == "test"',
+    ]
+    monkeypatch.setattr(
+        module.subprocess, "run", lambda *args, **options: SimpleNamespace(stdout="\n".join(declared))
+    )
+    env = module.engine_env("sglang", "0.5.22")
+    assert env.name.startswith("sglang-0.5.22-")
+    installable = env / "installable.txt"
+    assert commands[0][-2:] == ("--no-deps", "sglang==0.5.22")
+    assert commands[1][-2:] == commands[2][-2:] == ("-r", str(installable))
+    others = [line for line in module.engine_requirements("sglang").splitlines() if "sglang" not in line]
+    assert installable.read_text().splitlines() == [declared[0], declared[3], *others]
+    commands.clear()
+    pinned = module.engine_env("sglang")  # the pinned SGLang installs as its requirements say
+    assert [command[-2:] for command in commands] == [("-r", str(pinned / "requirements.txt"))] * 2
