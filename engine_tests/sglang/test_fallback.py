@@ -211,3 +211,24 @@ def test_an_sglang_whose_detokenizer_loads_no_plugins_keeps_its_own_decode(
     assert registered == []
     [warning] = [r.getMessage() for r in caplog.records if "not used with this SGLang" in r.getMessage()]
     assert f"sglang {VERSION}" in warning and reason in warning
+
+
+@needs_plugin
+def test_this_sglang_is_a_tested_one_and_an_untested_one_that_fits_decodes_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SGLang these tests pass on is listed in ``TESTED_VERSIONS``; on one that is not, whose
+    detokenizer is the one the plugin was made for, puredetok decodes and says the version was not
+    tested."""
+    assert VERSION in plugin.TESTED_VERSIONS
+    instance = manager("qwen3")
+    with caplog.at_level(logging.INFO, logger=plugin.__name__):
+        assert plugin._make(instance) is not None
+    assert [r.levelno for r in caplog.records if "decoding in SGLang's" in r.getMessage()] == [logging.INFO]
+    caplog.clear()
+    monkeypatch.setattr(plugin, "TESTED_VERSIONS", ("0.0.1",))
+    with caplog.at_level(logging.INFO, logger=plugin.__name__):
+        assert plugin._make(instance) is not None
+    [warning] = [r for r in caplog.records if "decoding in SGLang's" in r.getMessage()]
+    assert warning.levelno == logging.WARNING
+    assert f"sglang {VERSION} was not tested (0.0.1 were)" in warning.getMessage()

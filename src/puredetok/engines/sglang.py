@@ -27,6 +27,7 @@ __all__ = [
     "OFF_VALUES",
     "OFF_VARIABLE",
     "SGLangDetokenizer",
+    "TESTED_VERSIONS",
     "enabled",
     "register",
     "unfit",
@@ -52,6 +53,12 @@ OFF_VARIABLE = "PUREDETOK_SGLANG"
 
 OFF_VALUES = frozenset({"0", "off", "false", "no"})
 """The values of :data:`OFF_VARIABLE` that turn the plugin off (case does not matter)."""
+
+TESTED_VERSIONS = ("0.5.22", "0.5.23")
+"""The SGLang versions in whose own detokenizer process the plugin was tested decoding
+(``engine_tests/sglang``, see docs/engines/sglang.md). On another one that loads it
+(:func:`unloaded`) and whose detokenizer is the one it was made for (:func:`unfit`) it decodes all
+the same, and says in a warning that this version was not tested."""
 
 _MANAGER = "sglang.srt.managers.detokenizer_manager.DetokenizerManager"
 DECODE_TARGET = f"{_MANAGER}._decode_batch_token_id_output"
@@ -117,7 +124,17 @@ def _make(manager: Any) -> SGLangDetokenizer | None:
     except Exception:
         logger.exception("puredetok: not used in this detokenizer process (SGLang's own decodes)")
         return None
-    logger.info("puredetok: decoding in SGLang's detokenizer process")
+    version = _version()
+    if version.removeprefix("sglang ") in TESTED_VERSIONS:
+        logger.info("puredetok: decoding in SGLang's detokenizer process")
+    else:
+        logger.warning(
+            "puredetok: decoding in SGLang's detokenizer process; %s was not tested (%s were), its"
+            " detokenizer is the one the plugin was made for (%s=0 turns it off)",
+            version,
+            ", ".join(TESTED_VERSIONS),
+            OFF_VARIABLE,
+        )
     return detokenizer
 
 
