@@ -85,6 +85,15 @@ def _log(format: str, wrong: list[bool], bad: list[bool]) -> list[str]:
     return lines
 
 
+LOGS = {
+    "format": st.sampled_from(FORMATS),
+    "compression": st.sampled_from(sorted(COMPRESS)),
+    "wrong": st.lists(st.booleans(), min_size=1, max_size=12),
+    "bad": st.lists(st.booleans(), min_size=12, max_size=12),
+}
+"""A log (its format, which requests are wrong, where bad lines go) and how it is compressed."""
+
+
 def _results(path: Path, size: int, format: str | None = None) -> tuple[list[dict[str, Any]], Tally]:
     """The findings and counts of a file, audited shard by shard (a compressed file's stretch
     by stretch, as the command does), the file named ``FILE``."""
@@ -98,10 +107,7 @@ def _results(path: Path, size: int, format: str | None = None) -> tuple[list[dic
 
 
 @given(
-    format=st.sampled_from(FORMATS),
-    compression=st.sampled_from(sorted(COMPRESS)),
-    wrong=st.lists(st.booleans(), min_size=1, max_size=12),
-    bad=st.lists(st.booleans(), min_size=12, max_size=12),
+    **LOGS,
     size=st.integers(1, 4000),
     members=st.integers(1, 3),
 )
@@ -362,10 +368,7 @@ def test_on_ray_data_a_compressed_file_is_the_local_one(tmp_path: Path) -> None:
 
 
 @given(
-    format=st.sampled_from(FORMATS),
-    compression=st.sampled_from(sorted(COMPRESS)),
-    wrong=st.lists(st.booleans(), min_size=1, max_size=12),
-    bad=st.lists(st.booleans(), min_size=12, max_size=12),
+    **LOGS,
     size=st.integers(1, 3000),
     step=st.integers(1, 5),
     cut=st.booleans(),

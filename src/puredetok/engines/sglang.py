@@ -35,7 +35,6 @@ __all__ = [
 ]
 
 import dataclasses
-import importlib.metadata
 import inspect
 import logging
 import os
@@ -44,6 +43,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from puredetok.core import Codec, codec_for, feed_hold, finish_hold, start, steady, step_hold
+from puredetok.engines._versions import announce, installed
 from puredetok.errors import InvalidTokenError
 
 logger = logging.getLogger(__name__)
@@ -94,12 +94,18 @@ def register() -> None:
         return
     why = unloaded()
     if why is not None:
-        logger.warning("puredetok: not used with this SGLang (%s): %s; SGLang's own decodes", _version(), why)
+        _not_used(why)
         return
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
     HookRegistry.register(INIT_TARGET, _after_init, HookType.AFTER)
     HookRegistry.register(DECODE_TARGET, _around_decode, HookType.AROUND)
+
+
+def _not_used(why: str) -> None:
+    logger.warning(
+        "puredetok: not used with this SGLang (%s): %s; SGLang's own decodes", installed("sglang"), why
+    )
 
 
 def _after_init(result: object, manager: Any, *args: object, **kwargs: object) -> None:
@@ -116,7 +122,7 @@ def _make(manager: Any) -> SGLangDetokenizer | None:
         return None
     why = unfit(manager)
     if why is not None:
-        logger.warning("puredetok: not used with this SGLang (%s): %s; SGLang's own decodes", _version(), why)
+        _not_used(why)
         return None
     try:
         detokenizer = SGLangDetokenizer(tokenizer, manager.trim_matched_stop)
@@ -124,17 +130,9 @@ def _make(manager: Any) -> SGLangDetokenizer | None:
     except Exception:
         logger.exception("puredetok: not used in this detokenizer process (SGLang's own decodes)")
         return None
-    version = _version()
-    if version.removeprefix("sglang ") in TESTED_VERSIONS:
-        logger.info("puredetok: decoding in SGLang's detokenizer process")
-    else:
-        logger.warning(
-            "puredetok: decoding in SGLang's detokenizer process; %s was not tested (%s were), its"
-            " detokenizer is the one the plugin was made for (%s=0 turns it off)",
-            version,
-            ", ".join(TESTED_VERSIONS),
-            OFF_VARIABLE,
-        )
+    using = "decoding in SGLang's detokenizer process"
+    fits = "its detokenizer is the one the plugin was made for"
+    announce(logger, "sglang", TESTED_VERSIONS, using, fits, OFF_VARIABLE)
     return detokenizer
 
 
@@ -184,13 +182,6 @@ def unloaded() -> str | None:
     if "load_plugins" not in getattr(code, "co_names", ()):
         return "its detokenizer process loads no plugins (run_detokenizer_process calls no load_plugins)"
     return None
-
-
-def _version() -> str:
-    try:
-        return "sglang " + importlib.metadata.version("sglang")
-    except importlib.metadata.PackageNotFoundError:
-        return "sglang, version unknown"
 
 
 def _around_decode(original: Callable[..., list[str]], manager: Any, recv_obj: Any) -> list[str]:

@@ -20,7 +20,6 @@ checked) without vLLM.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import inspect
 import logging
 import os
@@ -30,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from puredetok.core import Codec, codec_for
+from puredetok.engines._versions import announce, installed
 from puredetok.errors import InvalidTokenError
 from puredetok.stops import StopRules, Stream, advance, close, open_like, open_stream
 
@@ -511,27 +511,14 @@ def register() -> None:
             unregister()
     if why is not None:
         LOGGER.warning(
-            "puredetok: not used with this vLLM (%s): %s; vLLM's own detokenizer decodes", _version(), why
+            "puredetok: not used with this vLLM (%s): %s; vLLM's own detokenizer decodes",
+            installed("vllm"),
+            why,
         )
         return
-    version = _version()
-    if version.removeprefix("vllm ") in TESTED_VERSIONS:
-        LOGGER.info("puredetok: vLLM's OutputProcessor detokenizes with puredetok")
-    else:
-        LOGGER.warning(
-            "puredetok: vLLM's OutputProcessor detokenizes with puredetok; %s was not tested (%s were),"
-            " its classes are the ones the plugin was made for (%s=0 turns it off)",
-            version,
-            ", ".join(TESTED_VERSIONS),
-            ENABLE_VARIABLE,
-        )
-
-
-def _version() -> str:
-    try:
-        return "vllm " + importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        return "vllm, version unknown"
+    using = "vLLM's OutputProcessor detokenizes with puredetok"
+    fits = "its classes are the ones the plugin was made for"
+    announce(LOGGER, "vllm", TESTED_VERSIONS, using, fits, ENABLE_VARIABLE)
 
 
 def _patch(detokenizer: Any) -> None:
