@@ -59,14 +59,17 @@ def cases(draw: st.DrawFn, name: str) -> Case:
         if text.strip():
             start = draw(st.integers(0, len(text) - 1))
             body["stop"] = [text[start : start + draw(st.integers(1, 3))]]
-    if not chat and not placeholders:
-        body["echo"] = draw(st.booleans())  # with return_token_ids: the text and ids are the output's
     if placeholders:
         body["return_tokens_as_token_ids"] = True
     else:
         body["return_token_ids"] = True
-    if placeholders or draw(st.booleans()):
+    logprobs = placeholders or draw(st.booleans())
+    if logprobs:
         body.update({"logprobs": True, "top_logprobs": 1} if chat else {"logprobs": 1})
+    # vLLM echoes logprobs from the prompt's, which the engine core made up here does not give
+    # (a request asking both fails inside vLLM's serving code): echo only without logprobs
+    if not chat and not placeholders and not logprobs:
+        body["echo"] = draw(st.booleans())  # with return_token_ids: the text and ids are the output's
     if stream and draw(st.booleans()):
         body["stream_options"] = {"include_usage": True, "continuous_usage_stats": draw(st.booleans())}
     return Case(chat, body, prompt, choices, draw(st.sampled_from([1, 1, 2, 3])))

@@ -585,7 +585,8 @@ def test_the_final_flush_is_searched_for_stop_strings() -> None:
     """When the engine ends a request inside a character, the flushed U+FFFD is searched too: a
     stop string it completes cuts the text, and is the stop reason when the request ends on its
     ``max_tokens`` (or a stop id); when the engine ends it otherwise (here: before ``max_tokens``,
-    as at the model's context limit) the finish reason stays the engine's."""
+    as at the model's context limit) the finish reason stays the engine's, and the text is the
+    exact text of all the ids, as a request that ended on its length has (what the audit checks)."""
     tok = vllm_tokenizer("qwen3")
     output = [*tok.encode(" ok", add_special_tokens=False), 11162]  # " " + the first byte of "🌶"
     assert tok.decode(output) == " ok \ufffd"
@@ -594,7 +595,49 @@ def test_the_final_flush_is_searched_for_stop_strings() -> None:
     on_stop_id = run(tok, [], [*output, 151645], stop=["\ufffd"], stop_id=True)
     assert (on_stop_id.text, on_stop_id.finish_reason, on_stop_id.stop_reason) == (" ok ", "stop", "\ufffd")
     cut_short = run(tok, [], output, stop=["\ufffd"], max_tokens=100)
-    assert (cut_short.text, cut_short.finish_reason, cut_short.stop_reason) == (" ok ", "length", None)
+    assert (cut_short.text, cut_short.finish_reason, cut_short.stop_reason) == (" ok \ufffd", "length", None)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_stop_string_only_the_end_of_a_byte_run_completes(kind: RequestOutputKind) -> None:
+    """Llama-2's newline is the byte token ``<0x0A>``: a run held until the next id shows it
+    valid. A stop string ending in it is reported when the request ends on its ``max_tokens``;
+    ended earlier by the engine (the context limit), the request's text is all of its ids'."""
+    tok = vllm_tokenizer("llama2")
+    output = [285, 30369, 13]
+    assert tok.decode(output) == "f\u30bf\n" and helpers.byte_ids("llama2")[0x0A] == 13
+    at_max = run(tok, [], output, stop=["\u30bf\n"], output_kind=kind)
+    assert (at_max.text, at_max.finish_reason, at_max.stop_reason) == ("f", "stop", "\u30bf\n")
+    cut_short = run(tok, [], output, stop=["\u30bf\n"], max_tokens=7, output_kind=kind)
+    assert (cut_short.text, cut_short.finish_reason, cut_short.stop_reason) == ("f\u30bf\n", "length", None)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_stop_string_before_a_held_byte_ends_the_text_there(kind: RequestOutputKind) -> None:
+    """Qwen3's ``"Ġå"`` is a space and the first byte of a character: a stop string ``" "`` ends
+    the text before it, and the held byte is never sent, whatever ends the request after."""
+    tok = vllm_tokenizer("qwen3")
+    output = [4983, 196, 4891, 60998]
+    assert tok.decode(output[:3]) == "acters\x08 \ufffd"
+    for max_tokens in (len(output), 12):
+        ours = run(tok, [], output, stop=[" "], max_tokens=max_tokens, output_kind=kind)
+        assert (ours.text, ours.finish_reason, ours.stop_reason) == ("acters\x08", "stop", " ")
+
+
+def test_a_stop_string_the_stop_ids_flush_completes_drops_the_stop_id() -> None:
+    """A stop id (never decoded) ends a byte run that completes a stop string: the stop string is
+    the reason and, as in vLLM's own, the ids end with the last decoded one, so that a log's ids
+    decode to the text before the stop string (what the audit reads)."""
+    tok = vllm_tokenizer("llama2")
+    output = [285, 30369, 13, 2]
+    ours = run(tok, [], output, stop=["\u30bf\n"], stop_id=True)
+    assert (ours.text, ours.finish_reason, ours.stop_reason) == ("f", "stop", "\u30bf\n")
+    assert ours.token_ids == output[:-1]
+    from driver import own_detokenizer
+
+    with own_detokenizer():
+        theirs = run(tok, [], output, stop=["\u30bf\n"], stop_id=True)
+    assert (theirs.text, theirs.stop_reason, theirs.token_ids) == (ours.text, ours.stop_reason, ours.token_ids)
 
 
 def test_a_request_with_prompt_embeds_gets_vllms_own() -> None:

@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from puredetok.core import Codec, codec_for
+from puredetok.core import Codec, codec_for, finish
 from puredetok.engines._versions import announce, installed
 from puredetok.errors import InvalidTokenError
 from puredetok.stops import StopRules, Stream, advance, close, open_like, open_stream
@@ -296,8 +296,15 @@ class PuredetokDetokenizer:
         ``finished`` flushes everything still held (the engine ended the request).
         """
         if finished and not self._closed:
+            before = self._stream
             try:
-                self._stream, tail = close(self._stream)
+                self._stream, tail = close(before)
+                reason = self._stream.finish_reason
+                if not before.finished and reason is not None and isinstance(reason.matched, str):
+                    # The engine ended the request on its own reason (an abort, the context
+                    # limit): a stop string only this flush completes can no longer be reported,
+                    # so the text is sent whole, the exact text of a request that ended so.
+                    tail = before.held + finish(before.decode)
             except Exception:  # noqa: BLE001 - the request goes on with vLLM's own detokenizer
                 self._fall_back("get_next_output_text")
                 return self.get_next_output_text(finished, delta)
@@ -355,6 +362,10 @@ class PuredetokDetokenizer:
             self._fast_until = -1
             reason = self._stream.finish_reason
             if reason is not None and reason.kind == "stop" and isinstance(reason.matched, str):
+                if ids is not new_token_ids:  # the stop id, never decoded, completed nothing
+                    del self.token_ids[-1]
+                    if self._context is not None:
+                        del self._context[-1]
                 return reason.matched
         return None
 
