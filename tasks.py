@@ -90,8 +90,8 @@ def test() -> None:
     (HYPOTHESIS_PROFILE=ci for CI).
     """
     run(BIN / "mypy")
-    run(BIN / "ruff", "check", "src", "tests", "tools", "engine_tests", "tasks.py")
-    run(BIN / "ruff", "format", "--check", "src", "tests", "tools", "engine_tests", "tasks.py")
+    run(BIN / "ruff", "check", "src", "tests", "tools", "benchmarks", "engine_tests", "tasks.py")
+    run(BIN / "ruff", "format", "--check", "src", "tests", "tools", "benchmarks", "engine_tests", "tasks.py")
     with tempfile.TemporaryDirectory() as site:
         run(BIN / "mkdocs", "build", "--strict", "--quiet", "--site-dir", site)
     wheel_check()
@@ -240,8 +240,15 @@ def test_engines() -> None:
 
 
 def bench() -> None:
-    """The benchmark (ratios measured side by side)."""
-    run(BIN / "puredetok", "bench")
+    """The benchmarks beside the package (ratios measured side by side): ``python3 tasks.py bench
+    [MODULE] [ARGS]`` runs ``python -m benchmarks[.MODULE] ARGS`` from the repository's root, every
+    section of :mod:`benchmarks` when no module is named.
+    """
+    arguments = sys.argv[2:]
+    module = "benchmarks"
+    if arguments and not arguments[0].startswith("-"):
+        module = f"benchmarks.{arguments.pop(0)}"
+    run(PYTHON, "-m", module, *arguments)
 
 
 def docs() -> None:
@@ -250,11 +257,13 @@ def docs() -> None:
 
 
 TASKS = {"demo": demo, "test": test, "bench": bench, "docs": docs, "test-engines": test_engines}
-DEV = {"test", "docs"}
+DEV = {"test", "docs", "bench"}
 """The tasks that need the dev extras."""
+ARGUED = {"test-engines", "bench"}
+"""The tasks that take arguments."""
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] not in TASKS or len(sys.argv) > 2 and sys.argv[1] != "test-engines":
+    if len(sys.argv) < 2 or sys.argv[1] not in TASKS or len(sys.argv) > 2 and sys.argv[1] not in ARGUED:
         print(f"usage: python3 tasks.py {{{'|'.join(TASKS)}}}", file=sys.stderr)
         sys.exit(2)
     if sys.argv[1] != "test-engines":

@@ -24,7 +24,7 @@ from typing import Any
 import families
 import helpers
 import puredetok
-from puredetok.bench.timing import TEXT, compare
+from puredetok.cli._timing import TEXT, compare
 
 
 def _trace(tokenizer: Any, count: int) -> list[int]:

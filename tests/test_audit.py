@@ -685,7 +685,7 @@ def test_batches_shrink_as_the_shards_run_out(shards: int, workers: int, most: i
 
 
 def test_the_benchmark_prints_its_measures(capsys: pytest.CaptureFixture[str]) -> None:
-    from puredetok.bench.audit import main as bench
+    from benchmarks.audit import main as bench
 
     assert bench(["--tokens", "2000", "--repeats", "2", "--no-ray"]) == 0
     out = capsys.readouterr().out
@@ -697,7 +697,7 @@ def test_the_benchmark_prints_its_measures(capsys: pytest.CaptureFixture[str]) -
 def test_the_benchmarks_ray_section_runs(capsys: pytest.CaptureFixture[str]) -> None:
     """Its Ray section, on small logs, once: the plain log's ratio and the one gzip file's."""
     pytest.importorskip("ray")
-    from puredetok.bench.audit import main as bench
+    from benchmarks.audit import main as bench
 
     small = ["--tokens", "2000", "--ray-tokens", "4000", "--ray-gzip-tokens", "4000", "--repeats", "1"]
     assert bench([*small, "--ray-shard-bytes", "4000"]) == 0
@@ -711,8 +711,8 @@ def test_the_benchmarks_ray_section_runs(capsys: pytest.CaptureFixture[str]) -> 
 def test_the_ray_breakdown_says_where_the_time_went() -> None:
     """Two workers, started 2 s into a 10 s run, each auditing two 2-second shards at half a core,
     idle 0.5 s between them."""
+    from benchmarks.audit import breakdown
     from puredetok.audit.distributed import Timing
-    from puredetok.bench.audit import breakdown
 
     shards = [
         Timing(pid, 100.5, 100.5 + pid, 0.5 * pid, 102.0 + at, 104.0 + at, 1.0)
@@ -731,8 +731,8 @@ def test_the_ray_cpu_use_says_what_the_design_costs() -> None:
     """Four shards of 1 CPU second each from 2 s into a 10 s run; the driver spent 0.4 s and
     Ray's own processes 0.4 s: 0.1 s each per shard, 4.8 CPU seconds over 8 s, and two workers
     could be 2 x 1 / 1.2 times as fast as one on two free cores."""
+    from benchmarks.audit import cpu_bound, cpu_use
     from puredetok.audit.distributed import Timing
-    from puredetok.bench.audit import cpu_bound, cpu_use
 
     shards = [
         Timing(pid, 100.5, 101.0, 1.0, 102.0 + at, 104.0 + at, 1.0) for pid in (1, 2) for at in (0.0, 2.5)

@@ -1,12 +1,13 @@
-"""The adapters' benchmark sections run (no timing is asserted: figures come from ``puredetok bench``)."""
+"""The repository's benchmarks run (no timing is asserted: figures come from ``python3 tasks.py bench``)."""
 
 from __future__ import annotations
 
+import pytest
+
+from benchmarks.manager import BatchedTwoWindow, manager_section, memory_section
+from benchmarks.worker import worker_section
 from helpers import tokenizer
-from puredetok.baselines import TwoWindow
-from puredetok.bench.core import trace_ids
-from puredetok.bench.manager import BatchedTwoWindow, manager_section, memory_section
-from puredetok.bench.worker import worker_section
+from puredetok.cli._measure import TwoWindow, trace_ids
 
 
 def test_the_batched_two_window_baseline_is_the_engines_algorithm_per_request() -> None:
@@ -44,7 +45,7 @@ def test_the_worker_section_drives_a_real_worker_process() -> None:
 
 
 def test_the_serving_rows_run_with_stops_eos_and_token_limits() -> None:
-    from puredetok.bench.stops import stops_section
+    from puredetok.cli._measure import stops_section
 
     rows = {row.name: row for row in stops_section(tokenizer("qwen3"), tokens=300, repeats=2)}
     assert rows["advance, 4 stops + EOS + min_tokens"].target == "<= 1.5 x core step"
@@ -55,8 +56,20 @@ def test_the_serving_rows_run_with_stops_eos_and_token_limits() -> None:
 def test_the_sglang_bench_runs_qwen3_and_llama2_by_default_from_a_source_checkout() -> None:
     from pathlib import Path
 
-    from puredetok.bench.engines.sglang import default_tokenizers
+    from benchmarks.engines.sglang import default_tokenizers
 
     sources = default_tokenizers()
     assert sorted(sources) == ["llama2", "qwen3"]
     assert Path(sources["llama2"]) == Path(__file__).resolve().parent / "data" / "tokenizers" / "llama2"
+
+
+def test_the_whole_report_serving_only_prints_the_serving_path_side_by_side(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from benchmarks.__main__ import main
+
+    assert main(["--serving-only", "--no-worker", "--requests", "8", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "handle (one UserReply each)" in out and "two-window, 2 batch_decode per step" in out
+    assert "flatness" not in out and "memory" not in out
+

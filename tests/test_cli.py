@@ -117,13 +117,6 @@ def test_bench_runs_and_prints_ratios(capsys: pytest.CaptureFixture[str]) -> Non
     assert "ratio" in out
 
 
-def test_bench_serving_only_prints_the_serving_path_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "bench", "--serving-only", "--no-worker", "--requests", "8", "--repeats", "1")
-    assert code == 0
-    assert "handle (one UserReply each)" in out and "two-window, 2 batch_decode per step" in out
-    assert "flatness" not in out and "memory" not in out
-
-
 def test_installed_entry_point_works_offline() -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     script = os.path.join(os.path.dirname(sys.executable), "puredetok")

@@ -1,4 +1,4 @@
-"""The byte-fallback hold measured on real text (puredetok.bench.holds, docs/benchmarks.md)."""
+"""The byte-fallback hold measured on real text (benchmarks.holds, docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.holds import hold_stats, hold_table, main
 from helpers import _folder, tokenizer
-from puredetok.bench.holds import hold_stats, hold_table, main
 
 DOCS = Path(__file__).parent.parent / "docs" / "benchmarks.md"
 

@@ -77,7 +77,6 @@ LAYERS: dict[str, int] = {
     "stops": 2,
     "testing": 2,
     "streamer": 2,
-    "baselines": 2,
     "files": 2,  # reading files by content, decompressed: imports nothing of the package
     "__init__": 3,
     "serving": 3,
@@ -86,7 +85,6 @@ LAYERS: dict[str, int] = {
     "client": 5,  # the two sides of the worker's wire
     "engines": 4,
     "audit": 5,  # reads traces through replay
-    "bench": 6,
     "cli": 7,
 }
 
@@ -183,8 +181,6 @@ def test_every_room_has_a_layer_and_imports_only_downwards() -> None:
         "replay",
         "stops",
         "cli",
-        "bench",
-        "bench/engines",
         "testing",
         "client",
         "audit",

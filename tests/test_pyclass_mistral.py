@@ -24,12 +24,12 @@ from hypothesis import strategies as st
 
 import mistral_objects as mo
 import puredetok
+from benchmarks.mistral import installed_tekken, tekken_section
 from decoder_contract import check_stage, text_of
 from holding import Tally, can_change, ending_with, holding_tails
 from mistral_objects import codec, ids_of
 from mistral_objects import vocabulary_of as vocabulary
 from puredetok import DecodeState, InvalidTokenError, feed, finish, start, step
-from puredetok.bench.mistral import installed_tekken, tekken_section
 from puredetok.cli import main
 from puredetok.core import continuation_text
 from puredetok.core.pyclasses.mistral import LangTagStage, mistral_tokenizer_of

@@ -279,10 +279,10 @@ def test_pickled_streams_and_states_are_saved_records() -> None:
 
 
 def test_the_size_table_in_the_docs_is_what_the_script_measures() -> None:
-    """docs/benchmarks.md's state sizes (python -m puredetok.bench.states) are counts of bytes."""
+    """docs/benchmarks.md's state sizes (python -m benchmarks.states) are counts of bytes."""
     from pathlib import Path
 
-    from puredetok.bench.states import size_table
+    from benchmarks.states import size_table
 
     labels = {
         "qwen3": "Qwen3",
@@ -302,7 +302,7 @@ def test_the_size_table_in_the_docs_is_what_the_script_measures() -> None:
 
 
 def test_the_script_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
-    from puredetok.bench.states import main
+    from benchmarks.states import main
 
     assert main([]) == 0
     out = capsys.readouterr().out

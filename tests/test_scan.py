@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from puredetok.bench.inputs import WIRE_SHAPES
+from benchmarks.inputs import WIRE_SHAPES
 from puredetok.worker import wire
 from puredetok.worker.scan import DEFAULT_MAX_DEPTH, ScanError, Scanner
 

@@ -307,9 +307,9 @@ def test_a_bad_id_is_refused_with_its_position_wherever_it_is() -> None:
 
 
 def test_the_opening_bench_measures_both_openings_at_every_length() -> None:
-    """``python -m puredetok.bench.opening``'s rows: one per length, the new opening reading a few
+    """``python -m benchmarks.opening``'s rows: one per length, the new opening reading a few
     ids of each (it checks that both openings agree before timing them)."""
-    from puredetok.bench.opening import LENGTHS, opening_rows
+    from benchmarks.opening import LENGTHS, opening_rows
 
     rows = opening_rows("Qwen3", tokenizer("qwen3"), repeats=1, rounds=1)
     assert len(rows) == len(LENGTHS)

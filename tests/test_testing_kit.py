@@ -18,7 +18,7 @@ from tokenizers.models import WordLevel
 
 from helpers import codec, continuation, tokenizer, vocabulary
 from puredetok import InvalidTokenError, UnsupportedTokenizerError, feed, start
-from puredetok.baselines import TwoWindow
+from puredetok.cli._measure import TwoWindow
 from puredetok.testing import (
     CONTINUATION_GUARANTEES,
     STREAMING_GUARANTEES,
@@ -68,7 +68,7 @@ def per_token(name: str) -> DetokenizerFactory:
 
 
 class TwoWindowWithoutFlush:
-    """The engines' two-window algorithm (puredetok.baselines), which has no final flush."""
+    """The engines' two-window algorithm (puredetok bench's baseline), which has no final flush."""
 
     def __init__(self, name: str) -> None:
         self.window = TwoWindow(reference(name).decode)

@@ -2,7 +2,7 @@
 test-engines sglang==VERSION``): fixtures shared by the tests of this folder.
 
 Every detokenizer here (``sglang_helpers``) is SGLang's own ``run_detokenizer_process`` in a
-process of its own, fed over its ZeroMQ sockets (``puredetok.engines.sglang_process``); processes
+process of its own, fed over its ZeroMQ sockets (``sglang_process.py`` beside this file); processes
 are started once per session and per (tokenizer, environment), and requests get fresh ids, so
 tests share them.
 
@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
+
 from sglang_helpers import ALLOW_OTHERS, OFF, close_all, detokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -29,7 +29,7 @@ from sglang.srt.observability.req_time_stats import APIServerReqTimeStats
 from sglang.srt.runtime_context import publish
 from sglang.srt.utils.json_response import dumps_json
 
-from puredetok.engines.sglang_process import DetokenizerProcess, Request, iterations, token_batch
+from sglang_process import DetokenizerProcess, Request, iterations, token_batch
 
 
 @dataclass

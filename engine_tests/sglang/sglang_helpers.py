@@ -17,8 +17,8 @@ import pytest
 
 from puredetok.core import continuation_text
 from puredetok.engines.sglang import unloaded
-from puredetok.engines.sglang_process import PROMPT_WINDOW, DetokenizerProcess, Request, model_folder
 from puredetok.serving.loading import default_tokenizer_path
+from sglang_process import PROMPT_WINDOW, DetokenizerProcess, Request, model_folder
 
 VERSION = importlib.metadata.version("sglang")
 """The SGLang these tests run on (``python3 tasks.py test-engines sglang==VERSION`` for another)."""

@@ -15,14 +15,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from generate_logs import Served, serve
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sglang_helpers import OFF, REFUSED, decoder, detokenizer, folder, fresh_rid, tokenizer
-from test_streams import id_lists
 
+from generate_logs import Served, serve
 from puredetok.core import continuation_text
-from puredetok.engines.sglang_process import Request
+from sglang_helpers import OFF, REFUSED, decoder, detokenizer, folder, fresh_rid, tokenizer
+from sglang_process import Request
+from test_streams import id_lists
 
 NAME = "llama2"
 """SentencePiece with byte fallback: byte runs SGLang's own detokenizer splits."""

@@ -13,10 +13,10 @@ from typing import Any
 
 import attrs
 import pytest
-from sglang_helpers import REFUSED, VERSION, decoder, exact_text, fresh_rid, needs_plugin, tokenizer
 
 import puredetok.engines.sglang as plugin
-from puredetok.engines.sglang_process import Request, iterations, token_batch
+from sglang_helpers import REFUSED, VERSION, decoder, exact_text, fresh_rid, needs_plugin, tokenizer
+from sglang_process import Request, iterations, token_batch
 
 
 def manager(name: str) -> Any:
@@ -112,7 +112,7 @@ def test_a_failure_of_puredetok_hands_the_request_to_sglang_mid_stream(
 
 @needs_plugin
 def test_a_read_offset_outside_the_window_goes_to_sglangs_own_code() -> None:
-    from puredetok.engines.sglang_process import Row
+    from sglang_process import Row
 
     instance = manager("qwen3")
     ids = tokenizer("qwen3").encode("some text")

@@ -8,6 +8,8 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 
 import pytest
+
+from puredetok.engines.sglang import DECODE_TARGET, INIT_TARGET, OFF_VARIABLE, enabled
 from sglang_helpers import (
     ALLOW_OTHERS,
     OFF,
@@ -18,9 +20,7 @@ from sglang_helpers import (
     needs_plugin,
     tokenizer,
 )
-
-from puredetok.engines.sglang import DECODE_TARGET, INIT_TARGET, OFF_VARIABLE, enabled
-from puredetok.engines.sglang_process import Request, Row
+from sglang_process import Request, Row
 
 
 def test_the_entry_point_is_in_sglangs_plugin_group() -> None:

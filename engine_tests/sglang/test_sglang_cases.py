@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from sglang_helpers import detokenizer, fresh_rid, needs_plugin, tokenizer
 
 from puredetok.core import byte_alphabet
-from puredetok.engines.sglang_process import DetokenizerProcess, Row
+from sglang_helpers import detokenizer, fresh_rid, needs_plugin, tokenizer
+from sglang_process import DetokenizerProcess, Row
 
 pytestmark = needs_plugin
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from sglang_helpers import VERSION, decoder, detokenizer, exact_text, fresh_rid, needs_plugin, tokenizer
 
 from puredetok.core import Codec, codec_for, feed, start
-from puredetok.engines.sglang_process import PROMPT_WINDOW, Request, Row, iterations, token_batch
+from sglang_helpers import VERSION, decoder, detokenizer, exact_text, fresh_rid, needs_plugin, tokenizer
+from sglang_process import PROMPT_WINDOW, Request, Row, iterations, token_batch
 
 pytestmark = needs_plugin
 
@@ -227,8 +227,7 @@ def test_multi_tokenizer_worker_mode_sends_each_worker_its_requests_exact_text()
     """With ``tokenizer_worker_num`` > 1 SGLang's detokenizer runs another event loop, which sends
     each request's output to the tokenizer worker named in its ``http_worker_ipcs``."""
     from sglang_helpers import folder
-
-    from puredetok.engines.sglang_process import DetokenizerProcess
+    from sglang_process import DetokenizerProcess
 
     encode = tokenizer("llama2").encode
     byte_run = tokenizer("llama2").convert_tokens_to_ids(["<0x6B>", "<0xD2>"])
@@ -269,7 +268,7 @@ def test_multi_detokenizer_mode_keeps_each_request_on_one_exact_detokenizer(key:
     if key == "rid" and not ROUTES_BY_RID:
         pytest.skip(f"sglang {VERSION}'s router needs each request's tokenizer worker (it has no rid key)")
 
-    from puredetok.engines.sglang_process import DetokenizerProcess
+    from sglang_process import DetokenizerProcess
 
     encode = tokenizer("llama2").encode
     byte_run = tokenizer("llama2").convert_tokens_to_ids(["<0xF0>", "<0x9F>", "<0x8C>", "<0xB6>"])

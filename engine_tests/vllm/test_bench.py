@@ -1,4 +1,4 @@
-"""The bench of vLLM's ``OutputProcessor`` (``python -m puredetok.bench.engines.vllm``) runs in vLLM's
+"""The bench of vLLM's ``OutputProcessor`` (``python -m benchmarks.engines.vllm``) runs in vLLM's
 environment, prints its ratios, and with ``--parts`` where puredetok's share goes, the plugin as it
 was afterwards (a bench leaves no part of the plugin replaced)."""
 
@@ -9,8 +9,8 @@ import re
 import pytest
 
 import helpers
+from benchmarks.engines import vllm as bench
 from driver import plugin
-from puredetok.bench.engines import vllm as bench
 
 
 def test_the_bench_prints_the_share_ratio_and_its_parts(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,4 +1,4 @@
-"""``python -m puredetok.bench.audit``: how fast ``puredetok audit`` checks a log, per core and on Ray.
+"""``python -m benchmarks.audit``: how fast ``puredetok audit`` checks a log, per core and on Ray.
 
 It writes a log of vLLM completion responses (the mixed-script text of :data:`TEXT`, every
 tenth one wrong) and times, side by side in each repeat:
@@ -35,7 +35,7 @@ from typing import Any
 
 from puredetok.audit import AuditOptions, Auditor, Columns, Tally, audit_shard, shards_of
 from puredetok.audit.sources import SHARD_BYTES
-from puredetok.bench.timing import TEXT
+from puredetok.cli._timing import TEXT
 from puredetok.serving.loading import load_tokenizer
 
 PROMPT = "Translate into every language you know, then explain the code: "
@@ -252,7 +252,7 @@ def _range(values: list[float]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the measurements; exit 0 (the targets are shown, not enforced)."""
-    parser = argparse.ArgumentParser(prog="python -m puredetok.bench.audit", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.audit", description=__doc__)
     parser.add_argument("--tokenizer", default="qwen3")
     parser.add_argument("--tokens", type=int, default=2_000_000, help="output ids in the local log")
     parser.add_argument("--ray-tokens", type=int, default=60_000_000, help="output ids in the Ray log")

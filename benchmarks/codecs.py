@@ -1,6 +1,6 @@
 """Codecs for new decode options (issue 27, "no request stalls another"), side by side in one run.
 
-``python -m puredetok.bench.codecs [--tokenizer NAME_OR_FOLDER ...] [--repeats N]`` prints, per tokenizer:
+``python -m benchmarks.codecs [--tokenizer NAME_OR_FOLDER ...] [--repeats N]`` prints, per tokenizer:
 
 * **other streams while a new option set's first request is served**: eight streams send one id
   each per round through a real ``puredetok serve`` process and wait for their eight replies; in
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from puredetok.bench.worker import _Served
+from benchmarks.worker import _Served
 from puredetok.core import codec_for
 from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.loading import load_tokenizer
@@ -120,9 +120,7 @@ def _span(values: Sequence[float], scale: float, unit: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print both sections for each tokenizer."""
-    parser = argparse.ArgumentParser(
-        prog="python -m puredetok.bench.codecs", description=__doc__.split("\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.codecs", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--tokenizer", action="append", default=None, help="name or folder (repeatable; default: qwen3)"
     )

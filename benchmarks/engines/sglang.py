@@ -2,7 +2,7 @@
 
 Run in an environment with SGLang (``python3 tasks.py test-engines sglang`` builds one)::
 
-    python -m puredetok.bench.engines.sglang [--requests 256] [--tokens 256] [--repeats 3]
+    python -m benchmarks.engines.sglang [--requests 256] [--tokens 256] [--repeats 3]
 
 Two sections per tokenizer (Qwen3, Llama-2):
 
@@ -28,15 +28,22 @@ __all__ = ["main", "workload", "process_section", "decode_step_section", "defaul
 import argparse
 import os
 import platform
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from puredetok.bench.stops import STOPS
-from puredetok.bench.timing import TEXT
-from puredetok.engines.sglang_process import (
+from puredetok.cli._measure import STOPS
+from puredetok.cli._timing import TEXT
+from puredetok.serving.loading import default_tokenizer_path
+
+ROOT = Path(__file__).resolve().parents[2]
+# SGLang's detokenizer process is driven by the engine tests' driver (engine_tests/sglang).
+sys.path.insert(0, str(ROOT / "engine_tests" / "sglang"))
+
+from sglang_process import (  # noqa: E402
     DetokenizerProcess,
     Request,
     Row,
@@ -44,7 +51,6 @@ from puredetok.engines.sglang_process import (
     model_folder,
     token_batch,
 )
-from puredetok.serving.loading import default_tokenizer_path
 
 OFF = {"PUREDETOK_SGLANG": "0"}
 """The plugin off: SGLang's own decode step."""
@@ -199,7 +205,7 @@ def default_tokenizers() -> dict[str, str]:
     a source checkout (absent from an installed wheel).
     """
     sources = {"qwen3": str(default_tokenizer_path())}
-    llama2 = Path(__file__).resolve().parents[4] / "tests" / "data" / "tokenizers" / "llama2"
+    llama2 = ROOT / "tests" / "data" / "tokenizers" / "llama2"
     if llama2.exists():
         sources["llama2"] = str(llama2)
     return sources
@@ -208,7 +214,7 @@ def default_tokenizers() -> dict[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Print both sections for each tokenizer."""
     parser = argparse.ArgumentParser(
-        prog="python -m puredetok.bench.engines.sglang", description=__doc__.split("\n")[0]
+        prog="python -m benchmarks.engines.sglang", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--requests", type=int, default=256)
     parser.add_argument("--tokens", type=int, default=256, help="max_tokens of every request")

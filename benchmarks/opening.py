@@ -1,9 +1,9 @@
-"""What opening a stream after a prompt costs: ``python -m puredetok.bench.opening [NAME=PATH ...]``.
+"""What opening a stream after a prompt costs: ``python -m benchmarks.opening [NAME=PATH ...]``.
 
 Per request, side by side in one run: the old opening, which fed every prompt id and then
 finished to find the echo (contract C), and :func:`puredetok.core.start`, which reads the prompt
 from its end only as far back as the decoding model needs (``Decoding.tail_start``). Prompts of
-16, 1,024 and 32,768 ids of the mixed-script trace (:func:`puredetok.bench.core.trace_ids`).
+16, 1,024 and 32,768 ids of the mixed-script trace (:func:`puredetok.cli._measure.trace_ids`).
 
 Both are timed in CPU time of this thread (on a shared machine, wall time takes in the other
 jobs), interleaved, best of the rounds of each repeat; the ratio new / old is shown as its range
@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from puredetok.bench.core import trace_ids
+from puredetok.cli._measure import trace_ids
 from puredetok.core import Codec, DecodeState, codec_for, feed, finish, start
 
 LENGTHS = (16, 1_024, 32_768)
@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Print the table for ``NAME=PATH`` tokenizers (default: the embedded Qwen3)."""
     from puredetok.serving.loading import load_tokenizer
 
-    parser = argparse.ArgumentParser(prog="python -m puredetok.bench.opening", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.opening", description=__doc__)
     parser.add_argument("tokenizers", nargs="*", metavar="NAME=PATH", help="tokenizers to measure")
     parser.add_argument("--repeats", type=int, default=3, help="repeats of the whole (ratio range)")
     args = parser.parse_args(argv)

@@ -1,18 +1,48 @@
-"""The core's benchmark: ``step`` and ``feed`` against ``DecodeStream`` and the two-window algorithm."""
+"""What ``puredetok bench`` measures: ``step`` and ``feed`` against ``DecodeStream`` and the engines'
+two-window algorithm, and the stop layer's ``advance`` against ``step``, on the same trace.
+
+The stop rows use four stop strings of up to 16 characters that never match the trace, though
+three of their first characters (newline, "#", "[") occur in it, so that the hold-and-release path
+runs as it would in a chat stream.
+"""
 
 from __future__ import annotations
-
-__all__ = ["core_section", "trace_ids", "byte_run_section", "stepper", "feeder"]
 
 import pickle
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 from tokenizers.decoders import DecodeStream
 
-from puredetok.baselines import TwoWindow
-from puredetok.bench.timing import TEXT, Result, compare, ratio_result, repeated
-from puredetok.core import Codec, DecodeState, codec_for, feed, start, step
+from puredetok.cli._timing import TEXT, Result, compare, ratio_result, repeated
+from puredetok.core import Codec, DecodeState, codec_for, feed, finish, start, step
+from puredetok.serving.eos import eos_token_ids
+from puredetok.stops import StopRules, Stream, advance, advance_many, close, open_stream
+
+
+@attrs.define
+class TwoWindow:
+    """The common engine algorithm (vLLM's ``detokenize_incrementally``, SGLang's detokenizer).
+
+    Each step decodes ``ids[prefix:read]`` and ``ids[prefix:]`` and emits the difference, unless
+    the new text ends in U+FFFD; it has no final flush, so an incomplete tail is lost.
+    """
+
+    decode: Callable[[list[int]], str]
+    ids: list[int] = attrs.field(factory=list)
+    prefix_offset: int = 0
+    read_offset: int = 0
+
+    def step(self, token_id: int) -> str:
+        """Append one id and return the engine's delta."""
+        self.ids.append(token_id)
+        prefix_text = self.decode(self.ids[self.prefix_offset : self.read_offset])
+        new_text = self.decode(self.ids[self.prefix_offset :])
+        if len(new_text) > len(prefix_text) and not new_text.endswith("\ufffd"):
+            self.prefix_offset, self.read_offset = self.read_offset, len(self.ids)
+            return new_text[len(prefix_text) :]
+        return ""
 
 
 def _base_ids(tokenizer: Any) -> list[int]:
@@ -169,23 +199,90 @@ def _flatness(codec: Codec, tokenizer: Any, long: int) -> list[Result]:
     return results
 
 
-def byte_run_section(tokenizer: Any, long: int = 1_000_000) -> list[Result]:
-    """An endless run of byte-fallback tokens (valid UTF-8, so it is held): per-token cost stays
-    flat; the held state grows unless ``max_byte_run`` caps it.
+STOPS = ("\n\nObservation:", "### Instruction:", "<|user|>", "[END OF ANSWER]")
+"""Realistic stop strings (a ReAct observation, an Alpaca header, a chat turn, a marker)."""
+
+CHUNK = 64
+"""Ids per call for the batched lines."""
+
+
+def _advancer(codec: Codec, rules: StopRules, ids: list[int]) -> Callable[[], object]:
+    def run() -> None:
+        stream = open_stream(codec, rules)
+        for token_id in ids:
+            stream, _ = advance(stream, token_id)
+
+    return run
+
+
+def _batcher(codec: Codec, rules: StopRules, ids: list[int]) -> Callable[[], object]:
+    chunks = [ids[i : i + CHUNK] for i in range(0, len(ids), CHUNK)]
+
+    def run() -> None:
+        stream = open_stream(codec, rules)
+        for part in chunks:
+            stream, _ = advance_many(stream, part)
+
+    return run
+
+
+def _check_no_stop_fires(codec: Codec, rules: StopRules, ids: list[int]) -> None:
+    """The measured streams must run to the end and give the core's text (else the figures lie)."""
+    state, core_text = feed(start(codec), ids)
+    stream: Stream = open_stream(codec, rules)
+    stream, text = advance_many(stream, ids)
+    stream, tail = close(stream)
+    if text + tail != core_text + finish(state) or stream.finish_reason is None:
+        raise AssertionError("a benchmark stop string fired on the trace")
+    if stream.finish_reason.kind != "length":
+        raise AssertionError(f"the benchmark stream ended early: {stream.finish_reason}")
+
+
+MIN_TOKENS = 16
+"""The serving rows' ``min_tokens``."""
+
+
+def serving_rules(tokenizer: Any, tokens: int, limit: bool) -> StopRules:
+    """The rules engines serve with: 4 stop strings, the tokenizer's EOS ids (never in the trace),
+    ``min_tokens`` and, if ``limit``, ``max_new_tokens`` (past the trace, so that the stream runs
+    to its end).
     """
-    vocab = getattr(tokenizer, "backend_tokenizer", tokenizer).get_vocab(with_added_tokens=True)
-    run = [vocab[f"<0x{b:02X}>"] for b in "中".encode()]
-    lengths = [n for n in (1_000, 10_000, 100_000, 1_000_000) if n <= long]
-    results = []
-    for cap in (None, 64):
-        codec = codec_for(tokenizer, max_byte_run=cap)
-        label = "byte run, no cap" if cap is None else f"byte run, max_byte_run={cap}"
-        lines, sizes = _flat_after_history(codec, lambda n: (run * (n // 3 + 1))[:n], lengths, label)
-        results.extend(lines)
-        held = f"{label}: held state {sizes[lengths[0]]:,} .. {sizes[lengths[-1]]:,} B"
-        if cap is None:
-            results.append(Result(held, 0.0, None, "grows (the documented exception)"))
-        else:
-            bounded = max(sizes.values()) <= 2 * sizes[lengths[0]]
-            results.append(Result(held, 0.0, None, "bounded by the cap", bounded))
-    return results
+    return StopRules(
+        stop=STOPS,
+        eos_token_ids=eos_token_ids(tokenizer),
+        min_tokens=MIN_TOKENS,
+        max_new_tokens=tokens + 1 if limit else None,
+    )
+
+
+def stops_section(tokenizer: Any, tokens: int = 20_000, repeats: int = 3) -> list[Result]:
+    """Per-token cost of the stop layer relative to the core with the serving parameters, one
+    token and 64 ids per call (ratios over ``repeats`` repeats).
+    """
+    codec = codec_for(tokenizer)
+    ids = trace_ids(tokenizer, tokens)
+    only_stops = StopRules(stop=STOPS)
+    serving = serving_rules(tokenizer, tokens, limit=False)
+    limited = serving_rules(tokenizer, tokens, limit=True)
+    for rules in (only_stops, serving, limited):
+        _check_no_stop_fires(codec, rules, ids)
+    step_name, feed_name = "core step (no stops)", f"core feed, {CHUNK} ids per call"
+    runs = [
+        (step_name, stepper(codec, ids)),
+        ("advance, 4 stop strings", _advancer(codec, only_stops, ids)),
+        ("advance, 4 stops + EOS + min_tokens", _advancer(codec, serving, ids)),
+        ("advance, + max_new_tokens", _advancer(codec, limited, ids)),
+        (feed_name, feeder(codec, ids, CHUNK)),
+        (f"advance_many, {CHUNK} ids, + EOS, min/max", _batcher(codec, limited, ids)),
+    ]
+    # More rounds than elsewhere: the per-token paths are short, so one noisy moment on a shared
+    # machine moves a single round by more than the margin the target is judged by.
+    samples = repeated(runs, tokens, 9, repeats)
+    return [
+        ratio_result(step_name, samples, step_name),
+        ratio_result(runs[1][0], samples, step_name, "<= 1.5 x core step", 1.5),
+        ratio_result(runs[2][0], samples, step_name, "<= 1.5 x core step", 1.5),
+        ratio_result(runs[3][0], samples, step_name, "<= 2.0 x core step", 2.0),
+        ratio_result(feed_name, samples, feed_name),
+        ratio_result(runs[5][0], samples, feed_name),
+    ]

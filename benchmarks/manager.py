@@ -13,9 +13,8 @@ from typing import Any
 
 import attrs
 
-from puredetok.bench.core import trace_ids
-from puredetok.bench.stops import MIN_TOKENS, STOPS
-from puredetok.bench.timing import Result, ratio_result, repeated
+from puredetok.cli._measure import MIN_TOKENS, STOPS, trace_ids
+from puredetok.cli._timing import Result, ratio_result, repeated
 from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
 from puredetok.serving.messages import DetokenizeBatch, DetokenizeMsg, Opening, SamplingParams
 

@@ -24,7 +24,7 @@ audit take for one request of a million events.
 Times are CPU time of the whole process (``tokenizers`` encodes in threads of its own), which a
 shared machine disturbs less than wall-clock time.
 
-Run ``python -m puredetok.bench.inputs`` (or ``puredetok bench --adversarial``).
+Run ``python -m benchmarks.inputs`` (or ``python3 tasks.py bench --adversarial``).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from typing import Any
 
 import msgspec
 
-from puredetok.bench.timing import TEXT, Result, format_table
+from puredetok.cli._timing import TEXT, Result, format_table
 from puredetok.core import Codec, codec_for, finish, start, step
 from puredetok.serving.messages import (
     HANDED_BACK,
@@ -491,10 +491,10 @@ def _measure(
     warm, path = folder / "warm.jsonl", folder / f"input-{events}.jsonl"
     _write_input(shape, 100, warm, ids, codec)
     _write_input(shape, events, path, ids, codec)
-    command = [sys.executable, "-m", "puredetok.bench.inputs", "--child", shape, str(warm), str(path)]
+    command = [sys.executable, "-m", "benchmarks.inputs", "--child", shape, str(warm), str(path)]
     if tokenizer_name is not None:
         command += ["--tokenizer", tokenizer_name]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1])
     path.unlink()
     measured: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return measured
@@ -511,7 +511,7 @@ def events_section(
     child processes; ratio: largest against smallest, their range over the repeats) and, at each
     size, the peak memory growth in bytes per event (the largest over the repeats).
     """
-    from puredetok.bench.core import trace_ids
+    from puredetok.cli._measure import trace_ids
 
     ids = trace_ids(tokenizer, 4_096)
     codec = codec_for(tokenizer)
@@ -553,7 +553,7 @@ def inputs_main(argv: list[str] | None = None) -> int:
     """Print the wire, tokenize and replay/audit sections."""
     from puredetok.serving.loading import load_tokenizer
 
-    parser = argparse.ArgumentParser(prog="python -m puredetok.bench.inputs", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.inputs", description=__doc__)
     parser.add_argument("--tokenizer", default=None, help="tokenizer name or path (default: the bundled one)")
     parser.add_argument("--repeats", type=int, default=3, help="child processes per size (default: 3)")
     parser.add_argument("--no-events", action="store_true", help="skip the replay and audit section")

@@ -2,7 +2,7 @@
 side in one run, so that the machine's load cancels out of the ratio.
 
 Needs mistral-common (``pip install 'puredetok[mistral]'``); its Tekken file is read from the
-installed package. ``python -m puredetok.bench.mistral`` prints the section alone.
+installed package. ``python -m benchmarks.mistral`` prints the section alone.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from puredetok.bench.core import stepper, trace_ids
-from puredetok.bench.timing import TEXT, Result, format_table, ratio_result, repeated
+from puredetok.cli._measure import stepper, trace_ids
+from puredetok.cli._timing import TEXT, Result, format_table, ratio_result, repeated
 from puredetok.core import codec_for, start, step
 
 TEKKEN_FILE = "tekken_240911.json"
@@ -97,7 +97,7 @@ def tekken_section(qwen3: Any, tekken: Any, tokens: int = 20_000, repeats: int =
 
 def main(argv: list[str] | None = None) -> int:
     """Print the section (``--tokens``, ``--repeats``)."""
-    parser = argparse.ArgumentParser(prog="python -m puredetok.bench.mistral", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.mistral", description=__doc__)
     parser.add_argument("--tokens", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)

@@ -8,9 +8,9 @@ the worker pay (issue 25).
 - A worker process's health-check latency after the worst frame within its limits.
 - A worker process's memory while its frontend never reads, and whether every stream is complete
   and exact once it reads again.
-- The tokenize path, replay and audit (:mod:`puredetok.bench.inputs`).
+- The tokenize path, replay and audit (:mod:`benchmarks.inputs`).
 
-Run ``python -m puredetok.bench.adversarial`` (or ``puredetok bench --adversarial``).
+Run ``python -m benchmarks.adversarial`` (or ``python3 tasks.py bench --adversarial``).
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from typing import Any, cast
 
 import zmq
 
-from puredetok.bench.core import trace_ids
-from puredetok.bench.inputs import events_section, tokenize_section, wire_section
-from puredetok.bench.timing import Result, format_table
+from benchmarks.inputs import events_section, tokenize_section, wire_section
+from puredetok.cli._measure import trace_ids
+from puredetok.cli._timing import Result, format_table
 from puredetok.core import Codec, codec_for, feed, finish, start
 from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
 from puredetok.serving.messages import (
@@ -438,7 +438,7 @@ def adversarial_main(argv: list[str] | None = None) -> int:
     """Print the adversarial sections."""
     from puredetok.serving.loading import load_tokenizer
 
-    parser = argparse.ArgumentParser(prog="python -m puredetok.bench.adversarial", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.adversarial", description=__doc__)
     parser.add_argument("--tokenizer", default=None, help="tokenizer name or path (default: the bundled one)")
     parser.add_argument(
         "--no-worker",

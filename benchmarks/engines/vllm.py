@@ -1,7 +1,7 @@
 """vLLM's ``OutputProcessor`` per token, side by side in one run: with vLLM's own detokenizer, with
 puredetok's (the plugin) and with ``detokenize=False`` (no detokenizer at all).
 
-Run it in an environment with vLLM (``python -m puredetok.bench.engines.vllm [--tokenizer PATH ...]``;
+Run it in an environment with vLLM (``python -m benchmarks.engines.vllm [--tokenizer PATH ...]``;
 ``tasks.py test-engines vllm`` builds one). 256 requests with the serving parameters (4 stop
 strings, ``max_tokens``, ``min_tokens``, streamed as deltas) each get one id per engine step, as
 vLLM's engine core sends them; a run times ``add_request`` for every request and
@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from puredetok.bench.timing import TEXT
+from puredetok.cli._timing import TEXT
 
 STOPS = ("<|stop|>", "\n\nUser:", "###", "</answer>")
 """Four stop strings that do not occur in the trace (so every request runs to its length)."""
@@ -265,7 +265,7 @@ def parts(tokenizer: Any, requests: int = 256, tokens: int = 128, rounds: int = 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the per-token costs and the ratio of the shares, over several repeats."""
-    parser = argparse.ArgumentParser(prog="python -m puredetok.bench.engines.vllm", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.engines.vllm", description=__doc__)
     parser.add_argument(
         "--tokenizer",
         action="append",

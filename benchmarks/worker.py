@@ -19,9 +19,9 @@ from typing import Any
 import msgspec
 import zmq
 
-from puredetok.bench.core import trace_ids
-from puredetok.bench.manager import serving_params
-from puredetok.bench.timing import Result
+from benchmarks.manager import serving_params
+from puredetok.cli._measure import trace_ids
+from puredetok.cli._timing import Result
 from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.messages import (
     TO_FRONTEND,

@@ -4,8 +4,6 @@ repeats of the whole, whose ratios are shown as a range (min - max).
 
 from __future__ import annotations
 
-__all__ = ["Result", "compare", "repeated", "ratio_result", "per_token_ns", "format_table", "TEXT"]
-
 import time
 from collections.abc import Callable, Sequence
 

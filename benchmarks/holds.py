@@ -1,4 +1,4 @@
-"""How long the byte-fallback hold lasts on real text: ``python -m puredetok.bench.holds``.
+"""How long the byte-fallback hold lasts on real text: ``python -m benchmarks.holds``.
 
 SentencePiece tokenizers with ByteFallback (Llama-2, Mistral, Phi-3) spell characters outside
 their vocabulary with ``<0xNN>`` byte tokens. A run of them is text only as a whole (one invalid
@@ -197,9 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Print the table for the tokenizers given (folders or tokenizer.json files)."""
     from puredetok.serving.loading import load_tokenizer
 
-    parser = argparse.ArgumentParser(
-        prog="python -m puredetok.bench.holds", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.holds", description=__doc__.splitlines()[0])
     parser.add_argument("tokenizers", nargs="+", metavar="NAME=PATH", help="tokenizers to measure, named")
     args = parser.parse_args(argv)
     loaded = {}

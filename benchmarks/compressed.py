@@ -1,7 +1,7 @@
 """``python tools/bench_compressed.py``: what reading a compressed log costs ``puredetok audit``.
 
 It writes two logs of vLLM completions (200 output ids each, every tenth text wrong): one of
-100 distinct responses written over and over (:func:`puredetok.bench.audit.write_log`: it
+100 distinct responses written over and over (:func:`benchmarks.audit.write_log`: it
 compresses as well as logs of repeated text do) and one of random ids (its text nearly
 incompressible: the most decompression per output id). It compresses each with gzip, bzip2, xz
 and zstd and audits every file in a child process of its own (the plain file first in each
@@ -30,9 +30,9 @@ from typing import Any
 
 import zstandard
 
+from benchmarks.audit import write_log
 from puredetok.audit import Auditor, Tally, shards_of
 from puredetok.audit.sources import audit_stretches
-from puredetok.bench.audit import write_log
 from puredetok.serving.loading import load_tokenizer
 
 COMPRESS: dict[str, Callable[[bytes], bytes]] = {

@@ -1,7 +1,7 @@
-"""What a state costs as a value: ``python -m puredetok.bench.states NAME=PATH ...``.
+"""What a state costs as a value: ``python -m benchmarks.states NAME=PATH ...``.
 
 For each tokenizer, the bytes of :meth:`DecodeState.to_bytes` after every token of the texts of
-:mod:`puredetok.bench.holds` (CJK prose, rare ideographs, emoji, mixed Markdown and code), after a
+:mod:`benchmarks.holds` (CJK prose, rare ideographs, emoji, mixed Markdown and code), after a
 chat prompt (a state that also keeps the prompt's text, contract C), and of a stop-layer stream
 with typical rules; their pickles; the generic fallback's state; and, for scale, the pickle of the
 codec itself (which every pickled state carried before states travelled without their codec).
@@ -18,7 +18,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from puredetok.bench.holds import TEXTS
+from benchmarks.holds import TEXTS
 from puredetok.core import Codec, DecodeState, codec_for, start, step
 from puredetok.stops import StopRules, Stream, advance, open_stream
 
@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Print the table for ``NAME=PATH`` tokenizers (default: the embedded Qwen3)."""
     from puredetok.serving.loading import load_tokenizer
 
-    parser = argparse.ArgumentParser(prog="python -m puredetok.bench.states", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.states", description=__doc__)
     parser.add_argument("tokenizers", nargs="*", metavar="NAME=PATH", help="tokenizers to measure")
     args = parser.parse_args(argv)
     named = dict(item.split("=", 1) for item in args.tokenizers) or {"Qwen3": ""}
