@@ -9,6 +9,9 @@ classes may refuse to build such values at all.
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,9 +28,9 @@ from puredetok.client import (
     FrontendClient,
     RequestError,
 )
-from puredetok.serving.messages import AbortBackendMsg, UserMsg
+from puredetok.serving.messages import AbortBackendMsg, DetokenizeMsg, Opening, UserMsg
 from test_client import Site, wait_up
-from zmq_harness import raw_detokenize_frame
+from zmq_harness import raw_detokenize_frame, stop_processes
 
 TIMEOUT = 30.0
 """The clients' timeout: a refused request must end long before it."""
@@ -134,3 +137,38 @@ def test_a_refused_opening_ends_the_request_at_once_asyncio(site: Site) -> None:
         context.term()
 
     asyncio.run(main())
+
+
+def test_a_normal_client_disconnect_logs_nothing_above_debug(tmp_path: Path) -> None:
+    """Issue 35, case 10: clients that close (their sockets' connections to the worker end) made
+    the worker log a WARNING about frames over 64 MiB. ZeroMQ reports a peer that went away and a
+    frame refused over the size limit alike (a closed connection): the worker counts it
+    (``connection_closed``) and logs it at DEBUG; its log at INFO holds no warning, no error."""
+    site = Site(tmp_path)
+    command = [sys.executable, "-m", "puredetok.cli", "serve", "--listen", site.worker]
+    command += ["--backend", site.backend, "--frontend", site.frontend]
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        for round_ in range(2):  # clients come and go
+            with (
+                FrontendClient([site.worker], site.frontend, timeout=TIMEOUT) as client,
+                BackendClient([site.worker], site.backend) as backend,
+            ):
+                wait_up(client)
+                request = client.tokenize(f"r{round_}", "Hello")
+                [user] = [m for m in backend.receive(TIMEOUT) if isinstance(m, UserMsg)]
+                backend.send([DetokenizeMsg(user.uid, (32, 33), True, Opening(tuple(user.input_ids)))])
+                assert request.text() == "AB"
+        with FrontendClient([site.worker], site.frontend, timeout=TIMEOUT) as client:
+            deadline = time.monotonic() + AT_ONCE
+            while (closed := client.health()[0].frames_dropped.get("connection_closed", 0)) < 4:
+                assert time.monotonic() < deadline, closed  # two clients' pools, twice
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    finally:
+        stop_processes([process])
+    lines = log.read_text().splitlines()
+    assert any(" INFO " in line and "ready on" in line for line in lines), lines  # INFO is logged
+    assert not [line for line in lines if " WARNING " in line or " ERROR " in line]

@@ -514,11 +514,11 @@ class Worker:
     def _disconnections(self) -> None:
         while self._monitor.poll(0):
             event = parse_monitor_message(self._monitor.recv_multipart())
-            if event["event"] == zmq.EVENT_DISCONNECTED:
-                self.drops.drop(
+            if event["event"] == zmq.EVENT_DISCONNECTED:  # the only event the monitor asks for
+                self.drops.count(
                     "connection_closed",
-                    f"a sender's connection closed: it went away, or sent a frame over "
-                    f"{self.limits.max_frame_bytes:,} bytes (refused unread)",
+                    f"a sender's connection closed: it went away (a client closed: the usual case), or "
+                    f"sent a frame over {self.limits.max_frame_bytes:,} bytes, refused unread",
                 )
 
     def handle(self, frames: Sequence[Decoded]) -> None:
