@@ -311,8 +311,8 @@ class Worker:
         """Requests given to the tokenizing thread, with how many of their messages it still has."""
         self._cancelled: set[Uid] = set()
         """Requests aborted while the tokenizing thread has them: their ids are not sent on."""
-        self._sent: OrderedDict[Uid, None] = OrderedDict()
-        """The last uids whose prompt went to the scheduler (a tokenize naming one again is refused)."""
+        self._named: OrderedDict[Uid, None] = OrderedDict()
+        """The last uids a tokenize named (a tokenize naming one again is another request: refused)."""
         self._waiting_chars = 0
         """Characters of text given to the tokenizing thread, not yet tokenized."""
         self._tokenizer: TokenizeThread | None = None
@@ -668,11 +668,17 @@ class Worker:
         taken_chars = 0
         most = self.limits.max_chat_messages
         for msg in msgs:
-            if msg.uid in self._tokenizing or msg.uid in self._sent or self.detokenize_manager.known(msg.uid):
+            if msg.uid in self._tokenizing or msg.uid in self._named:
                 error = (
                     f"request {msg.uid!r} refused: this uid already names a request (a uid names one request)"
                 )
                 out.reply(UserReply(msg.uid, "", True, error=error))
+                continue
+            self._named[msg.uid] = None
+            if len(self._named) > DEFAULT_REMEMBER_ENDED:
+                self._named.popitem(last=False)
+            if self.detokenize_manager.known(msg.uid):
+                out.reply(UserReply(msg.uid, "", False, error=self._named_before(msg.uid)))
                 continue
             if msg.messages is not None and len(msg.messages) > most:
                 error = (
@@ -730,9 +736,18 @@ class Worker:
             out.to_backend.setdefault(UserMsg.KIND, []).append(
                 UserMsg(msg.uid, tuple(result.input_ids), msg.params)
             )
-            self._sent[msg.uid] = None
-            if len(self._sent) > DEFAULT_REMEMBER_ENDED:
-                self._sent.popitem(last=False)
+
+    def _named_before(self, uid: Uid) -> str:
+        """The error of a tokenize for a uid that another message named here first (ids, an
+        opening, an abort): those were this request's, and its finished reply has gone (or, open,
+        will come): the tokenize is answered, unfinished, and goes nowhere.
+        """
+        how = (
+            "is open here: the scheduler opened it before its tokenize came"
+            if uid in self.detokenize_manager
+            else "was named here by a message before its tokenize came, and has had its finished reply"
+        )
+        return f"request {uid!r} {how}: tokenize ignored (a uid names one request, which ends once)"
 
     def _refuse_tokenized(self, uid: Uid, error: str, out: _Outbox) -> None:
         """A tokenize request that cannot go to the scheduler ends with ``error``; its uid is
