@@ -217,7 +217,9 @@ class Worker:
     loopback address (``ipc://`` or a ``tcp://`` host that resolves to loopback addresses only)
     unless ``allow_remote``; it must not be held by a live worker (see
     :func:`~puredetok.worker.addresses.claim`). ``incarnation`` is how many times a pool has
-    restarted this worker (it goes out in the :class:`ReadyMsg`).
+    restarted this worker (it goes out in the :class:`ReadyMsg`). ``assistant_as_data``: the
+    assistant turns of chat requests are data, as the rest of a chat is, instead of being trusted as
+    the model's own output (see :class:`TokenizeManager`).
     """
 
     def __init__(
@@ -238,6 +240,7 @@ class Worker:
         allow_remote: bool = False,
         incarnation: int = 0,
         codec_options: Sequence[SamplingParams] = (),
+        assistant_as_data: bool = False,
     ) -> None:
         if local_bs < 1:
             raise ValueError(f"local_bs must be >= 1, got {local_bs}")
@@ -245,7 +248,9 @@ class Worker:
         check_bind_address(self.address, allow_remote=allow_remote)
         self._claim = claim(self.address)  # fails now if a live worker holds the address
         try:
-            self._setup(tokenizer, backend, frontend, limits, context, max_byte_run, out_of_vocab)
+            self._setup(
+                tokenizer, backend, frontend, limits, context, max_byte_run, out_of_vocab, assistant_as_data
+            )
             for params in codec_options:
                 self.detokenize_manager.codec_of(params)
             self._pull = self._socket(zmq.PULL, self.address, bind=True)
@@ -284,11 +289,12 @@ class Worker:
         context: zmq.Context[Any] | None,
         max_byte_run: int | None,
         out_of_vocab: OutOfVocab,
+        assistant_as_data: bool,
     ) -> None:
         if isinstance(tokenizer, str | os.PathLike) or tokenizer is None:
             tokenizer = load_tokenizer(tokenizer)
         self.limits = limits
-        self.tokenize_manager = TokenizeManager(tokenizer)
+        self.tokenize_manager = TokenizeManager(tokenizer, assistant_as_data=assistant_as_data)
         self.tokenize_manager.tokenize([TokenizeMsg(0, "warm up")])  # settles the tokenizer before the thread
         self.detokenize_manager = DetokenizeManager(
             tokenizer,
@@ -896,6 +902,7 @@ def tokenize_worker(
     allow_remote: bool = False,
     incarnation: int = 0,
     codec_options: Sequence[SamplingParams] = (),
+    assistant_as_data: bool = False,
 ) -> WorkerStats:
     """Run a worker until SIGINT/SIGTERM (in the main thread) or ``stop_event``; its stats at the end.
 
@@ -915,6 +922,7 @@ def tokenize_worker(
         allow_remote=allow_remote,
         incarnation=incarnation,
         codec_options=codec_options,
+        assistant_as_data=assistant_as_data,
     )
     previous: dict[signal.Signals, Any] = {}
 
