@@ -8,10 +8,12 @@ both peers: tokenize (a good text, one over ``max_text_chars``, one whose prompt
 empty stop string, a parameter of the wrong type, past ``max_live``, twice), with and without
 ``finished``, more ids (an EOS, invalid ids, over ``max_ids``), the scheduler's ends and aborts, the
 frontend's aborts, duplicates, unknown uids, health probes, several messages in one frame, and a
-hand-back. A model predicts, step by step, which uids get a finished reply and which the scheduler
-is told to drop; the invariants are the rule itself. Every detokenize frame is built by hand as
-msgpack, as a scheduler written in any language would send it (an opening the schema refuses, or
-one the manager refuses, must end its request the same way).
+hand-back; any of them may name a uid before its tokenize comes (issue 35, case 9: that is one
+request, whose tokenize gives no second finished reply). A model predicts, step by step, which
+uids get a finished reply and which the scheduler is told to drop; the invariants are the rule
+itself. Every detokenize frame is built by hand as msgpack, as a scheduler written in any language
+would send it (an opening the schema refuses, or one the manager refuses, must end its request the
+same way).
 """
 
 from __future__ import annotations
@@ -161,7 +163,8 @@ class Lifecycle(RuleBasedStateMachine):
         """What kind of message (not a tokenize) first named each uid."""
         self.starts: Counter[Uid] = Counter()
         """Requests the frontend started with each uid (a tokenize; or a request whose first
-        message came from the scheduler, or the frontend's abort: a frontend waiting on it)."""
+        message came from the scheduler, or the frontend's abort: a frontend waiting on it; a
+        tokenize after such a message is that request's, no other)."""
         self.finished: Counter[Uid] = Counter()
         """Finished replies the worker has sent, by uid."""
         self.told: set[Uid] = set()
