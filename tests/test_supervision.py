@@ -260,14 +260,14 @@ def test_a_lost_request_is_aborted_at_the_scheduler_exactly_once(tmp_path: Path)
                 requests = {f"async-{n}": client.request(f"async-{n}") for n in range(16)}
                 backend.send([DetokenizeMsg(uid, (line[0],), False, Opening((), NO_EOS)) for uid in requests])
                 for request in requests.values():
-                    await request.__anext__()
+                    await anext(request)
                 os.kill(victim.pid, signal.SIGKILL)
                 backend.send([DetokenizeMsg(uid, (line[1],)) for uid in requests])
                 lost = set()
                 for uid, request in requests.items():
                     if route(uid, 2) == 1:
                         with pytest.raises(RequestLost):
-                            await request.__anext__()
+                            await anext(request)
                         lost.add(uid)
                 heard: Counter[object] = Counter()
                 end = time.monotonic() + 3.0
