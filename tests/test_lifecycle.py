@@ -8,10 +8,12 @@ both peers: tokenize (a good text, one over ``max_text_chars``, one whose prompt
 empty stop string, a parameter of the wrong type, past ``max_live``, twice), with and without
 ``finished``, more ids (an EOS, invalid ids, over ``max_ids``), the scheduler's ends and aborts, the
 frontend's aborts, duplicates, unknown uids, health probes, several messages in one frame, and a
-hand-back. A model predicts, step by step, which uids get a finished reply and which the scheduler
-is told to drop; the invariants are the rule itself. Every detokenize frame is built by hand as
-msgpack, as a scheduler written in any language would send it (an opening the schema refuses, or
-one the manager refuses, must end its request the same way).
+hand-back; any of them may name a uid before its tokenize comes (issue 35, case 9: that is one
+request, whose tokenize gives no second finished reply). A model predicts, step by step, which
+uids get a finished reply and which the scheduler is told to drop; the invariants are the rule
+itself. Every detokenize frame is built by hand as msgpack, as a scheduler written in any language
+would send it (an opening the schema refuses, or one the manager refuses, must end its request the
+same way).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import settings
+from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
@@ -110,6 +112,28 @@ class InProcessWorker(Worker):
         assert not decoded.rejected
         (self.to_backend if side == "backend" else self.to_frontend).extend(decoded.batch.items)
 
+    def start_over(self, codecs: dict[Any, Any], vocabulary: dict[str, int] | None) -> None:
+        """Hold nothing, remember nothing, with the model's limits (a manager anew, sharing
+        ``codecs``), and forget what it sent."""
+        self.limits = Limits(max_text_chars=MAX_TEXT_CHARS, max_ids=MAX_IDS, max_live=MAX_LIVE)
+        self.detokenize_manager = DetokenizeManager(
+            self.tokenize_manager.tokenizer, codecs=codecs, vocabulary=vocabulary, max_live=MAX_LIVE
+        )
+        self._tokenizing.clear()
+        self._cancelled.clear()
+        self._named.clear()
+        self._waiting_chars = 0
+        self.to_frontend.clear()
+        self.to_backend.clear()
+
+    def tokenized(self) -> None:
+        """Until the tokenizing thread has given back all it was given (the loop's collecting)."""
+        thread = self._tokenizer
+        assert thread is not None
+        while thread.pending:
+            select.select([thread.fd], [], [], 30)
+            self._tokenized()
+
 
 class Lifecycle(RuleBasedStateMachine):
     """The worker's messages, and a model of what each request must get back."""
@@ -122,19 +146,7 @@ class Lifecycle(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         worker = self.worker
-        worker.limits = Limits(max_text_chars=MAX_TEXT_CHARS, max_ids=MAX_IDS, max_live=MAX_LIVE)
-        worker.detokenize_manager = DetokenizeManager(
-            worker.tokenize_manager.tokenizer,
-            codecs=self.codecs,
-            vocabulary=self.vocabulary,
-            max_live=MAX_LIVE,
-        )
-        worker._tokenizing.clear()
-        worker._cancelled.clear()
-        getattr(worker, "_sent", set()).clear()
-        worker._waiting_chars = 0
-        worker.to_frontend.clear()
-        worker.to_backend.clear()
+        worker.start_over(self.codecs, self.vocabulary)
         self.decoder = FrameDecoder()
         # The model, per uid.
         self.state: dict[Uid, str] = {}
@@ -145,11 +157,14 @@ class Lifecycle(RuleBasedStateMachine):
         self.cancelled: set[Uid] = set()
         self.waiting: set[Uid] = set()
         """Tokenized, sent to the scheduler, not yet opened."""
-        self.sent: set[Uid] = set()
-        """Tokenized and sent to the scheduler."""
+        self.named: set[Uid] = set()
+        """Named by a tokenize."""
+        self.first_named: dict[Uid, str] = {}
+        """What kind of message (not a tokenize) first named each uid."""
         self.starts: Counter[Uid] = Counter()
         """Requests the frontend started with each uid (a tokenize; or a request whose first
-        message came from the scheduler, or the frontend's abort: a frontend waiting on it)."""
+        message came from the scheduler, or the frontend's abort: a frontend waiting on it; a
+        tokenize after such a message is that request's, no other)."""
         self.finished: Counter[Uid] = Counter()
         """Finished replies the worker has sent, by uid."""
         self.told: set[Uid] = set()
@@ -162,9 +177,11 @@ class Lifecycle(RuleBasedStateMachine):
 
     # --- the model ----------------------------------------------------------------------------
 
-    def touch(self, uid: Uid) -> None:
+    def touch(self, uid: Uid, how: str) -> None:
+        """A message other than a tokenize names ``uid`` (``how``: which kind of message)."""
         if not self.starts[uid]:
             self.starts[uid] = 1
+        self.first_named.setdefault(uid, how)
 
     def end(self, uid: Uid, *, abort: bool, refused: bool = False) -> None:
         """The request of ``uid`` ends now: its one finished reply."""
@@ -182,7 +199,7 @@ class Lifecycle(RuleBasedStateMachine):
     def refuse(self, uid: Uid, *, opening: bool) -> None:
         """A refusal from outside the manager (over max_ids): it ends the request unless it has had
         its finished reply already."""
-        self.touch(uid)
+        self.touch(uid, "a message over max_ids")
         state = self.state.get(uid)
         if uid in self.tokenizing:
             self.cancelled.add(uid)
@@ -197,7 +214,11 @@ class Lifecycle(RuleBasedStateMachine):
 
     def detokenize(self, message: RawMsg) -> None:
         uid, ids, finished, opening, _ = message
-        self.touch(uid)
+        if opening is None:
+            how = "ids" if ids or not finished else "an end"
+        else:
+            how = "an opening" if OPENINGS[opening][0] else "a refused opening"
+        self.touch(uid, how)
         state = self.state.get(uid)
         if opening is not None:
             if state == "ended":
@@ -257,25 +278,30 @@ class Lifecycle(RuleBasedStateMachine):
 
     @rule(uid=st.sampled_from(UIDS), kind=st.sampled_from(sorted(TEXTS)))
     def tokenize(self, uid: Uid, kind: str) -> None:
-        self.starts[uid] += 1
-        if uid in self.tokenizing or uid in self.state or uid in self.sent:  # a uid names one request
+        """The frontend's tokenize. Of a uid an earlier tokenize named: another request, refused
+        (a uid names one request). Of a uid only other messages named before (ids, an opening, an
+        abort, from either side, in any order): the request those started, which has had its
+        finished reply (or, live, will have it): no new start, no reply that finishes, nothing to
+        the scheduler (issue 35, case 9: it was told twice)."""
+        if uid in self.tokenizing or uid in self.named:
+            self.starts[uid] += 1
             self.step_finished[uid] += 1
+        elif uid in self.state:
+            event(f"a tokenize after {self.first_named[uid]}")
         elif kind == "long_text":
+            self.starts[uid] += 1
             self.end(uid, abort=False)
         else:
+            self.starts[uid] += 1
             self.tokenizing[uid] = kind
+        self.named.add(uid)
         self.send(encode_batch([TokenizeMsg(uid, TEXTS[kind])]))
         self.check_step()
 
     @rule()
     def tokenized(self) -> None:
         """The tokenizing thread's results, collected by the loop."""
-        worker = self.worker
-        thread = worker._tokenizer
-        assert thread is not None
-        while thread.pending:
-            select.select([thread.fd], [], [], 30)
-            worker._tokenized()
+        self.worker.tokenized()
         for uid, kind in self.tokenizing.items():
             if uid in self.cancelled or self.state.get(uid) in ("ended", "answered"):
                 continue
@@ -283,7 +309,6 @@ class Lifecycle(RuleBasedStateMachine):
                 self.end(uid, abort=self.state.get(uid) == "live")
             else:
                 self.step_user.add(uid)
-                self.sent.add(uid)
                 if uid not in self.state:
                     self.waiting.add(uid)
         self.tokenizing.clear()
@@ -348,7 +373,7 @@ class Lifecycle(RuleBasedStateMachine):
 
     @rule(uid=st.sampled_from(UIDS))
     def frontend_abort(self, uid: Uid) -> None:
-        self.touch(uid)
+        self.touch(uid, "an abort")
         state = self.state.get(uid)
         if uid in self.tokenizing:
             self.cancelled.add(uid)
@@ -427,3 +452,50 @@ def test_every_request_gets_exactly_one_finished_reply(in_process_worker: InProc
     Lifecycle.codecs = {}
     Lifecycle.vocabulary = read_vocabulary(in_process_worker.tokenize_manager.tokenizer)
     run_state_machine_as_test(Lifecycle, settings=settings(settings(), stateful_step_count=STEPS))
+
+
+EARLY: dict[str, list[RawMsg] | None] = {
+    "ids": [("u", [32], False, None, None)],
+    "an end": [("u", [], True, None, "length")],
+    "an opening, still open": [("u", [32], False, "good", None)],
+    "an opening that ends": [("u", [32, 33], True, "good_prompt", "stop")],
+    "a refused opening": [("u", [32], False, "max_tokens_0", None)],
+    "a refused opening that ends": [("u", [], True, "bad_prompt_id", "length")],
+    "a message over max_ids": [("u", [32] * (MAX_IDS + 1), False, None, None)],
+    "an opening over max_ids": [("u", [32] * (MAX_IDS + 1), False, "good", None)],
+    "an abort": None,
+}
+"""Messages that name the uid ``"u"`` before its tokenize comes (None: the frontend's abort)."""
+
+
+@pytest.mark.parametrize("early", sorted(EARLY))
+def test_a_uid_named_before_its_tokenize_gets_one_finished_reply(
+    in_process_worker: InProcessWorker, early: str
+) -> None:
+    """Issue 35, case 9: a uid named by a stray detokenize, an opening (refused or not), a message
+    over a limit or an abort, before the frontend's tokenize of it came, got two finished replies
+    (the second: "this uid already names a request"). The tokenize belongs to the request those
+    messages started: it gets an error reply that does not finish, its prompt never reaches the
+    scheduler, and whatever follows (the scheduler's ids and end, the frontend's abort) gives no
+    second finished reply."""
+    worker = in_process_worker
+    worker.start_over({}, read_vocabulary(worker.tokenize_manager.tokenizer))
+    decoder = FrameDecoder()
+    messages = EARLY[early]
+    frames = (
+        [encode_batch([AbortMsg("u")])] if messages is None else [detokenize_frame([m]) for m in messages]
+    )
+    frames.append(encode_batch([TokenizeMsg("u", TEXTS["ok"])]))
+    for frame in frames:
+        worker.handle([decoder.decode(frame)])
+    worker.tokenized()
+    *_, ignored = [m for m in worker.to_frontend if isinstance(m, UserReply)]  # the tokenize's
+    assert not ignored.finished and ignored.error is not None and "tokenize ignored" in ignored.error
+    # Later: the scheduler's ids and its end, then the frontend's abort.
+    worker.handle([decoder.decode(detokenize_frame([("u", [34], False, None, None)]))])
+    worker.handle([decoder.decode(detokenize_frame([("u", [9707], True, None, "length")]))])
+    worker.handle([decoder.decode(encode_batch([AbortMsg("u")]))])
+    replies = [m for m in worker.to_frontend if isinstance(m, UserReply)]
+    assert sum(reply.finished for reply in replies) == 1, replies
+    assert not [m for m in worker.to_backend if isinstance(m, UserMsg)]  # its prompt went nowhere
+    assert "u" not in worker.detokenize_manager

@@ -19,6 +19,8 @@ from puredetok.serving.messages import (
     Opening,
     ReadyMsg,
     SamplingParams,
+    TokenizeMsg,
+    UserMsg,
     UserReply,
 )
 from puredetok.stops import StopRules, advance_many, close, open_stream
@@ -249,5 +251,37 @@ def test_a_stopped_worker_hands_back_what_it_holds_and_only_that(tmp_path: Path)
             assert reply.state is not None and len(reply.state) < 100
             stream = Stream.from_bytes(c, reply.state)
             assert stream == advance_many(open_stream(c, stream.rules), ids[: n + 1])[0]
+    finally:
+        h.close()
+
+
+def test_a_stopping_worker_tokenizes_what_it_was_given_and_the_next_worker_opens_it(tmp_path: Path) -> None:
+    """SIGTERM with a long prompt given to the tokenizing thread: the worker finishes it, its ids
+    reach the scheduler before the worker exits (0); never opened there, the request is not handed
+    back; the next worker on the same address opens it with its prompt, and it streams exactly."""
+    qwen = tokenizer("qwen3")
+    text = "a long prompt, tokenized while the worker stops. " * 10_000
+    h = Harness(tmp_path)
+    try:
+        first = h.start(1, "--quiet")
+        h.wait_ready(1)
+        pool = h.pool([0])
+        pool.send([TokenizeMsg("long", text)])
+        time.sleep(0.2)
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(60) == 0
+        [user] = h.receive(h.backend, lambda got: any(isinstance(m, UserMsg) for m in got))
+        assert isinstance(user, UserMsg) and user.uid == "long"
+        prompt = list(user.input_ids)
+        assert prompt == qwen.encode(text)
+        while h.frontend.poll(300):  # nothing was open: nothing handed back
+            got = h.from_frontend.decode(h.frontend.recv()).batch.items
+            assert not [m for m in got if isinstance(m, UserReply)], got
+        h.start(1, "--quiet")
+        h.wait_ready(1)
+        answer = list(qwen.encode(" 推理 🦩 naïve, exactly.", add_special_tokens=False))
+        pool.send([DetokenizeMsg("long", tuple(answer), True, Opening(tuple(prompt), user.params))])
+        replies = h.replies_until_finished({"long"})
+        assert "".join(r.incremental_output for r in replies["long"]) == expected(prompt, answer, user.params)
     finally:
         h.close()

@@ -1,15 +1,27 @@
 """Issue 12, item 4: a pool restarts a worker that died, at once, and the frontend can tell every
-request the dead worker held; none hangs. Real processes, ``kill -9``, real sockets."""
+request the dead worker held; none hangs, and (issue 35, case 2) the scheduler is told to stop
+each one. Real processes, ``kill -9``, real sockets."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
+import pytest
+
+from puredetok.client import (
+    AsyncBackendClient,
+    AsyncFrontendClient,
+    BackendClient,
+    FrontendClient,
+    RequestLost,
+)
 from puredetok.serving.messages import (
     AbortBackendMsg,
     AbortMsg,
@@ -18,11 +30,12 @@ from puredetok.serving.messages import (
     HealthReply,
     Opening,
     ReadyMsg,
+    UserMsg,
     UserReply,
 )
-from puredetok.worker.routing import Incarnations, WorkerProcesses
+from puredetok.worker.routing import Incarnations, WorkerProcesses, route
 from test_worker import NO_EOS, core_text, encode
-from zmq_harness import TIMEOUT, Harness
+from zmq_harness import TIMEOUT, Harness, stop_processes
 
 
 def children(pid: int) -> set[int]:
@@ -159,3 +172,112 @@ def test_a_worker_that_cannot_start_stops_the_pool_with_exit_code_2(tmp_path: Pa
         assert {m.worker for m in health if isinstance(m, HealthReply)} == {"worker-0", "worker-1"}
     finally:
         h.close()
+
+
+def _serve_pool(folder: Path, workers: int) -> tuple[subprocess.Popen[bytes], list[str], str, str]:
+    """``serve --workers N`` on addresses in ``folder``: the process, the workers' addresses, the
+    frontend's and the scheduler's (the clients bind those two)."""
+    frontend, backend = f"ipc://{folder}/frontend", f"ipc://{folder}/backend"
+    command = [sys.executable, "-m", "puredetok.cli", "serve", "--workers", str(workers), "--quiet"]
+    command += ["--listen", f"ipc://{folder}/worker-{{index}}", "--backend", backend, "--frontend", frontend]
+    log = open(folder / "serve.log", "wb")  # noqa: SIM115
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    return process, [f"ipc://{folder}/worker-{index}" for index in range(workers)], frontend, backend
+
+
+def _aborts_heard(backend: BackendClient, seconds: float) -> Counter[object]:
+    """The scheduler's side: the aborts it hears within ``seconds``, counted by uid."""
+    heard: Counter[object] = Counter()
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        heard.update(m.uid for m in backend.receive(left) if isinstance(m, AbortBackendMsg))
+    return heard
+
+
+def test_a_lost_request_is_aborted_at_the_scheduler_exactly_once(tmp_path: Path) -> None:
+    """Issue 35, case 2: ``kill -9`` of one worker of ``serve --workers 2``; the restarted worker's
+    ReadyMsg makes the frontend client raise RequestLost for each request the dead worker owned or
+    was tokenizing (before its first reply), and the scheduler's socket hears one AbortBackendMsg
+    for each lost uid, exactly once, while it keeps sending ids for them (answered as unknown by the
+    new worker, which aborts nothing). The other requests go on exactly. Sync client first, then the
+    asyncio one on the same pool (killed again)."""
+    process, addresses, frontend, backend_address = _serve_pool(tmp_path, 2)
+    line = encode("lost 推理 naïve 🦩 requests stop generating")
+    try:
+        with (
+            # worker-1 alone tokenizes: the requests the other worker owns are lost too while
+            # worker-1 had their tokenize and no reply had come.
+            FrontendClient(addresses, frontend, tokenize=addresses[1:], timeout=120) as client,
+            BackendClient(addresses, backend_address) as backend,
+        ):
+            deadline = time.monotonic() + 120
+            while len(health := client.health(timeout=1.0)) < 2:
+                assert time.monotonic() < deadline
+            victim = next(h for h in health if h.worker == "worker-1")
+            opened = {f"open-{n}": client.tokenize(f"open-{n}", f"prompt {n}") for n in range(16)}
+            waiting = {f"wait-{n}": client.tokenize(f"wait-{n}", f"later {n}") for n in range(16)}
+            users: dict[object, UserMsg] = {}
+            while len(users) < len(opened) + len(waiting):
+                users |= {m.uid: m for m in backend.receive(60) if isinstance(m, UserMsg)}
+            for uid in opened:  # the scheduler starts the first 16; the other 16 wait for it
+                user = users[uid]
+                backend.send([DetokenizeMsg(uid, (line[0],), False, Opening(tuple(user.input_ids), NO_EOS))])
+            said = {uid: next(request).incremental_output for uid, request in opened.items()}
+            os.kill(victim.pid, signal.SIGKILL)
+            # The scheduler, unaware, keeps generating every open request.
+            backend.send([DetokenizeMsg(uid, (line[1],)) for uid in opened])
+            owner = {uid: addresses[route(uid, 2)] for uid in opened}
+            lost: set[object] = set()
+            for uid, request in opened.items():
+                if owner[uid] == addresses[1]:
+                    with pytest.raises(RequestLost, match="restarted"):
+                        next(request)  # at once when the new worker's ReadyMsg comes
+                    lost.add(uid)
+                else:
+                    said[uid] += next(request).incremental_output
+            backend.send([DetokenizeMsg(uid, tuple(line[2:4])) for uid in opened])  # still unaware
+            for uid, request in waiting.items():  # tokenized by worker-1, never answered: lost
+                with pytest.raises(RequestLost, match="restarted"):
+                    next(request)
+                lost.add(uid)
+            backend.send([DetokenizeMsg(uid, tuple(line[4:]), True) for uid in opened if uid not in lost])
+            for uid, request in opened.items():
+                if uid not in lost:
+                    assert said[uid] + request.text() == core_text(line), uid
+            heard = _aborts_heard(backend, 3.0)
+            assert heard == Counter(dict.fromkeys(lost, 1)), heard  # each lost uid once, nothing else
+            assert client.health(timeout=10.0)  # both workers serve again
+
+        async def asyncio_clients() -> None:
+            async with (
+                AsyncFrontendClient(addresses, frontend, timeout=120) as client,
+                AsyncBackendClient(addresses, backend_address) as backend,
+            ):
+                deadline = time.monotonic() + 120
+                while len(health := await client.health(timeout=1.0)) < 2:
+                    assert time.monotonic() < deadline
+                victim = next(h for h in health if h.worker == "worker-1")
+                requests = {f"async-{n}": client.request(f"async-{n}") for n in range(16)}
+                backend.send([DetokenizeMsg(uid, (line[0],), False, Opening((), NO_EOS)) for uid in requests])
+                for request in requests.values():
+                    await anext(request)
+                os.kill(victim.pid, signal.SIGKILL)
+                backend.send([DetokenizeMsg(uid, (line[1],)) for uid in requests])
+                lost = set()
+                for uid, request in requests.items():
+                    if route(uid, 2) == 1:
+                        with pytest.raises(RequestLost):
+                            await anext(request)
+                        lost.add(uid)
+                heard: Counter[object] = Counter()
+                end = time.monotonic() + 3.0
+                while (left := end - time.monotonic()) > 0:
+                    got = await backend.receive(left)
+                    heard.update(m.uid for m in got if isinstance(m, AbortBackendMsg))
+                assert lost and heard == Counter(dict.fromkeys(lost, 1)), heard
+
+        asyncio.run(asyncio_clients())
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    finally:
+        stop_processes([process])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from array import array
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -537,3 +538,89 @@ def test_tool_results_are_caller_text_and_the_models_tool_calls_keep_their_marke
     found = [ids[i] for i in result.input_ids if i in ids]
     assert found == markers  # one each: the template's, around the assistant's call and the result
     assert tok.decode(list(result.input_ids)) == manager().render_chat(list(chat))
+
+
+# --- assistant turns: trusted by default, data with the option (issue 35) ---------------------
+
+
+@functools.cache
+def data_manager(name: str) -> TokenizeManager:
+    """A manager that keeps assistant turns as data too."""
+    return TokenizeManager(tokenizer(name), assistant_as_data=True)
+
+
+MARKERS = (
+    *("<|im_end|>", "<|im_start|>", "<think>", "<tool_call>", "</tool_call>"),
+    *("[INST]", "[/INST]", "</s>", "<|end|>", "<|user|>", "<|system|>"),
+)
+"""Control tokens a client may write into an assistant turn it sends back (those of each tokenizer)."""
+
+
+def with_assistant(content: str) -> tuple[dict[str, Any], ...]:
+    return (
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": content},
+        {"role": "user", "content": "again"},
+    )
+
+
+@pytest.mark.parametrize("name", CHAT_TOKENIZERS)
+def test_assistant_turns_keep_their_control_ids_by_default_and_are_data_with_the_option(name: str) -> None:
+    """SPEC "Chat input is data": what the model produced in earlier assistant turns keeps its ids,
+    so by default an assistant turn is rendered as it is; a client that sends back an assistant
+    turn holding <|im_end|>, <think>, <tool_call>, [INST], </s> or <|end|> (qwen2.5, Mistral, Phi-3,
+    Qwen3) gets their control ids. With ``assistant_as_data`` the turn is data: the added ids are
+    exactly the template's (the same chat with that turn "x"), and the ids decode to the rendered
+    prompt; a request's ``parse_special_tokens`` still parses everything."""
+    tok = tokenizer(name)
+    markers = [marker for marker in MARKERS if marker in specials(name)]
+    assert len(markers) >= 2
+    chat, plain = with_assistant(f"ok {' '.join(markers)} done"), with_assistant("x")
+    [trusted, alone] = manager(name).tokenize([TokenizeMsg(1, messages=chat), TokenizeMsg(2, messages=plain)])
+    [data, parsed] = data_manager(name).tokenize(
+        [TokenizeMsg(1, messages=chat), TokenizeMsg(2, messages=chat, parse_special_tokens=True)]
+    )
+    assert trusted.input_ids is not None and alone.input_ids is not None
+    assert data.input_ids is not None and parsed.input_ids is not None, data.error
+    marker_ids = Counter(tok.convert_tokens_to_ids(marker) for marker in markers)
+    assert (
+        Counter(_added_ids(name, trusted.input_ids)) - Counter(_added_ids(name, alone.input_ids))
+        == marker_ids
+    )
+    assert _added_ids(name, data.input_ids) == _added_ids(name, alone.input_ids)
+    assert list(parsed.input_ids) == list(trusted.input_ids)  # parsed: every added token's text
+    if name in BYTE_LEVEL:
+        assert tok.decode(list(data.input_ids)) == manager(name).render_chat(list(chat))
+    # The user turns are data either way, and a chat without an assistant turn is the same in both.
+    [user_only] = data_manager(name).tokenize([TokenizeMsg(3, messages=(chat[0],))])
+    assert user_only.input_ids is not None
+    assert list(user_only.input_ids) == list(
+        manager(name).tokenize([TokenizeMsg(3, messages=(chat[0],))])[0].input_ids or ()
+    )
+
+
+def test_an_assistant_turn_the_template_parses_is_refused_as_data_and_its_reasoning_goes_apart() -> None:
+    """Qwen3's template splits an earlier assistant turn's content at '</think>' and drops the
+    reasoning: with assistant turns as data, a '</think>' in one cannot be kept as data (the
+    template would read it), a clear error for that request; the reasoning sent apart, as
+    OpenAI-style servers return it (``reasoning_content``), renders as the template writes it."""
+    [refused] = data_manager("qwen3").tokenize(
+        [TokenizeMsg(1, messages=with_assistant("<think>r</think>ok"))]
+    )
+    assert refused.input_ids is None and refused.error is not None
+    assert "assistant" in refused.error and "reasoning_content" in refused.error
+    apart = with_assistant("ok <tool_call>")
+    apart[1]["reasoning_content"] = "r </think><|im_end|>"
+    [result] = data_manager("qwen3").tokenize([TokenizeMsg(2, messages=apart)])
+    assert result.input_ids is not None, result.error
+    assert _added_ids("qwen3", result.input_ids) == _added_ids(
+        "qwen3", manager().tokenize([TokenizeMsg(3, messages=with_assistant("x"))])[0].input_ids or ()
+    )
+    # Trusted (the default), the same chats keep their markers.
+    [kept] = manager().tokenize([TokenizeMsg(4, messages=with_assistant("<think>r</think>ok"))])
+    assert kept.input_ids is not None
+
+
+def test_assistant_as_data_must_be_a_bool() -> None:
+    with pytest.raises(ValueError, match="assistant_as_data must be a bool"):
+        TokenizeManager(tokenizer("qwen3"), assistant_as_data="yes")  # type: ignore[arg-type]

@@ -177,6 +177,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"keys: {', '.join(_CODEC_FIELDS)}; any other set is built beside the loop when a request first "
         "asks for it (only that request waits)",
     )
+    parser.add_argument(
+        "--assistant-as-data",
+        action="store_true",
+        help="treat the assistant turns of chat requests as data, as the rest of a chat is: added-token "
+        "text in them (<|im_end|>, <think>, <tool_call>...) gets the ids of its characters; by default "
+        "they are trusted as the model's own earlier output and keep their control ids (use it when "
+        "clients send earlier assistant turns back)",
+    )
     parser.add_argument("--quiet", action="store_true", help="log warnings only")
 
 
@@ -257,6 +265,7 @@ def run(args: argparse.Namespace) -> int:
         allow_remote=args.allow_remote,
         incarnation=args.incarnation,
         codec_options=args.codec_options,
+        assistant_as_data=args.assistant_as_data,
     )
     return 0
 
@@ -270,7 +279,7 @@ def _pool(args: argparse.Namespace) -> int:
         arguments += ["--max-byte-run", str(args.max_byte_run)]
     for options in args.codec_options:
         arguments += ["--codec-options", _spelled(options)]
-    for flag in ("allow_remote", "quiet"):
+    for flag in ("allow_remote", "assistant_as_data", "quiet"):
         if getattr(args, flag):
             arguments.append(f"--{flag.replace('_', '-')}")
     pool = WorkerProcesses(args.workers, arguments, first_index=args.index)

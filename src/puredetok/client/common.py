@@ -109,16 +109,21 @@ def _seconds(timeout: float | None) -> float | None:
 class _Entry:
     """One request's replies not yet read, and how it stands."""
 
-    __slots__ = ("uid", "replies", "failure", "done", "awaiting", "deadline", "wake")
+    __slots__ = ("uid", "replies", "failure", "ended", "done", "awaiting", "deadline", "wake", "tokenized_at")
 
     def __init__(self, uid: Uid, deadline: float | None) -> None:
         self.uid = uid
         self.replies: deque[UserReply] = deque()
         self.failure: RequestError | None = None
+        self.ended = False
+        """Its finished reply has come (read or not)."""
         self.done = False
         """Its last reply has been read."""
         self.awaiting = False
         """Handed back, and its re-opening not answered yet."""
+        self.tokenized_at: str | None = None
+        """The worker its tokenize message went to, until its first reply (a restart of that
+        worker before then loses it too)."""
         self.deadline = deadline
         self.wake: asyncio.Event | None = None
 
@@ -129,7 +134,8 @@ class _Entry:
 
 class _Tracker:
     """What both frontend clients do with what arrives: replies to their requests, hand-backs,
-    restarts (one :class:`ReadyMsg` per worker process), health replies.
+    restarts (one :class:`ReadyMsg` per worker process), health replies. ``abort`` sends the
+    aborts of the requests a restarted worker lost (so that the scheduler stops generating them).
     """
 
     def __init__(
@@ -137,10 +143,12 @@ class _Tracker:
         addresses: Sequence[str],
         timeout: float | None,
         on_hand_back: Callable[[HandBack], None] | None,
+        abort: Callable[[list[Uid]], None],
     ) -> None:
         self.addresses = tuple(addresses)
         self.timeout = _seconds(timeout)
         self.on_hand_back = on_hand_back
+        self.abort = abort
         self.entries: dict[Uid, _Entry] = {}
         self.processes: dict[str, int] = {}
         """The process id last heard of at each worker address and under each worker name."""
@@ -187,6 +195,7 @@ class _Tracker:
         if entry.failure is not None:
             return  # the client gave it up (its worker restarted): a new worker knows nothing of it
         entry.deadline = self.deadline()
+        entry.tokenized_at = None
         if reply.state is not None and reply.consumed is not None:
             hand_back = HandBack(reply.uid, reply.state, reply.consumed)
             if self.on_hand_back is None:
@@ -198,21 +207,33 @@ class _Tracker:
         if entry.awaiting and reply.error is not None and reply.error.startswith(UNKNOWN_REQUEST):
             return  # ids sent before the re-opening reached the new worker first: they come again
         entry.awaiting = False
+        entry.ended = reply.finished
         entry.replies.append(reply)
         self.notify(entry)
 
     def ready(self, ready: ReadyMsg) -> None:
         """A worker started: if another process had announced itself at its address (or under its
-        name, as a health reply tells), that one is gone, and so are the requests it held.
+        name, as a health reply tells), that one is gone, and so are the requests it held and those
+        it was tokenizing: each fails with :class:`RequestLost`, and is aborted once (its abort
+        reaches the scheduler through the request's owner, the new process if it was the one).
         """
         before = {self.processes.get(ready.address), self.processes.get(ready.worker)} - {None}
         self.processes[ready.address] = self.processes[ready.worker] = ready.pid
-        if not before - {ready.pid} or ready.address not in self.addresses:
+        if not before - {ready.pid}:
             return
         owners = len(self.addresses)
-        for entry in list(self.entries.values()):
-            if not entry.awaiting and self.addresses[route(entry.uid, owners)] == ready.address:
-                self.fail(entry, RequestLost(entry.uid, f"its worker at {ready.address} restarted"))
+        lost = [
+            entry
+            for entry in self.entries.values()
+            if entry.failure is None
+            and not entry.ended
+            and not entry.awaiting
+            and ready.address in (self.addresses[route(entry.uid, owners)], entry.tokenized_at)
+        ]
+        for entry in lost:
+            self.fail(entry, RequestLost(entry.uid, f"its worker at {ready.address} restarted"))
+        if lost:
+            self.abort([entry.uid for entry in lost])
 
     def fail(self, entry: _Entry, failure: RequestError) -> None:
         if entry.failure is None:
@@ -290,7 +311,7 @@ class _Frontend(_Side[_Pull], Generic[_Pull, _Req], abc.ABC):
     ) -> None:
         timeout = _seconds(timeout)  # checked before the sockets open
         super().__init__(workers, listen, tokenize, context)
-        self._tracker = _Tracker(self._pool.detokenize_addresses, timeout, on_hand_back)
+        self._tracker = _Tracker(self._pool.detokenize_addresses, timeout, on_hand_back, self._abort_all)
 
     @property
     def drops(self) -> DropCounter:
@@ -326,6 +347,7 @@ class _Frontend(_Side[_Pull], Generic[_Pull, _Req], abc.ABC):
         call it from the running loop).
         """
         request = self.request(uid)
+        entry = self._tracker.entries[uid]
         try:
             message = TokenizeMsg(
                 uid,
@@ -336,7 +358,7 @@ class _Frontend(_Side[_Pull], Generic[_Pull, _Req], abc.ABC):
                 add_special_tokens,
                 parse_special_tokens,
             )
-            self._pool.send([message])
+            entry.tokenized_at = self._pool.send([message]).get(uid)
         except BaseException:
             self._tracker.entries.pop(uid, None)
             raise
@@ -348,6 +370,9 @@ class _Frontend(_Side[_Pull], Generic[_Pull, _Req], abc.ABC):
         else (a list, bytes) raises ``TypeError``.
         """
         self._pool.send([AbortMsg(check_uid(uid))])
+
+    def _abort_all(self, uids: list[Uid]) -> None:
+        self._pool.send([AbortMsg(uid) for uid in uids])
 
     def _probe(self, timeout: float) -> float:
         """Send a health probe to every worker (forgetting earlier replies); when to stop waiting."""

@@ -4,15 +4,18 @@ Chat input is data. The text the caller puts into a chat (the content of user, s
 messages, every other value of those messages, tool definitions and every template option) never
 becomes a control id, special or merely added: a user who writes ``<|im_end|>``, ``<think>`` or
 ``<tool_call>`` gets the ids of those characters. The template's own markers keep their ids, and
-so does what the model itself produced: assistant messages (content, tool calls, reasoning) are
-rendered as they are. How: every added token's text in the caller's values is masked with
+by default so does what the model itself produced: assistant messages (content, tool calls,
+reasoning, every value) are rendered as they are, trusted as the model's own output. A server whose
+clients send earlier assistant turns back (as OpenAI-style requests do) cannot know they are the
+model's: with ``assistant_as_data=True`` they are data like the rest (``serve
+--assistant-as-data``). How: every added token's text in the caller's values is masked with
 private-use characters, the template is rendered (and checked to render the caller's text exactly
-when unmasked), the added tokens left in that rendering (the template's, the assistant turns') are
-found by the tokenizer itself, and the text between them is encoded with no added token parsed,
-each piece as the tokenizer's pipeline encodes the text between two added tokens. A trusted caller
-may ask for every value parsed per request (``TokenizeMsg(parse_special_tokens=True)``). A plain
-completion prompt (``text``) is the caller's whole prompt: it is encoded as the tokenizer encodes
-it, added tokens and all, as engines' completion endpoints do.
+when unmasked), the added tokens left in that rendering (the template's, and the trusted assistant
+turns') are found by the tokenizer itself, and the text between them is encoded with no added token
+parsed, each piece as the tokenizer's pipeline encodes the text between two added tokens. A trusted
+caller may ask for every value parsed per request (``TokenizeMsg(parse_special_tokens=True)``). A
+plain completion prompt (``text``) is the caller's whole prompt: it is encoded as the tokenizer
+encodes it, added tokens and all, as engines' completion endpoints do.
 """
 
 from __future__ import annotations
@@ -245,11 +248,16 @@ class TokenizeManager:
     :meth:`tokenize` handles a batch: chat messages are rendered through the tokenizer's own chat
     template (with the generation prompt), their text kept as data (see the module), then all
     texts are encoded together. A request that cannot be tokenized gets an error; the others are
-    unaffected.
+    unaffected. ``assistant_as_data``: the values of assistant messages are data too (by default
+    they are trusted as the model's own output, and keep their control ids).
     """
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, *, assistant_as_data: bool = False) -> None:
+        if type(assistant_as_data) is not bool:
+            raise ValueError(f"assistant_as_data must be a bool, not {assistant_as_data!r}")
         self.tokenizer = tokenizer
+        self.assistant_as_data = assistant_as_data
+        """Whether assistant messages are data (not trusted as the model's own output)."""
         self._transformers = hasattr(tokenizer, "backend_tokenizer")
         self.name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
         backend = (
@@ -297,7 +305,7 @@ class TokenizeManager:
         text cannot be told from theirs.
         """
         conversation, options = self._chat(messages, options)
-        caller = [message for message in conversation if message["role"] != "assistant"]
+        caller = [message for message in conversation if not self._trusted(message)]
         strings = _strings([caller, options])
         present = sorted({found for text in strings for found in self._specials.findall(text)})
         if not present:
@@ -316,17 +324,46 @@ class TokenizeManager:
             return self._specials.sub(lambda found: masks[found.group()], text)
 
         masked_chat = [
-            message if message["role"] == "assistant" else _replace_strings(message, mask)
-            for message in conversation
+            message if self._trusted(message) else _replace_strings(message, mask) for message in conversation
         ]
         masked = self._render(masked_chat, _replace_strings(options, mask))
         unmask = {ord(char): special for special, char in masks.items()}
-        if masked.translate(unmask) != self._render(conversation, options):
+        rendered = self._render(conversation, options)
+        if masked.translate(unmask) != rendered:
+            if self.assistant_as_data and self._assistant_rewritten(
+                conversation, options, mask, unmask, rendered
+            ):
+                raise TokenizeError(
+                    "the chat template rewrites added-token text in an assistant turn (Qwen3's splits "
+                    "an earlier turn's reasoning out at '</think>'): with assistant turns as data it "
+                    "cannot be kept as data (send the reasoning apart as reasoning_content, or remove it)"
+                )
             raise TokenizeError(
                 "the chat template rewrites added-token text in the messages: it cannot be kept as "
                 "data with this template (remove it, or send parse_special_tokens=True if trusted)"
             )
         return data.encode(masked, unmask)
+
+    def _assistant_rewritten(
+        self,
+        conversation: list[dict[str, Any]],
+        options: dict[str, Any],
+        mask: Any,
+        unmask: Mapping[int, str],
+        rendered: str,
+    ) -> bool:
+        """Whether the template renders the chat exactly when only its assistant turns are left
+        unmasked: then what it rewrites is in them (for a clearer error).
+        """
+        masked_chat = [
+            message if message["role"] == "assistant" else _replace_strings(message, mask)
+            for message in conversation
+        ]
+        return self._render(masked_chat, _replace_strings(options, mask)).translate(unmask) == rendered
+
+    def _trusted(self, message: Mapping[str, Any]) -> bool:
+        """Whether ``message`` is rendered as it is: an assistant turn, unless those are data."""
+        return message["role"] == "assistant" and not self.assistant_as_data
 
     def _chat(
         self, messages: Any, options: Mapping[str, Any] | None

@@ -2,8 +2,10 @@
 
 - :class:`WorkerPool` sends: one request's detokenize messages must always reach the same worker
   (its stream lives there), so they are routed by a stable hash of the uid, never by who sent them
-  (SGLang issue 29366 routed by the sender and broke with one sender). Tokenize messages carry no
-  state and are spread evenly. The pool may span hosts: give it ``tcp://host:port`` addresses.
+  (SGLang issue 29366 routed by the sender and broke with one sender). So are its tokenize and
+  abort messages when the same workers tokenize: one worker then sees every message of a request,
+  in the order each side sent them. Tokenize messages for a separate set of tokenize workers are
+  spread evenly. The pool may span hosts: give it ``tcp://host:port`` addresses.
 - :class:`WorkerProcesses` runs the workers of this host (``puredetok serve --workers N``) and
   restarts one that dies, at once, as a new incarnation.
 - :class:`Incarnations` is the frontend's side of a restart: the new worker announces itself
@@ -55,10 +57,12 @@ class WorkerPool:
     """PUSH sockets to workers, used by the API server and the scheduler to reach them.
 
     ``detokenize`` lists the workers that own requests (routed by uid); ``tokenize`` the workers
-    that tokenize (by default the same ones). Both lists must be in the same order for every
-    sender. A frame is never larger than ``max_frame_bytes`` (the workers' limit): a batch that
-    would be is sent as several frames, and one message over it raises ``ValueError`` before
-    anything is sent (a worker would refuse the frame unread, and close the connection it came on).
+    that tokenize (by default the same ones: then a request's tokenize goes to its owner too, so
+    that the worker that answers the request has seen its tokenize first; a separate list is
+    spread evenly). Both lists must be in the same order for every sender. A frame is never
+    larger than ``max_frame_bytes`` (the workers' limit): a batch that would be is sent as several
+    frames, and one message over it raises ``ValueError`` before anything is sent (a worker would
+    refuse the frame unread, and close the connection it came on).
     """
 
     def __init__(
@@ -87,9 +91,10 @@ class WorkerPool:
 
     def send(self, messages: Sequence[Message]) -> dict[Uid, str]:
         """Send ``messages`` (any mix of inbound kinds): one frame per kind and worker (more if one
-        would pass ``max_frame_bytes``). Returns the address each tokenize message went to: a
-        frontend keeps it until the request's first reply, to know which requests a restarted
-        worker lost (see :class:`Incarnations`).
+        would pass ``max_frame_bytes``). Returns the address each tokenize message went to (its
+        owner, unless a separate set of workers tokenizes): a frontend keeps it until the
+        request's first reply, to know which requests a restarted worker lost (see
+        :class:`Incarnations`).
         """
         per_address: dict[str, dict[str, list[Message]]] = {}
 
@@ -109,7 +114,10 @@ class WorkerPool:
         spread = self.tokenize_addresses
         sent: dict[Uid, str] = {}
         for index, message in enumerate(tokenizing):
-            address = spread[(self._next + index * len(spread) // len(tokenizing)) % len(spread)]
+            if spread == owners:
+                address = owners[route(message.uid, len(owners))]
+            else:
+                address = spread[(self._next + index * len(spread) // len(tokenizing)) % len(spread)]
             put(address, message)
             sent[message.uid] = address
         self._next = (self._next + 1) % len(spread)

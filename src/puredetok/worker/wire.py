@@ -522,3 +522,11 @@ class DropCounter:
         self.counts[reason] = seen + 1
         if not seen:
             self.logger.warning("dropped (%s): %s; later drops of this kind are only counted", reason, detail)
+
+    def count(self, reason: str, detail: str) -> None:
+        """Count one event that may or may not have cost a frame (a sender's connection closed:
+        ZeroMQ reports a peer that went away and a frame it refused over its size limit alike),
+        logged at DEBUG only: a normal disconnect is not a fault.
+        """
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+        self.logger.debug("%s: %s", reason, detail)

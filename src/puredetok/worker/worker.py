@@ -217,7 +217,9 @@ class Worker:
     loopback address (``ipc://`` or a ``tcp://`` host that resolves to loopback addresses only)
     unless ``allow_remote``; it must not be held by a live worker (see
     :func:`~puredetok.worker.addresses.claim`). ``incarnation`` is how many times a pool has
-    restarted this worker (it goes out in the :class:`ReadyMsg`).
+    restarted this worker (it goes out in the :class:`ReadyMsg`). ``assistant_as_data``: the
+    assistant turns of chat requests are data, as the rest of a chat is, instead of being trusted as
+    the model's own output (see :class:`TokenizeManager`).
     """
 
     def __init__(
@@ -238,6 +240,7 @@ class Worker:
         allow_remote: bool = False,
         incarnation: int = 0,
         codec_options: Sequence[SamplingParams] = (),
+        assistant_as_data: bool = False,
     ) -> None:
         if local_bs < 1:
             raise ValueError(f"local_bs must be >= 1, got {local_bs}")
@@ -245,7 +248,9 @@ class Worker:
         check_bind_address(self.address, allow_remote=allow_remote)
         self._claim = claim(self.address)  # fails now if a live worker holds the address
         try:
-            self._setup(tokenizer, backend, frontend, limits, context, max_byte_run, out_of_vocab)
+            self._setup(
+                tokenizer, backend, frontend, limits, context, max_byte_run, out_of_vocab, assistant_as_data
+            )
             for params in codec_options:
                 self.detokenize_manager.codec_of(params)
             self._pull = self._socket(zmq.PULL, self.address, bind=True)
@@ -284,11 +289,12 @@ class Worker:
         context: zmq.Context[Any] | None,
         max_byte_run: int | None,
         out_of_vocab: OutOfVocab,
+        assistant_as_data: bool,
     ) -> None:
         if isinstance(tokenizer, str | os.PathLike) or tokenizer is None:
             tokenizer = load_tokenizer(tokenizer)
         self.limits = limits
-        self.tokenize_manager = TokenizeManager(tokenizer)
+        self.tokenize_manager = TokenizeManager(tokenizer, assistant_as_data=assistant_as_data)
         self.tokenize_manager.tokenize([TokenizeMsg(0, "warm up")])  # settles the tokenizer before the thread
         self.detokenize_manager = DetokenizeManager(
             tokenizer,
@@ -311,8 +317,8 @@ class Worker:
         """Requests given to the tokenizing thread, with how many of their messages it still has."""
         self._cancelled: set[Uid] = set()
         """Requests aborted while the tokenizing thread has them: their ids are not sent on."""
-        self._sent: OrderedDict[Uid, None] = OrderedDict()
-        """The last uids whose prompt went to the scheduler (a tokenize naming one again is refused)."""
+        self._named: OrderedDict[Uid, None] = OrderedDict()
+        """The last uids a tokenize named (a tokenize naming one again is another request: refused)."""
         self._waiting_chars = 0
         """Characters of text given to the tokenizing thread, not yet tokenized."""
         self._tokenizer: TokenizeThread | None = None
@@ -514,11 +520,11 @@ class Worker:
     def _disconnections(self) -> None:
         while self._monitor.poll(0):
             event = parse_monitor_message(self._monitor.recv_multipart())
-            if event["event"] == zmq.EVENT_DISCONNECTED:
-                self.drops.drop(
+            if event["event"] == zmq.EVENT_DISCONNECTED:  # the only event the monitor asks for
+                self.drops.count(
                     "connection_closed",
-                    f"a sender's connection closed: it went away, or sent a frame over "
-                    f"{self.limits.max_frame_bytes:,} bytes (refused unread)",
+                    f"a sender's connection closed: it went away (a client closed: the usual case), or "
+                    f"sent a frame over {self.limits.max_frame_bytes:,} bytes, refused unread",
                 )
 
     def handle(self, frames: Sequence[Decoded]) -> None:
@@ -668,11 +674,17 @@ class Worker:
         taken_chars = 0
         most = self.limits.max_chat_messages
         for msg in msgs:
-            if msg.uid in self._tokenizing or msg.uid in self._sent or self.detokenize_manager.known(msg.uid):
+            if msg.uid in self._tokenizing or msg.uid in self._named:
                 error = (
                     f"request {msg.uid!r} refused: this uid already names a request (a uid names one request)"
                 )
                 out.reply(UserReply(msg.uid, "", True, error=error))
+                continue
+            self._named[msg.uid] = None
+            if len(self._named) > DEFAULT_REMEMBER_ENDED:
+                self._named.popitem(last=False)
+            if self.detokenize_manager.known(msg.uid):
+                out.reply(UserReply(msg.uid, "", False, error=self._named_before(msg.uid)))
                 continue
             if msg.messages is not None and len(msg.messages) > most:
                 error = (
@@ -730,9 +742,18 @@ class Worker:
             out.to_backend.setdefault(UserMsg.KIND, []).append(
                 UserMsg(msg.uid, tuple(result.input_ids), msg.params)
             )
-            self._sent[msg.uid] = None
-            if len(self._sent) > DEFAULT_REMEMBER_ENDED:
-                self._sent.popitem(last=False)
+
+    def _named_before(self, uid: Uid) -> str:
+        """The error of a tokenize for a uid that another message named here first (ids, an
+        opening, an abort): those were this request's, and its finished reply has gone (or, open,
+        will come): the tokenize is answered, unfinished, and goes nowhere.
+        """
+        how = (
+            "is open here: the scheduler opened it before its tokenize came"
+            if uid in self.detokenize_manager
+            else "was named here by a message before its tokenize came, and has had its finished reply"
+        )
+        return f"request {uid!r} {how}: tokenize ignored (a uid names one request, which ends once)"
 
     def _refuse_tokenized(self, uid: Uid, error: str, out: _Outbox) -> None:
         """A tokenize request that cannot go to the scheduler ends with ``error``; its uid is
@@ -881,6 +902,7 @@ def tokenize_worker(
     allow_remote: bool = False,
     incarnation: int = 0,
     codec_options: Sequence[SamplingParams] = (),
+    assistant_as_data: bool = False,
 ) -> WorkerStats:
     """Run a worker until SIGINT/SIGTERM (in the main thread) or ``stop_event``; its stats at the end.
 
@@ -900,6 +922,7 @@ def tokenize_worker(
         allow_remote=allow_remote,
         incarnation=incarnation,
         codec_options=codec_options,
+        assistant_as_data=assistant_as_data,
     )
     previous: dict[signal.Signals, Any] = {}
 
