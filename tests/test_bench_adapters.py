@@ -72,4 +72,3 @@ def test_the_whole_report_serving_only_prints_the_serving_path_side_by_side(
     out = capsys.readouterr().out
     assert "handle (one UserReply each)" in out and "two-window, 2 batch_decode per step" in out
     assert "flatness" not in out and "memory" not in out
-
