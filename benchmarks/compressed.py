@@ -1,4 +1,4 @@
-"""``python tools/bench_compressed.py``: what reading a compressed log costs ``puredetok audit``.
+"""``python -m benchmarks.compressed``: what reading a compressed log costs ``puredetok audit``.
 
 It writes two logs of vLLM completions (200 output ids each, every tenth text wrong): one of
 100 distinct responses written over and over (:func:`benchmarks.audit.write_log`: it
@@ -72,8 +72,11 @@ def _child(path: str, traced: bool) -> None:
 
 
 def _run(path: Path, traced: bool = False) -> dict[str, float]:
-    argv = [sys.executable, __file__, "--child", str(path)] + (["--traced"] if traced else [])
-    result: dict[str, float] = json.loads(subprocess.run(argv, check=True, capture_output=True).stdout)
+    argv = [sys.executable, "-m", "benchmarks.compressed", "--child", str(path)] + (
+        ["--traced"] if traced else []
+    )
+    done = subprocess.run(argv, check=True, capture_output=True, cwd=Path(__file__).parents[1])
+    result: dict[str, float] = json.loads(done.stdout)
     return result
 
 

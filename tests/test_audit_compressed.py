@@ -452,11 +452,10 @@ def test_on_ray_data_one_compressed_file_is_shared_between_the_workers(tmp_path:
 
 
 def test_the_compressed_bench_prints_its_measures(capsys: pytest.CaptureFixture[str]) -> None:
-    """tools/bench_compressed.py, whose figures docs/audit.md gives, runs (a small log, once)."""
-    import runpy
+    """benchmarks/compressed.py, whose figures docs/audit.md gives, runs (a small log, once)."""
+    from benchmarks.compressed import main
 
-    tool = runpy.run_path(str(ROOT / "tools" / "bench_compressed.py"))
-    assert tool["main"](["--tokens", "2000", "--repeats", "1"]) == 0
+    assert main(["--tokens", "2000", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     for name in ("repeated", "random"):
         assert all(f"{name:8} {suffix:5}" in out for suffix in ("plain", "gz", "bz2", "xz", "zst"))
