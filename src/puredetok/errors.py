@@ -10,6 +10,8 @@ __all__ = [
     "CodecMismatchError",
 ]
 
+from typing import Any
+
 
 class InvalidTokenError(ValueError):
     """A token id that is not in the codec's vocabulary (negative, too large, or not an int).
@@ -31,6 +33,10 @@ class InvalidTokenError(ValueError):
             else:
                 why = f"not an int (got {type(token_id).__name__}); the vocabulary is [0, {vocab_size})"
         super().__init__(f"invalid token id {token_id!r}{where}: {why}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt as it was (its message, its attributes): its __init__ takes other arguments
+        return (type(self).__new__, (type(self), *self.args), self.__dict__)
 
 
 class UnsupportedTokenizerError(TypeError):
