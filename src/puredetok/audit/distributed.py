@@ -225,6 +225,9 @@ def audit_on_ray(
     the CPUs between them where they divide evenly (a task
     of 2 CPUs for 1 worker of 2 CPUs), so that every batch can wait at Ray for the next free
     worker.
+
+    No task is run again: one that fails (an exception in it, or its worker dying) ends the run,
+    raised as :class:`TaskFailedError` naming the cause in one line.
     """
     ray = start_ray(address, num_cpus)
     if not shards:
