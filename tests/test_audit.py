@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import pickle
 import re
 import time
 from pathlib import Path
@@ -182,8 +181,11 @@ def test_an_auditor_given_its_codec_loads_the_tokenizer_only_when_a_record_needs
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_codec_pickled_to_a_worker_checks_as_the_drivers_does(name: str) -> None:
-    """The codec goes to the Ray workers pickled (with their other arguments): given it, an
-    auditor whose tokenizer would fail to load finds what a fresh auditor finds."""
+    """The codec goes to the Ray workers pickled by Ray (its cloudpickle, with their other
+    arguments): given it, an auditor whose tokenizer would fail to load finds what a fresh auditor
+    finds."""
+    from ray import cloudpickle
+
     tok = tokenizer(name)
     driver = Auditor(tok)
     driver.codec_of(None)
@@ -191,7 +193,9 @@ def test_a_codec_pickled_to_a_worker_checks_as_the_drivers_does(name: str) -> No
     def unloadable() -> Any:
         raise AssertionError("the tokenizer was loaded")
 
-    worker = Auditor(Deferred(unloadable), AuditOptions(), pickle.loads(pickle.dumps(driver.codecs)))
+    worker = Auditor(
+        Deferred(unloadable), AuditOptions(), cloudpickle.loads(cloudpickle.dumps(driver.codecs))
+    )
     ids = tok.encode("naïve café, 你好 world")
     text = exact(name, [], ids)
     for engine in (text, text[:-1], text + "!"):

@@ -27,10 +27,8 @@ from puredetok import (
     InvalidStateError,
     InvalidTokenError,
     SavedState,
-    SavedStream,
     StopRules,
     Stream,
-    advance,
     feed,
     finish,
     open_stream,
@@ -39,6 +37,7 @@ from puredetok import (
 )
 from puredetok.core.rope import Rope
 from puredetok.core.saving import MAX_DEPTH, MAX_HELD_SPACE, STATE_FORMAT, pack
+from puredetok.errors import StateTypeError
 from puredetok.stops.saving import STREAM_FORMAT
 
 CASES = [(name, skip) for name in TOKENIZERS for skip in (False, True)]
@@ -269,13 +268,78 @@ def test_saved_streams_refuse_inconsistent_counters_and_rules() -> None:
             Stream.from_bytes(c, pack(STREAM_FORMAT, c, body))
 
 
-def test_pickled_streams_and_states_are_saved_records() -> None:
+TAKING_A_STATE: dict[str, Any] = {
+    "step": lambda value: puredetok.step(value, 9707),
+    "feed": lambda value: puredetok.feed(value, [9707, 11]),
+    "finish": puredetok.finish,
+}
+TAKING_A_STREAM: dict[str, Any] = {
+    "advance": lambda value: puredetok.advance(value, 9707),
+    "advance_many": lambda value: puredetok.advance_many(value, [9707, 11]),
+    "close": puredetok.close,
+    "abort": puredetok.abort,
+    "open_like": lambda value: puredetok.stops.open_like(value, [9707]),
+}
+
+
+def _wrong_values() -> dict[str, Any]:
+    """What is handed where a state or a stream is expected, by mistake."""
     c = codec("qwen3")
-    stream, _ = advance(open_stream(c, StopRules(stop=["</a>"])), 100024)
-    clone = pickle.loads(pickle.dumps(stream))
-    assert isinstance(clone, SavedStream) and clone.resume(c) == stream
-    assert pickle.loads(pickle.dumps(clone)) == clone  # the saved record pickles as itself
-    assert pickle.loads(pickle.dumps([stream.decode, stream]))[0].resume(c) == stream.decode
+    stream = open_stream(c, StopRules(stop=["</a>"]), [9707])
+    return {
+        "SavedState": pickle.loads(pickle.dumps(start(c, [9707]))),
+        "SavedStream": pickle.loads(pickle.dumps(stream)),
+        "DecodeState": start(c, [9707]),
+        "Stream": stream,
+        "Codec": c,
+        "None": None,
+        "int": 5,
+        "bytes": start(c).to_bytes(),
+        "list": [start(c)],
+    }
+
+
+WRONG = [
+    (function, wrong)
+    for function in [*TAKING_A_STATE, *TAKING_A_STREAM]
+    for wrong in _wrong_values()
+    if wrong != ("DecodeState" if function in TAKING_A_STATE else "Stream")
+    # a Stream has a codec and a core hold, which step and feed read (a check of the type would
+    # cost their per-token path): finish refuses it
+    and not (wrong == "Stream" and function in ("step", "feed"))
+]
+
+
+@pytest.mark.parametrize(("function", "wrong"), WRONG)
+def test_a_pickled_state_or_stream_used_as_one_says_to_resume_it(function: str, wrong: str) -> None:
+    """Issue 35 (case 6): a pickled state unpickles as a SavedState (its codec stays behind), and
+    handing it to ``step`` raised ``AttributeError: 'SavedState' object has no attribute 'codec'``.
+    Each function that takes a state or a stream raises a StateTypeError (a TypeError) naming what
+    it takes and what it got; for a saved record, how to resume it. The value handed is unchanged."""
+    right = "DecodeState" if function in TAKING_A_STATE else "Stream"
+    value = _wrong_values()[wrong]
+    call = {**TAKING_A_STATE, **TAKING_A_STREAM}[function]
+    before = pickle.dumps(value)
+    with pytest.raises(StateTypeError) as raised:
+        call(value)
+    message = str(raised.value)
+    assert isinstance(raised.value, TypeError) and message.startswith(f"{function}() takes a {right}")
+    assert type(value).__name__ in message, message
+    if wrong.startswith("Saved"):
+        assert "saved.resume(codec)" in message, message
+    assert pickle.dumps(value) == before
+
+
+def test_advance_each_names_the_stream_that_is_not_one() -> None:
+    c = codec("qwen3")
+    stream = open_stream(c)
+    saved = pickle.loads(pickle.dumps(stream))
+    with pytest.raises(
+        StateTypeError,
+        match=r"advance_each\(\) takes a Stream, got SavedStream at position 1: .*saved\.resume\(codec\)",
+    ):
+        puredetok.stops.advance_each([stream, saved], [9707, 11])
+    assert puredetok.stops.advance_each([stream, saved.resume(c)], [9707, 11])[1] == ["Hello", ","]
 
 
 def test_the_size_table_in_the_docs_is_what_the_script_measures() -> None:

@@ -8,7 +8,10 @@ __all__ = [
     "UnsupportedTokenizerError",
     "InvalidStateError",
     "CodecMismatchError",
+    "StateTypeError",
 ]
+
+from typing import Any
 
 
 class InvalidTokenError(ValueError):
@@ -32,6 +35,10 @@ class InvalidTokenError(ValueError):
                 why = f"not an int (got {type(token_id).__name__}); the vocabulary is [0, {vocab_size})"
         super().__init__(f"invalid token id {token_id!r}{where}: {why}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt as it was (its message, its attributes): its __init__ takes other arguments
+        return (type(self).__new__, (type(self), *self.args), self.__dict__)
+
 
 class UnsupportedTokenizerError(TypeError):
     """`codec_for` was given an object it cannot read as a tokenizer."""
@@ -54,3 +61,25 @@ class CodecMismatchError(InvalidStateError):
     """A saved state (or stream) offered to a codec whose fingerprint is not the one it was saved
     with: another tokenizer, or the same one with other decode options.
     """
+
+
+class StateTypeError(TypeError):
+    """A value handed where a state (a :class:`~puredetok.DecodeState`) or a stream (a
+    :class:`~puredetok.Stream`) is expected. A saved one, a ``SavedState`` or a ``SavedStream``
+    (what a pickled state or stream unpickles as: it travels without its codec), is resumed with
+    its codec first, ``saved.resume(codec)``: the message says so.
+    """
+
+    def __init__(self, function: str, expected: str, value: object, position: int | None = None) -> None:
+        where = "" if position is None else f" at position {position}"
+        if hasattr(value, "resume"):
+            why = "a pickled state or stream unpickles as one, without its codec: saved.resume(codec)"
+        elif expected == "Stream":
+            why = "a Stream comes from open_stream(codec, rules); step() advances a DecodeState"
+        else:
+            why = "a DecodeState comes from start(codec); advance() advances a Stream (its .decode is one)"
+        super().__init__(f"{function}() takes a {expected}, got {type(value).__name__}{where}: {why}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt as it was (its message): its __init__ takes other arguments
+        return (type(self).__new__, (type(self), *self.args), self.__dict__)

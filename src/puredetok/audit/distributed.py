@@ -28,6 +28,7 @@ __all__ = [
     "MAX_BATCH",
     "MAX_SHARES",
     "CodecsRef",
+    "TaskFailedError",
     "Timing",
     "audit_batch",
     "audit_on_ray",
@@ -81,6 +82,12 @@ MAX_SHARES = 8
 """At most this many shares of one compressed file (each decompresses all of it)."""
 
 
+class TaskFailedError(RuntimeError):
+    """A Ray task of the audit failed (its code raised, or its worker died): the run stops, as
+    nothing is run again. The message is one line naming the cause.
+    """
+
+
 def batch_sizes(shards: int, workers: int, most: int = MAX_BATCH) -> list[int]:
     """How many consecutive shards each batch holds, in order: a share of those that remain
     (one ``2 * workers``-th, at most ``most``, at least 1), so that the batches are few while
@@ -122,7 +129,12 @@ def _ready(codecs: CodecsRef, tokenizer: str | None, options: AuditOptions) -> _
     # while the first call runs nothing is cached yet; while a later one runs, the previous run's entry is
     first = _ready.cache_info().currsize == 0
     load = Deferred(functools.partial(load_tokenizer, tokenizer))
-    auditor = Auditor(load, options, ray.get(codecs.ref))
+    try:
+        built = ray.get(codecs.ref)
+    except Exception as error:
+        why = _cause(error)
+        raise TaskFailedError(f"the driver's codecs could not be unpickled in a worker: {why}") from None
+    auditor = Auditor(load, options, built)
     spent = time.process_time() - (0.0 if first else cpu)
     return _Ready(auditor, (began, time.time(), spent))
 
@@ -138,14 +150,22 @@ def audit_batch(
 
     ``codecs`` are the driver's; the tokenizer ``tokenizer`` (a name or path for
     :func:`load_tokenizer`) is loaded only if a record needs it.
+
+    Any exception is raised as a :class:`TaskFailedError` naming the shard and the cause in one
+    line (Ray Data runs a task again on some: ``RaySystemError``, what ``ray.get`` raises for a
+    value that cannot be unpickled).
     """
     ready = _ready(codecs, tokenizer, options)
     for row in batch.to_pylist():
         for order, fields in zip(row["orders"], row["shards"]):
-            results = audit_stretches(Shard(**fields), ready.auditor, columns)
+            shard = Shard(**fields)
+            results = audit_stretches(shard, ready.auditor, columns)
             while True:
                 began, cpu = time.time(), time.process_time()
-                result = next(results, None)
+                try:
+                    result = next(results, None)
+                except Exception as error:
+                    raise TaskFailedError(f"{shard.path}: {_cause(error)}") from None
                 if result is None:
                     break
                 timing = Timing(os.getpid(), *ready.started, began, time.time(), time.process_time() - cpu)
@@ -176,7 +196,8 @@ def start_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
             log_to_driver=False,
             logging_level=logging.ERROR,
         )
-    logging.getLogger("ray.data").setLevel(logging.ERROR)
+    # a task's failure is audit_on_ray's TaskFailedError, in one line: not Ray Data's traceback too
+    logging.getLogger("ray.data").setLevel(logging.CRITICAL)
     return ray
 
 
@@ -204,6 +225,9 @@ def audit_on_ray(
     the CPUs between them where they divide evenly (a task
     of 2 CPUs for 1 worker of 2 CPUs), so that every batch can wait at Ray for the next free
     worker.
+
+    No task is run again: one that fails (an exception in it, or its worker dying) ends the run,
+    raised as :class:`TaskFailedError` naming the cause in one line.
     """
     ray = start_ray(address, num_cpus)
     if not shards:
@@ -241,8 +265,37 @@ def audit_on_ray(
         batch_format="pyarrow",
         compute=ray.data.TaskPoolStrategy(size=in_flight),
         num_cpus=each,
+        # Ray Data runs a failed task again forever by default (a worker that died, or a
+        # RaySystemError raised in it): a run that cannot succeed would never end
+        max_retries=0,
     )
-    yield from _in_order(pickle.loads(row["result"]) for row in dataset.iter_rows())
+    try:
+        yield from _in_order(pickle.loads(row["result"]) for row in dataset.iter_rows())
+    except ray.exceptions.RayError as error:
+        raise TaskFailedError(f"a Ray task failed: {_cause(error)}") from None
+
+
+def _cause(error: BaseException) -> str:
+    """Why a task failed, in one line: the innermost exception inside Ray's wrappers (a task's
+    error holds the one its code raised), its type and the first line of its message (Ray Data
+    adds lines of its own).
+    """
+    import ray
+
+    while True:
+        inner: object = None
+        if isinstance(error, ray.exceptions.RayTaskError):
+            inner = error.cause
+        elif isinstance(error, ray.exceptions.RaySystemError):
+            inner = error.client_exc
+        if not isinstance(inner, BaseException) or inner is error:
+            break
+        error = inner
+    lines = str(error).strip().splitlines()
+    first = lines[0] if lines else ""
+    if isinstance(error, TaskFailedError):
+        return first
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
 def shares(shards: Sequence[Shard], workers: int, most: int = MAX_SHARES) -> list[tuple[int, Shard]]:

@@ -14,6 +14,7 @@ from typing import IO, Any
 from tqdm import tqdm
 
 from puredetok.audit import FORMATS, AuditOptions, Auditor, Columns, Shard, Tally, shards_of
+from puredetok.audit.distributed import TaskFailedError
 from puredetok.audit.report import summary_rows
 from puredetok.audit.sources import SHARD_BYTES, ShardResult, audit_stretches
 from puredetok.cli.options import add_tokenizer_option
@@ -209,6 +210,9 @@ def run(args: argparse.Namespace) -> int:
                 tally.add(result.tally)
                 bar.update(next(weights) if ends else 0)
                 bar.set_postfix_str(f"{tally.requests:,} requests, {tally.differing:,} differ", refresh=False)
+    except TaskFailedError as error:  # the run stops: what it found so far is not the file's
+        _error(str(error))
+        return 2
     finally:
         if report is not None:
             report.close()

@@ -95,9 +95,8 @@ class DecodeState:
     Immutable and hashable; copy it or keep it anywhere, and stepping it again gives the same
     future. Its size does not grow with the stream (see the guarantees for the one documented
     exception, a still-valid byte-fallback run). It travels without its codec: :meth:`to_bytes`
-    is a few dozen bytes, and a pickled state unpickles as a
-    :class:`SavedState` to :meth:`SavedState.resume`
-    with the codec (the codec's tables are never copied into it).
+    is a few dozen bytes, and a pickled state unpickles as a :class:`SavedState`, which
+    ``saved.resume(codec)`` turns back into the state (the codec's tables never travel with it).
     """
 
     codec: Codec
@@ -131,8 +130,7 @@ class DecodeState:
         return cls(codec, check_hold(codec, unpack(STATE_FORMAT, codec, data, "state")))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # A pickled state is its bytes: unpickled, a SavedState that resume(codec) turns back into
-        # a state. The codec's tables never travel with a state.
+        # pickled as its bytes (the codec stays behind): a SavedState, which resume(codec) turns back
         return (SavedState, (self.to_bytes(),))
 
 

@@ -49,25 +49,22 @@ from puredetok.errors import CodecMismatchError, InvalidStateError
 
 
 class Codec(Protocol):
-    """What saving reads of a codec (:class:`puredetok.core.codec.Codec` is one): its fingerprint
-    and names for messages, and its decoding, which says which holds it takes.
+    """What saving reads of a codec (:class:`puredetok.core.codec.Codec` is one): its family and
+    name (for messages), its fingerprint (what saved bytes are keyed by) and its decoding (whose
+    ``is_hold``, ``initial`` and ``idle`` say which holds it takes).
     """
 
     @property
-    def family(self) -> str:
-        """The decoder family, named in messages."""
+    def family(self) -> str: ...
 
     @property
-    def name(self) -> str:
-        """The tokenizer's name, named in messages."""
+    def name(self) -> str: ...
 
     @property
-    def fingerprint(self) -> str:
-        """What the saved bytes are keyed by."""
+    def fingerprint(self) -> str: ...
 
     @property
-    def decoding(self) -> Decoding:
-        """The streaming model: its ``is_hold``, ``initial`` and ``idle``."""
+    def decoding(self) -> Decoding: ...
 
 
 STATE_FORMAT = 0x01
@@ -292,14 +289,11 @@ def check_hold(codec: Codec, hold: Hashable) -> Hashable:
     if type(hold) is Echo:
         valid = valid and type(hold.text) is str and bool(hold.text) and type(inner) is not Echo
     if not valid:
-        raise InvalidStateError(f"the saved hold {_short(hold)} is not one a {codec.family} codec takes")
+        shown = repr(hold)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise InvalidStateError(f"the saved hold {shown} is not one a {codec.family} codec takes")
     if hold == decoding.idle:
         return decoding.idle
     if hold == decoding.initial:
         return decoding.initial
     return hold
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."

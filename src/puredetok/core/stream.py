@@ -32,7 +32,7 @@ from typing import Any, SupportsIndex, cast
 
 from puredetok.core.codec import ID_LIMIT, Codec, DecodeState
 from puredetok.core.echo import Echo, consume, consume_tail
-from puredetok.errors import InvalidTokenError
+from puredetok.errors import InvalidTokenError, StateTypeError
 
 # A stream makes a new state for each token that changes it: filling the two slots of a fresh
 # object directly costs two thirds of attrs' generated __init__ (which has nothing to check here).
@@ -150,9 +150,12 @@ def step(state: DecodeState, token_id: int) -> tuple[DecodeState, str]:
     """Advance by one token id: ``(new_state, delta)``; ``delta`` is the text that became certain.
 
     Raises :class:`InvalidTokenError` for an id outside the vocabulary (unless the codec ignores
-    ids past it); ``state`` stays valid.
+    ids past it; ``state`` stays valid), :class:`StateTypeError` for a state with no codec.
     """
-    codec = state.codec
+    try:  # a wrong object is told from its error: a check first would cost the fast path
+        codec = state.codec
+    except AttributeError:
+        raise StateTypeError("step", "DecodeState", state) from None
     decoding = codec.decoding
     old = state.hold
     # steady, written out: a function call would cost as much as the rest of this path.
@@ -247,9 +250,12 @@ def feed(state: DecodeState, token_ids: Iterable[int]) -> tuple[DecodeState, str
     """Advance by several ids; the same state and text as stepping them one by one.
 
     Raises :class:`InvalidTokenError` naming the position of the first bad id; ``state`` stays
-    valid (nothing is kept of the ids before it).
+    valid (nothing is kept of the ids before it); :class:`StateTypeError` as :func:`step`.
     """
-    codec = state.codec
+    try:  # told from the error, as in step
+        codec = state.codec
+    except AttributeError:
+        raise StateTypeError("feed", "DecodeState", state) from None
     decoding = codec.decoding
     hold = old = state.hold
     ids = token_ids if type(token_ids) is list else _as_list(token_ids)
@@ -296,6 +302,8 @@ def feed_hold(codec: Codec, hold: Hashable, token_ids: Iterable[int]) -> tuple[H
 
 def finish(state: DecodeState) -> str:
     """The text still held back, ended as the full decode ends it (the final flush)."""
+    if type(state) is not DecodeState:
+        raise StateTypeError("finish", "DecodeState", state)
     return finish_hold(state.codec, state.hold)
 
 

@@ -34,7 +34,7 @@ from typing import Any, TypeAlias
 import attrs
 
 from puredetok.core import Codec, DecodeState, feed_hold, finish_hold, start, steady, step_hold
-from puredetok.errors import InvalidTokenError, StreamFinishedError
+from puredetok.errors import InvalidTokenError, StateTypeError, StreamFinishedError
 from puredetok.stops.matcher import Match, Matcher, scan
 from puredetok.stops.rules import FinishReason, StopRules
 from puredetok.stops.saving import stream_from_bytes, stream_to_bytes
@@ -300,7 +300,10 @@ def open_like(stream: Stream, prompt_ids: Iterable[int] = ()) -> Stream:
     ``open_stream(stream.codec, stream.rules, prompt_ids)``, and sharing the tables ``stream`` keeps
     from its opening, so that many requests opened alike cost a record each (a manager's case).
     """
-    context = stream._context
+    try:
+        context = stream._context
+    except AttributeError:
+        raise StateTypeError("open_like", "Stream", stream) from None
     codec, rules = context[0], context[1]
     hold = start(codec, prompt_ids).hold
     if context[2:4] != (rules.min_tokens, rules.max_new_tokens):  # a stream resumed mid-way
@@ -355,12 +358,19 @@ def advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
 
     Raises :class:`InvalidTokenError` for an id outside the vocabulary and
     :class:`StreamFinishedError` once the stream has finished; ``stream`` stays valid either way.
+    Raises :class:`~puredetok.errors.StateTypeError` for a ``stream`` that is not a :class:`Stream`
+    (a :class:`SavedStream`: resume it first).
     """
     # Most tokens meet a running stream that holds no text and leave its core hold as it is: their
     # text comes from the core's steady texts when it can neither end the stream nor start a stop
     # string. Then at most the count changes, and a function call would cost a third of this
     # path, so that record is built here (as _record builds it); everything else is _advance.
-    quiet = stream._quiet
+    # Only a Stream has the slot: a wrong object is told from the error it raises (a check of its
+    # type would cost this path, where the try costs nothing).
+    try:
+        quiet = stream._quiet
+    except AttributeError:
+        raise StateTypeError("advance", "Stream", stream) from None
     if quiet is not None and type(token_id) is int:
         texts, classes, loud, size, stop_at, openers, ending = quiet
         if 0 <= token_id < size:
@@ -439,10 +449,13 @@ def close(stream: Stream) -> tuple[Stream, str]:
 
     The flushed text is searched for stop strings like any other text (unless fewer than
     ``min_tokens`` tokens came); without a match the stream ends with ``"length"``. Closing a
-    finished stream returns it unchanged, with no text.
+    finished stream returns it unchanged, with no text. Raises ``StateTypeError`` as :func:`advance` does.
     """
-    if stream._reason is not None:
-        return stream, ""
+    try:
+        if stream._reason is not None:
+            return stream, ""
+    except AttributeError:
+        raise StateTypeError("close", "Stream", stream) from None
     hold = stream._hold
     return _end(stream, hold, stream._count, stream._held, finish_hold(stream._context[0], hold))
 
@@ -450,10 +463,14 @@ def close(stream: Stream) -> tuple[Stream, str]:
 def abort(stream: Stream) -> Stream:
     """End the stream with ``"abort"``: nothing held is ever emitted.
 
-    A finished stream is returned unchanged (it keeps its finish reason).
+    A finished stream is returned unchanged (it keeps its finish reason). Raises ``TypeError`` as
+    :func:`advance` does.
     """
-    if stream._reason is not None:
-        return stream
+    try:
+        if stream._reason is not None:
+            return stream
+    except AttributeError:
+        raise StateTypeError("abort", "Stream", stream) from None
     return _record(stream, stream._hold, "", stream._count, _ABORT)
 
 
@@ -526,10 +543,14 @@ def advance_many(stream: Stream, token_ids: Iterable[int]) -> tuple[Stream, str]
 
     Ids after the one that ends the stream are ignored. An invalid id before that raises
     :class:`InvalidTokenError` naming its position, and nothing has happened. A finished stream
-    raises :class:`StreamFinishedError` if offered any id.
+    raises :class:`StreamFinishedError` if offered any id; ``StateTypeError`` as :func:`advance` does.
     """
     ids: list[Any] = token_ids if type(token_ids) is list else list(token_ids)
-    if stream._reason is not None:
+    try:
+        finished = stream._reason is not None
+    except AttributeError:
+        raise StateTypeError("advance_many", "Stream", stream) from None
+    if finished:
         if ids:
             raise _refuse(stream)
         return stream, ""
@@ -573,7 +594,8 @@ def advance_each(
 
     It stops before the first message that would raise (an invalid id, a finished stream): the
     lists then cover only the messages before it, and advancing that one raises the error for the
-    caller to handle. Raises ``ValueError`` if there are not as many messages as streams.
+    caller to handle. Raises ``ValueError`` if there are not as many messages as streams, and
+    ``StateTypeError`` naming the position of one that is not a :class:`Stream`.
     """
     if len(streams) != len(messages):
         raise ValueError(f"{len(streams)} streams and {len(messages)} messages: one message per stream")
@@ -621,6 +643,11 @@ def advance_each(
             say(delta)
     except (InvalidTokenError, StreamFinishedError):
         pass
+    except AttributeError:  # told from the error, as in advance
+        wrong = streams[len(news)]
+        if type(wrong) is Stream:
+            raise
+        raise StateTypeError("advance_each", "Stream", wrong, len(news)) from None
     return news, texts, ended
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 __all__ = ["Scanner", "ScanError", "DEFAULT_MAX_DEPTH", "DEFAULT_MAX_ELEMENTS"]
 
+from typing import Any
+
 DEFAULT_MAX_DEPTH = 32
 """Arrays and maps nested in each other at most, in any value of a frame (a chat message's
 content parts, a tool's JSON schema in the template options, the sampling parameters' extras)."""
@@ -32,6 +34,10 @@ class ScanError(ValueError):
         self.reason = reason
         self.detail = detail
         super().__init__(f"{reason}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt as it was (its message, its attributes): its __init__ takes other arguments
+        return (type(self).__new__, (type(self), *self.args), self.__dict__)
 
 
 _SCALAR, _SIZED, _CONTAINER, _BAD = 0, 1, 2, 3

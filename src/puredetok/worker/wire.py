@@ -77,6 +77,10 @@ class FrameError(ValueError):
         self.detail = detail
         super().__init__(f"{reason}: {detail}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt as it was (its message, its attributes): its __init__ takes other arguments
+        return (type(self).__new__, (type(self), *self.args), self.__dict__)
+
 
 @attrs.frozen
 class Rejected:
