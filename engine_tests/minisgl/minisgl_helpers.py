@@ -177,13 +177,15 @@ class Worker:
         """A frame of these bytes."""
         self.sender.socket.send(frame)
 
-    def replies(self, timeout: float = 0.5) -> list[Any]:
-        """The ``UserReply`` records received until none has come for ``timeout`` seconds."""
-        return _drain(self.frontend, BatchFrontendMsg, timeout)
+    def replies(self, timeout: float = 0.5, expect: int | None = None) -> list[Any]:
+        """The ``UserReply`` records received until none has come for ``timeout`` seconds (or, with
+        ``expect``, until that many have come: for up to 30 seconds).
+        """
+        return _drain(self.frontend, BatchFrontendMsg, timeout, expect)
 
-    def to_backend(self, timeout: float = 0.5) -> list[Any]:
-        """The records sent to the scheduler until none has come for ``timeout`` seconds."""
-        return _drain(self.backend, BatchBackendMsg, timeout)
+    def to_backend(self, timeout: float = 0.5, expect: int | None = None) -> list[Any]:
+        """The records sent to the scheduler, as :meth:`replies`."""
+        return _drain(self.backend, BatchBackendMsg, timeout, expect)
 
     def alive(self) -> bool:
         """Whether the process still runs."""
@@ -199,9 +201,10 @@ class Worker:
         shutil.rmtree(self._folder, ignore_errors=True)
 
 
-def _drain(queue: Any, batch: type, timeout: float) -> list[Any]:
+def _drain(queue: Any, batch: type, timeout: float, expect: int | None) -> list[Any]:
     found: list[Any] = []
-    while queue.socket.poll(int(timeout * 1000)):
+    wait = timeout if expect is None else 30
+    while (expect is None or len(found) < expect) and queue.socket.poll(int(wait * 1000)):
         message = queue.get()
         found.extend(message.data if isinstance(message, batch) else [message])
     return found
@@ -267,38 +270,39 @@ def random_requests(name: str, count: int, seed: int) -> list[Request]:
     from the whole vocabulary; a third end on the tokenizer's EOS, the rest on their length.
     """
     rng = random.Random(f"{name}-{seed}")
-    vocabulary = _vocabulary(name)
+    v = vocabulary(name)
     eos = tokenizer(name).eos_token_id
     requests = []
     for _ in range(count):
         kind = rng.randrange(4)
         if kind == 0:
             text = "".join(rng.choices(_SNIPPETS, k=rng.randint(1, 6)))
-            ids = vocabulary.encode(text)
+            ids = v.encode(text)
             ids = ids[: rng.randint(1, max(1, len(ids)))]
-        elif kind == 1 and vocabulary.pieces:
+        elif kind == 1 and v.pieces:
             ids = []
             for _ in range(rng.randint(1, 4)):
                 data = rng.choice(_SNIPPETS).encode()
-                ids += vocabulary.encode(rng.choice(_SNIPPETS))
-                ids += [vocabulary.pieces[bytes([byte])] for byte in data[: rng.randint(1, len(data))]]
+                ids += v.encode(rng.choice(_SNIPPETS))
+                ids += [v.pieces[bytes([byte])] for byte in data[: rng.randint(1, len(data))]]
         elif kind == 2:
-            ids = rng.choices(vocabulary.edge_ids, k=rng.randint(1, 12))
-            ids += vocabulary.encode(rng.choice(_SNIPPETS))[: rng.randint(0, 3)]
+            ids = rng.choices(v.edge_ids, k=rng.randint(1, 12))
+            ids += v.encode(rng.choice(_SNIPPETS))[: rng.randint(0, 3)]
         else:
-            ids = [rng.randrange(vocabulary.size) for _ in range(rng.randint(1, 12))]
+            ids = [rng.randrange(v.size) for _ in range(rng.randint(1, 12))]
         if eos is not None and rng.randrange(3) == 0:
             ids.append(eos)
         elif ids and ids[-1] == eos:
-            ids.append(vocabulary.encode("ok")[0])
-        requests.append(Request(new_uid(), ids or [vocabulary.encode("a")[0]], rng.randrange(8)))
+            ids.append(v.encode("ok")[0])
+        requests.append(Request(new_uid(), ids or [v.encode("a")[0]], rng.randrange(8)))
     return requests
 
 
 _VOCABULARIES: dict[str, Vocabulary] = {}
 
 
-def _vocabulary(name: str) -> Vocabulary:
+def vocabulary(name: str) -> Vocabulary:
+    """The conformance kit's view of the tokenizer's ids (read once)."""
     if name not in _VOCABULARIES:
         _VOCABULARIES[name] = Vocabulary.of(tokenizer(name))
     return _VOCABULARIES[name]

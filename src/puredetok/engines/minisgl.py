@@ -47,7 +47,7 @@ from typing import Any
 from puredetok.engines._versions import installed
 from puredetok.serving.detokenize_manager import DEFAULT_MAX_LIVE, DetokenizeManager
 from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams, TokenizeMsg
-from puredetok.serving.tokenize_manager import TokenizeManager
+from puredetok.serving.tokenize_manager import TokenizeError, TokenizeManager
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +83,7 @@ class MiniSglTokenizer:
         self.eos_token_id = tokenizer.eos_token_id
         """The id whose finishing message adds no text (mini-sglang's ``tokenizer.eos_token_id``)."""
         self.tokenize_manager = TokenizeManager(tokenizer)
+        _warm_up(self.tokenize_manager)
         self.detokenize_manager = DetokenizeManager(tokenizer, out_of_vocab="ignore", max_live=max_live)
         self.max_live = max_live
         """The most requests held at once (see the class)."""
@@ -235,6 +236,21 @@ class MiniSglTokenizer:
         for uid in good:
             self._recent.pop(uid, None)
         backend.extend(_abort_backend(uid) for uid in good)
+
+
+def _warm_up(manager: TokenizeManager) -> None:
+    """Tokenize a chat that holds an added token's text (plain text without a chat template), so
+    that the template is compiled and the encoders that keep a chat's text as data are built (some
+    seconds for a large vocabulary) before a request needs them.
+    """
+    try:
+        marker = next(iter(manager.content_as_data().controls), "")
+    except TokenizeError:
+        marker = ""
+    if getattr(manager.tokenizer, "chat_template", None):
+        manager.tokenize([TokenizeMsg(0, messages=[{"role": "user", "content": f"warm up {marker}"}])])
+    else:
+        manager.tokenize([TokenizeMsg(0, text="warm up")])
 
 
 def _abort_backend(uid: Any) -> Any:
