@@ -90,7 +90,7 @@ def test_any_batching_gives_decodes_text_and_holds_nothing_after(name: str, data
     assert backend == [
         AbortBackendMsg(uid=uid) for uid in sorted(aborted, key=lambda u: _abort_position(frames, u))
     ]
-    assert len(worker.detokenize_manager) == 0 and not worker._recent
+    assert len(worker.detokenize_manager) == 0 and not worker._last
 
 
 def _abort_position(frames: list[list[object]], uid: int) -> int:

@@ -143,20 +143,6 @@ def test_a_bad_id_costs_only_its_own_request(workers: Workers) -> None:
     assert worker.alive()
 
 
-def test_mini_sglangs_own_process_dies_on_a_bad_id_with_every_request() -> None:
-    worker = Worker("minisgl", "qwen3")
-    try:
-        worker.ready()
-        live = new_uid()
-        worker.send([DetokenizeMsg(uid=live, next_token=9707, finished=False)])
-        assert texts(worker) == {live: "Hello"}
-        worker.send([DetokenizeMsg(uid=new_uid(), next_token=-1, finished=False)])
-        worker.process.join(30)
-        assert not worker.alive()
-    finally:
-        worker.close()
-
-
 def test_a_frame_that_is_not_a_message_is_dropped_alone(workers: Workers) -> None:
     worker = workers("puredetok", "qwen3")
     for frame in (b"\xc1not msgpack", msgpack.packb({"__type__": "Nope"}), msgpack.packb([1, 2]), b""):
@@ -215,23 +201,6 @@ def test_a_chat_that_cannot_be_tokenized_ends_its_request(workers: Workers) -> N
     assert _tokenized(worker, "still here").input_ids.tolist() == tokenizer("llama2").encode("still here")
 
 
-def test_mini_sglangs_own_process_dies_on_a_chat_without_a_template() -> None:
-    worker = Worker("minisgl", "llama2")
-    try:
-        worker.ready()
-        worker.send(
-            [
-                TokenizeMsg(
-                    uid=new_uid(), text=[{"role": "user", "content": "hi"}], sampling_params=SamplingParams()
-                )
-            ]
-        )
-        worker.process.join(30)
-        assert not worker.alive()
-    finally:
-        worker.close()
-
-
 def test_a_chat_prompt_has_one_bos(workers: Workers) -> None:
     # Mistral v0.3's template writes <s> itself: mini-sglang's encode of the rendering adds another
     chat = [{"role": "user", "content": "hi"}]
@@ -251,3 +220,22 @@ def test_an_abort_of_a_request_being_tokenized_reaches_the_scheduler_after_its_p
     worker.send([TokenizeMsg(uid=uid, text="Hello", sampling_params=SamplingParams()), AbortMsg(uid=uid)])
     sent = worker.to_backend(expect=2)
     assert [type(message).__name__ for message in sent] == ["UserMsg", "AbortBackendMsg"]
+
+
+def test_mini_sglangs_own_process_dies_on_a_bad_id_with_every_request(workers: Workers) -> None:
+    # the last tests of the session: they end the shared processes of mini-sglang's own
+    worker = workers("minisgl", "qwen3")
+    live = new_uid()
+    worker.send([DetokenizeMsg(uid=live, next_token=9707, finished=False)])
+    assert texts(worker) == {live: "Hello"}
+    worker.send([DetokenizeMsg(uid=new_uid(), next_token=-1, finished=False)])
+    worker.process.join(30)
+    assert not worker.alive()
+
+
+def test_mini_sglangs_own_process_dies_on_a_chat_without_a_template(workers: Workers) -> None:
+    worker = workers("minisgl", "llama2")
+    chat = [{"role": "user", "content": "hi"}]
+    worker.send([TokenizeMsg(uid=new_uid(), text=chat, sampling_params=SamplingParams())])
+    worker.process.join(30)
+    assert not worker.alive()

@@ -41,12 +41,13 @@ __all__ = [
 import logging
 import sys
 from collections.abc import Sequence
+from itertools import repeat
 from multiprocessing.queues import Queue
 from typing import Any
 
 from puredetok.engines._versions import installed
 from puredetok.serving.detokenize_manager import DEFAULT_MAX_LIVE, DetokenizeManager
-from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams, TokenizeMsg
+from puredetok.serving.messages import DetokenizeBatch, DetokenizeMsg, Opening, SamplingParams, TokenizeMsg
 from puredetok.serving.tokenize_manager import TokenizeError, TokenizeManager
 
 logger = logging.getLogger(__name__)
@@ -94,8 +95,9 @@ class MiniSglTokenizer:
                 "is still decode's, streamed later)",
                 codec.reason,
             )
-        self._recent: dict[Any, None] = {}
-        """The live requests, the one whose last message is oldest first."""
+        self._last: dict[Any, int] = {}
+        """The live requests, each with the number of the batch of its last message."""
+        self._batches = 0
 
     def handle(self, messages: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """The messages to send for ``messages``: ``(to the API server, to the scheduler)``.
@@ -105,16 +107,19 @@ class MiniSglTokenizer:
         """
         from minisgl.message import AbortMsg, DetokenizeMsg, TokenizeMsg
 
-        kinds = {DetokenizeMsg: self._detokenize, TokenizeMsg: self._tokenize, AbortMsg: self._abort}
+        handlers = {DetokenizeMsg: self._detokenize, TokenizeMsg: self._tokenize, AbortMsg: self._abort}
         frontend: list[Any] = []
         backend: list[Any] = []
+        kinds = list(map(type, messages))
         start = 0
         while start < len(messages):
-            kind = type(messages[start])
-            end = start + 1
-            while end < len(messages) and type(messages[end]) is kind:
+            kind = kinds[start]
+            end = (
+                len(kinds) if not start and kinds.count(kind) == len(kinds) else start + 1
+            )  # one kind: at once
+            while end < len(messages) and kinds[end] is kind:
                 end += 1
-            handler = kinds.get(kind)
+            handler = handlers.get(kind)
             if handler is None:
                 logger.error(
                     "puredetok: %d message(s) of type %s dropped: not a tokenizer message", end - start, kind
@@ -127,69 +132,96 @@ class MiniSglTokenizer:
     def _detokenize(self, messages: Sequence[Any], frontend: list[Any], backend: list[Any]) -> None:
         from minisgl.message import UserReply
 
+        self._batches += 1
+        uids = [message.uid for message in messages]
+        tokens = [message.next_token for message in messages]
+        finished = [message.finished for message in messages]
+        last = self._last
+        # The decode step: one id for each of many live requests, none ending (checked in C loops).
+        if (
+            True not in finished
+            and set(map(type, uids)) <= _UID_TYPES
+            and set(map(type, tokens)) == {int}
+            and set(map(type, finished)) == {bool}
+            and all(map(last.__contains__, uids))
+            and len(set(uids)) == len(uids)
+        ):
+            replies = self.detokenize_manager.handle_batch(DetokenizeBatch(tuple(uids), tuple(tokens)))
+            for position, error in replies.errors:
+                logger.warning("puredetok: request %r: %s", uids[position], error)
+            last.update(zip(uids, repeat(self._batches)))
+            frontend += map(UserReply, uids, replies.outputs, repeat(False))
+            return
+        self._detokenize_each(messages, frontend, backend)
+
+    def _detokenize_each(self, messages: Sequence[Any], frontend: list[Any], backend: list[Any]) -> None:
+        """:meth:`_detokenize` of a batch that opens, ends or repeats requests, or holds a bad message."""
+        from minisgl.message import UserReply
+
         manager = self.detokenize_manager
-        recent = self._recent
+        last = self._last
         ours: list[DetokenizeMsg] = []
         opened: set[Any] = set()
         ended: set[Any] = set()
         for message in messages:
             uid, token, finished = message.uid, message.next_token, message.finished
-            if type(uid) not in (int, str) or type(finished) is not bool:
+            if type(uid) not in _UID_TYPES or type(finished) is not bool:
                 logger.error("puredetok: a DetokenizeMsg with uid %r, finished %r dropped", uid, finished)
                 continue
-            if uid in ended or uid not in opened and uid not in manager and manager.known(uid):
+            if uid in ended or uid not in opened and uid not in last and manager.known(uid):
                 continue  # its request has ended: nothing to say
             opening = None
-            if uid not in opened and uid not in manager:
+            if uid not in opened and uid not in last:
                 opening = Opening(params=PARAMS)
                 opened.add(uid)
             ids: tuple[int, ...] = (token,)
             if type(token) is not int:
                 logger.error("puredetok: request %r: token %r is not an id: skipped", uid, token)
                 ids = ()
-            recent.pop(uid, None)
             if finished:
                 ended.add(uid)
+                last.pop(uid, None)
                 eos = ids == (self.eos_token_id,)
                 ours.append(
                     DetokenizeMsg(uid, ids, True, opening, "stop" if eos else None, token if eos else None)
                 )
             else:
-                recent[uid] = None  # the most recent now
+                last[uid] = self._batches
                 ours.append(DetokenizeMsg(uid, ids, False, opening))
-        self._make_room(len(opened), frontend, backend)
+        self._make_room(opened, frontend, backend)
         for message, reply in zip(ours, manager.handle(ours)):
             if reply.error is not None:
                 logger.warning("puredetok: request %r: %s", message.uid, reply.error)
             if reply.finished and not message.finished:  # refused: it has ended here
                 backend.append(_abort_backend(message.uid))
-                self._recent.pop(message.uid, None)
-            frontend.append(
-                UserReply(
-                    uid=message.uid, incremental_output=reply.incremental_output, finished=reply.finished
-                )
-            )
+                last.pop(message.uid, None)
+            frontend.append(UserReply(message.uid, reply.incremental_output, reply.finished))
 
-    def _make_room(self, opening: int, frontend: list[Any], backend: list[Any]) -> None:
-        """Drop the requests quiet for longest until ``opening`` more fit in :attr:`max_live`."""
+    def _make_room(self, opening: set[Any], frontend: list[Any], backend: list[Any]) -> None:
+        """Drop the requests quiet for longest so that those ``opening`` fit in :attr:`max_live`
+        (and a sixteenth more, so that room is not looked for at every opening).
+        """
         from minisgl.message import UserReply
 
         manager = self.detokenize_manager
-        recent = self._recent
-        while recent and len(manager) + opening > self.max_live:
-            uid = next(iter(recent))
-            del recent[uid]
-            if uid not in manager:
-                continue
-            manager.abort([uid])
-            logger.warning(
-                "puredetok: request %r dropped for room (%d requests held, the most: its abort never "
-                "reached this detokenizer, or it has had no token for longest)",
-                uid,
-                self.max_live,
-            )
-            frontend.append(UserReply(uid=uid, incremental_output="", finished=True))
-            backend.append(_abort_backend(uid))
+        over = len(manager) + len(opening) - self.max_live
+        if over <= 0:
+            return
+        quiet = [uid for uid in self._last if uid not in opening]
+        quiet.sort(key=self._last.__getitem__)
+        dropped = quiet[: over + self.max_live // 16]
+        manager.abort(dropped)
+        for uid in dropped:
+            del self._last[uid]
+        logger.warning(
+            "puredetok: %d request(s) dropped for room (%d held, the most: their aborts never reached "
+            "this detokenizer, or they have had no token for longest): %s",
+            len(dropped),
+            self.max_live,
+            ", ".join(map(repr, dropped[:8])) + (" ..." if len(dropped) > 8 else ""),
+        )
+        frontend += [UserReply(uid, "", True) for uid in dropped]
+        backend += map(_abort_backend, dropped)
 
     def _tokenize(self, messages: Sequence[Any], frontend: list[Any], backend: list[Any]) -> None:
         from minisgl.message import UserMsg
@@ -229,13 +261,17 @@ class MiniSglTokenizer:
 
     def _abort(self, messages: Sequence[Any], frontend: list[Any], backend: list[Any]) -> None:
         uids = [message.uid for message in messages]
-        good = [uid for uid in uids if type(uid) in (int, str)]
+        good = [uid for uid in uids if type(uid) in _UID_TYPES]
         if len(good) < len(uids):
             logger.error("puredetok: an AbortMsg with a uid that is not an int or a string dropped")
         self.detokenize_manager.abort(good)  # remembered as ended: a late token opens nothing
         for uid in good:
-            self._recent.pop(uid, None)
+            self._last.pop(uid, None)
         backend.extend(_abort_backend(uid) for uid in good)
+
+
+_UID_TYPES = {int, str}
+"""The types of a request's uid (mini-sglang's API server counts ints)."""
 
 
 def _warm_up(manager: TokenizeManager) -> None:
