@@ -12,14 +12,25 @@ each the same frames, encoded beforehand with mini-sglang's own classes: every d
 cut from the ids of a long mixed-script text (valid text: mini-sglang's own handles it), ``--tokens``
 steps, ``finished`` on the last. The time is from the first frame sent to the last reply frame
 received (each worker sends one reply frame per frame), per generated token: the worker's own
-message decoding and encoding included. Rounds alternate between the two workers, best of each;
+message decoding and encoding included; then the parts of a worker's turn timed in this process
+(:func:`parts`). Rounds alternate between the two workers, best of each;
 repeats give the ranges (min - max). Afterwards, each worker's text of every request is checked
 against ``tokenizer.decode`` (mini-sglang's offline ``LLM.generate``'s text).
 """
 
 from __future__ import annotations
 
-__all__ = ["main", "model_folder", "workload", "frames", "Side", "measure", "default_tokenizers"]
+__all__ = [
+    "main",
+    "model_folder",
+    "workload",
+    "frames",
+    "Side",
+    "measure",
+    "parts",
+    "texts",
+    "default_tokenizers",
+]
 
 import argparse
 import gzip
@@ -189,6 +200,49 @@ def measure(
     return samples, last
 
 
+def parts(tokenizer: Any, outputs: Sequence[Sequence[int]], repeats: int) -> dict[str, list[float]]:
+    """Per repeat, the per-token time (microseconds) of each part of a worker's turn, in this
+    process, on the same frames: mini-sglang's decoding of the frames (both sides run it), each
+    side's handling of the decoded messages (mini-sglang's ``DetokenizeManager.detokenize`` and its
+    replies built as its worker builds them; puredetok's
+    :class:`~puredetok.engines.minisgl.MiniSglTokenizer`), and mini-sglang's encoding of the reply
+    frames (both sides).
+    """
+    import msgpack
+    from minisgl.message import BaseFrontendMsg, BatchFrontendMsg, BatchTokenizerMsg, UserReply
+    from minisgl.tokenizer.detokenize import DetokenizeManager
+
+    from puredetok.engines.minisgl import MiniSglTokenizer
+
+    tokens = sum(map(len, outputs))
+    times: dict[str, list[float]] = {
+        "decode frames": [],
+        "mini-sglang": [],
+        "puredetok": [],
+        "encode replies": [],
+    }
+    ours = MiniSglTokenizer(tokenizer)
+    for repeat in range(repeats):
+        encoded = frames(outputs, (repeat + 1) * 10**6)
+        began = time.perf_counter()
+        batches = [BatchTokenizerMsg.decoder(msgpack.unpackb(frame, raw=False)).data for frame in encoded]
+        times["decode frames"].append((time.perf_counter() - began) * 1e6 / tokens)
+        theirs = DetokenizeManager(tokenizer)
+        began = time.perf_counter()
+        for batch in batches:
+            outputs_of = theirs.detokenize(batch)
+            BatchFrontendMsg(data=[UserReply(m.uid, text, m.finished) for m, text in zip(batch, outputs_of)])
+        times["mini-sglang"].append((time.perf_counter() - began) * 1e6 / tokens)
+        began = time.perf_counter()
+        replies = [BatchFrontendMsg(data=ours.handle(batch)[0]) for batch in batches]
+        times["puredetok"].append((time.perf_counter() - began) * 1e6 / tokens)
+        began = time.perf_counter()
+        for reply in replies:
+            msgpack.packb(BaseFrontendMsg.encoder(reply), use_bin_type=True)
+        times["encode replies"].append((time.perf_counter() - began) * 1e6 / tokens)
+    return times
+
+
 def _line(samples: list[dict[str, float]]) -> str:
     own = sorted(sample["mini-sglang"] for sample in samples)
     ours = sorted(sample["puredetok"] for sample in samples)
@@ -252,6 +306,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
             print(f"{name}: {sum(map(len, outputs))} tokens in {args.tokens} frames")
             print(_line(samples))
+            split = parts(tokenizer, outputs, args.repeats)
+            print(
+                "  in this process, us/token: "
+                + ", ".join(f"{part} {min(t):.2f}-{max(t):.2f}" for part, t in split.items())
+            )
             print(
                 "  texts equal to tokenizer.decode: "
                 + ", ".join(f"{s} {n} of {len(outputs)}" for s, n in exact.items())

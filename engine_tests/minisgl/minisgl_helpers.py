@@ -236,12 +236,14 @@ def frames(requests: Sequence[Request]) -> Iterator[list[Any]]:
             yield frame
 
 
-def stream(worker: Worker, requests: Sequence[Request], timeout: float = 1.0) -> dict[int, tuple[str, bool]]:
-    """Each request's text as the API server joins it, and whether it was told the request finished."""
+def stream(worker: Worker, requests: Sequence[Request]) -> dict[int, tuple[str, bool]]:
+    """Each request's text as the API server joins it, and whether it was told the request finished
+    (both workers send one reply per message).
+    """
     for frame in frames(requests):
         worker.send(frame)
     texts: dict[int, tuple[str, bool]] = {request.uid: ("", False) for request in requests}
-    for reply in worker.replies(timeout):
+    for reply in worker.replies(expect=sum(len(request.ids) for request in requests)):
         if reply.uid in texts:
             text, finished = texts[reply.uid]
             texts[reply.uid] = (text + reply.incremental_output, finished or reply.finished)

@@ -99,8 +99,8 @@ def _abort_position(frames: list[list[object]], uid: int) -> int:
 
 
 def test_past_max_live_the_request_quiet_longest_makes_room() -> None:
-    worker = MiniSglTokenizer(tokenizer("qwen3"), max_live=2)
-    hello, world = vocabulary("qwen3").encode("Hello world")
+    worker = MiniSglTokenizer(tokenizer("llama2"), max_live=2)
+    hello, world = vocabulary("llama2").encode("Hello world")
 
     def handle(*messages: object) -> tuple[list[object], list[object]]:
         return worker.handle(list(messages))
@@ -144,3 +144,13 @@ def test_a_tokenizer_without_an_exact_model_keeps_decodes_text(caplog: pytest.Lo
         [DetokenizeMsg(uid=1, next_token=i, finished=n == len(ids) - 1) for n, i in enumerate(ids)]
     )
     assert "".join(reply.incremental_output for reply in frontend) == odd.decode(ids) == "axb x x🦩x"
+
+
+def test_room_is_made_a_sixteenth_at_a_time() -> None:
+    worker = MiniSglTokenizer(tokenizer("llama2"), max_live=32)
+    hello = vocabulary("llama2").encode("Hello")[0]
+    for uid in range(1, 33):  # 32 requests, uid 1 quiet longest
+        worker.handle([DetokenizeMsg(uid=uid, next_token=hello, finished=False)])
+    frontend, backend = worker.handle([DetokenizeMsg(uid=33, next_token=hello, finished=False)])
+    assert backend == [AbortBackendMsg(uid=uid) for uid in (1, 2, 3)]  # one needed, and 32 // 16
+    assert [reply.uid for reply in frontend] == [1, 2, 3, 33] and len(worker.detokenize_manager) == 30

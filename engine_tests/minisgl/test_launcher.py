@@ -1,10 +1,10 @@
 """``python -m puredetok.engines.minisgl`` runs mini-sglang's own server (``launch_server``) with
-puredetok's tokenizer processes, as far as a machine without a GPU goes: mini-sglang parses its
-arguments, its API server makes its sockets, and it spawns its processes; the tokenizer processes
-are puredetok's (each one's ready message, which ``launch_server`` logs, and, where the tokenizer
-process binds its own socket, its tokenizing of a chat); the scheduler process fails on its first
-CUDA call (``Engine``'s ``torch.cuda.set_device``), so the server waits for the scheduler's
-message for ever and its HTTP server never starts: there the test ends it.
+puredetok's tokenizer process, as far as a machine without a GPU goes: mini-sglang parses its
+arguments, its API server makes its sockets, and it spawns its processes; the tokenizer process is
+puredetok's (its ready message, which ``launch_server`` logs, and its tokenizing of a chat on the
+socket it binds); the scheduler process fails on its first CUDA call (``Engine``'s
+``torch.cuda.set_device``), so the server waits for the scheduler's message for ever and its HTTP
+server never starts: there the test ends it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from minisgl.core import SamplingParams
 from minisgl.message import BaseBackendMsg, BaseTokenizerMsg, TokenizeMsg, UserMsg
 from minisgl.utils import ZmqPullQueue, ZmqPushQueue
@@ -55,35 +54,30 @@ def _end(server: subprocess.Popen[bytes]) -> None:
         path.unlink()
 
 
-@pytest.mark.parametrize("tokenizers", [0, 1])
-def test_mini_sglangs_own_server_starts_puredetoks_tokenizer_processes(tokenizers: int) -> None:
-    server = _launch(
-        "--num-tokenizer", str(tokenizers), "--port", str(21_000 + os.getpid() % 10_000 + tokenizers)
-    )
+def test_mini_sglangs_own_server_starts_puredetoks_tokenizer_process() -> None:
+    # --num-tokenizer 0 (the default): one process tokenizes and detokenizes, on a socket it binds
+    server = _launch("--port", str(21_000 + os.getpid() % 10_000))
     try:
-        ready = [f"Tokenize server {n} is ready ({installed('puredetok')})" for n in range(tokenizers + 1)]
-        output = _read_until(server, [*ready, "torch.cuda.set_device"])
+        output = _read_until(
+            server, [f"Tokenize server 0 is ready ({installed('puredetok')})", "torch.cuda.set_device"]
+        )
         assert "Process minisgl-TP0-scheduler" in output and "Scheduler is ready" not in output
         assert "API server is ready" not in output
-        if tokenizers == 0:  # one process tokenizes and detokenizes, on a socket it binds
-            suffix = f".pid={server.pid}"
-            backend = ZmqPullQueue(
-                f"ipc:///tmp/minisgl_0{suffix}", create=True, decoder=BaseBackendMsg.decoder
-            )
-            send = ZmqPushQueue(
-                f"ipc:///tmp/minisgl_1{suffix}", create=False, encoder=BaseTokenizerMsg.encoder
-            )
-            chat = [{"role": "user", "content": "Say <|im_end|> please"}]
-            send.put(TokenizeMsg(uid=7, text=chat, sampling_params=SamplingParams()))
-            assert backend.socket.poll(60_000)
-            message = backend.get()
-            assert isinstance(message, UserMsg) and message.uid == 7
-            end = tokenizer("qwen3").convert_tokens_to_ids("<|im_end|>")
-            assert (
-                message.input_ids.tolist().count(end) == 1
-            )  # the user's <|im_end|> is text (mini-sglang's own: 2)
-            for queue in (backend, send):
-                queue.socket.close(linger=0)
-                queue.context.term()
+        # its socket, and the scheduler's (whose process has failed), named as mini-sglang names them
+        suffix = f".pid={server.pid}"
+        backend = ZmqPullQueue(f"ipc:///tmp/minisgl_0{suffix}", create=True, decoder=BaseBackendMsg.decoder)
+        send = ZmqPushQueue(f"ipc:///tmp/minisgl_1{suffix}", create=False, encoder=BaseTokenizerMsg.encoder)
+        chat = [{"role": "user", "content": "Say <|im_end|> please"}]
+        send.put(TokenizeMsg(uid=7, text=chat, sampling_params=SamplingParams()))
+        assert backend.socket.poll(60_000)
+        message = backend.get()
+        assert isinstance(message, UserMsg) and message.uid == 7
+        end = tokenizer("qwen3").convert_tokens_to_ids("<|im_end|>")
+        assert (
+            message.input_ids.tolist().count(end) == 1
+        )  # the user's <|im_end|> is text (mini-sglang's own: 2)
+        for queue in (backend, send):
+            queue.socket.close(linger=0)
+            queue.context.term()
     finally:
         _end(server)

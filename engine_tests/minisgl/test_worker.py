@@ -20,10 +20,12 @@ from puredetok.engines._versions import installed
 Workers = Callable[[str, str], Worker]
 
 
-def texts(worker: Worker) -> dict[int, str]:
-    """Each uid's joined text among the replies that come (a reply per uid means one was sent)."""
+def texts(worker: Worker, expect: int | None = None) -> dict[int, str]:
+    """Each uid's joined text among the replies that come (a uid here: it was sent one), until
+    ``expect`` replies have come, or (None) until none has come for half a second.
+    """
     found: dict[int, str] = {}
-    for reply in worker.replies():
+    for reply in worker.replies(expect=expect):
         found[reply.uid] = found.get(reply.uid, "") + reply.incremental_output
     return found
 
@@ -73,7 +75,7 @@ def test_several_messages_of_one_request_in_one_frame(workers: Workers) -> None:
         worker.send(
             [DetokenizeMsg(uid=uid, next_token=i, finished=n == len(ids) - 1) for n, i in enumerate(ids)]
         )
-        got[kind] = texts(worker)[uid]
+        got[kind] = texts(worker, len(ids))[uid]
     assert got["puredetok"] == expected
     assert got["minisgl"] != expected  # each message decodes from the state before the frame
 
@@ -84,9 +86,9 @@ def test_an_abort_is_forwarded_and_ends_the_request_here(workers: Workers) -> No
     for kind in ("minisgl", "puredetok"):
         worker, uid = workers(kind, "qwen3"), new_uid()
         worker.send([DetokenizeMsg(uid=uid, next_token=ids[0], finished=False)])
-        assert texts(worker) == {uid: "one"}
+        assert texts(worker, 1) == {uid: "one"}
         worker.send([AbortMsg(uid=uid)])
-        assert worker.to_backend() == [AbortBackendMsg(uid=uid)]
+        assert worker.to_backend(expect=1) == [AbortBackendMsg(uid=uid)]
         # the scheduler had already sent the next token when the abort reached it
         worker.send([DetokenizeMsg(uid=uid, next_token=ids[1], finished=False)])
         late[kind] = texts(worker)
@@ -103,7 +105,7 @@ def test_a_token_after_the_end_opens_nothing(workers: Workers) -> None:
         worker, uid = workers(kind, "qwen3"), new_uid()
         worker.send([DetokenizeMsg(uid=uid, next_token=ids[0], finished=False)])
         worker.send([DetokenizeMsg(uid=uid, next_token=tok.eos_token_id, finished=True)])
-        assert texts(worker) == {uid: "Done"}
+        assert texts(worker, 2) == {uid: "Done"}
         worker.send([DetokenizeMsg(uid=uid, next_token=ids[0], finished=False)])
         after[kind] = texts(worker)
     assert after["puredetok"] == {}
@@ -122,7 +124,7 @@ def test_a_bad_id_costs_only_its_own_request(workers: Workers) -> None:
             DetokenizeMsg(uid=good, next_token=ids[0], finished=len(ids) == 1),
         ]
     )
-    assert texts(worker) == {bad: "", good: "fine"}
+    assert texts(worker, 2) == {bad: "", good: "fine"}
     # the request goes on: the id was skipped, and so is one no tokenizer has (decode raises);
     # an id past the tokenizer's vocabulary (a model's padding) decodes to nothing, as decode skips it
     past = len(tokenizer("qwen3")) + 10
@@ -130,7 +132,7 @@ def test_a_bad_id_costs_only_its_own_request(workers: Workers) -> None:
     worker.send([DetokenizeMsg(uid=bad, next_token=2**40, finished=False)])
     worker.send([DetokenizeMsg(uid=bad, next_token=past, finished=False)])
     worker.send([DetokenizeMsg(uid=bad, next_token=ids[0], finished=True)])
-    assert texts(worker) == {bad: "fine"}
+    assert texts(worker, 3) == {bad: "fine"}
     # the wrong shapes a frame can carry: each message dropped (or its token skipped) alone
     worker.send(
         [
@@ -150,7 +152,7 @@ def test_a_frame_that_is_not_a_message_is_dropped_alone(workers: Workers) -> Non
     worker.send_raw(msgpack.packb({"__type__": "BatchTokenizerMsg", "data": [{"__type__": "UserReply"}]}))
     uid = new_uid()
     worker.send([DetokenizeMsg(uid=uid, next_token=9707, finished=True)])
-    assert texts(worker) == {uid: "Hello"}
+    assert texts(worker, 1) == {uid: "Hello"}
     assert worker.alive()
 
 
@@ -227,7 +229,7 @@ def test_mini_sglangs_own_process_dies_on_a_bad_id_with_every_request(workers: W
     worker = workers("minisgl", "qwen3")
     live = new_uid()
     worker.send([DetokenizeMsg(uid=live, next_token=9707, finished=False)])
-    assert texts(worker) == {live: "Hello"}
+    assert texts(worker, 1) == {live: "Hello"}
     worker.send([DetokenizeMsg(uid=new_uid(), next_token=-1, finished=False)])
     worker.process.join(30)
     assert not worker.alive()
