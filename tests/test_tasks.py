@@ -200,7 +200,8 @@ def test_an_engine_not_on_the_package_index_is_installed_alone_from_a_copy_of_it
         commands.append(tuple(map(str, command)))
         if "--no-deps" in command:
             copy = Path(command[-1])
-            copied.append(sorted(path.relative_to(copy).as_posix() for path in copy.rglob("*") if path.is_file()))
+            files = [path.relative_to(copy).as_posix() for path in copy.rglob("*") if path.is_file()]
+            copied.append(sorted(files))
 
     monkeypatch.setattr(module, "run", record)
     env = module.engine_env("minisgl")
@@ -221,7 +222,8 @@ def test_an_engine_source_that_is_not_there_stops_the_task_saying_where_it_looke
 ) -> None:
     module, commands = tasks
     monkeypatch.setenv("PUREDETOK_MINISGL_SOURCE", str(tmp_path / "nowhere"))
-    with pytest.raises(SystemExit, match=r"nowhere .*PUREDETOK_MINISGL_SOURCE.*\.\./shared/engines/mini-sglang"):
+    where = r"nowhere .*PUREDETOK_MINISGL_SOURCE.*\.\./shared/engines/mini-sglang"
+    with pytest.raises(SystemExit, match=where):
         module.engine_env("minisgl")
     assert commands == []
     monkeypatch.delenv("PUREDETOK_MINISGL_SOURCE")

@@ -12,7 +12,8 @@ each the same frames, encoded beforehand with mini-sglang's own classes: every d
 cut from the ids of a long mixed-script text (valid text: mini-sglang's own handles it), ``--tokens``
 steps, ``finished`` on the last. The time is from the first frame sent to the last reply frame
 received (each worker sends one reply frame per frame), per generated token: the worker's own
-message decoding and encoding included; then the parts of a worker's turn timed in this process
+message decoding and encoding included, and the CPU time the worker process used (not lengthened
+by other work on the machine); then the CPU time of each part of a worker's turn, in this process
 (:func:`parts`). Rounds alternate between the two workers, best of each;
 repeats give the ranges (min - max). Afterwards, each worker's text of every request is checked
 against ``tokenizer.decode`` (mini-sglang's offline ``LLM.generate``'s text).
@@ -138,9 +139,23 @@ class Side:
         self.process.start()
         acks.get(timeout=600)
 
-    def round(self, encoded: Sequence[bytes]) -> tuple[float, list[bytes]]:
-        """Send the frames, take one reply frame per frame: the seconds it took, and the replies."""
+    def cpu_seconds(self) -> float:
+        """The CPU time the worker process has used (all its threads; NaN where ``/proc`` has no
+        record of it): unlike the wall time, not lengthened by other work on the machine.
+        """
+        try:
+            stat = Path(f"/proc/{self.process.pid}/stat").read_text()
+        except OSError:
+            return float("nan")
+        fields = stat[stat.rindex(")") + 2 :].split()  # after the command's name: the state is field 3
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+    def round(self, encoded: Sequence[bytes]) -> tuple[float, float, list[bytes]]:
+        """Send the frames, take one reply frame per frame: the seconds it took, the worker's CPU
+        seconds, and the replies.
+        """
         replies = []
+        cpu = self.cpu_seconds()
         began = time.perf_counter()
         for frame in encoded:
             self._send.send(frame, copy=False)
@@ -150,7 +165,7 @@ class Side:
             if not self._replies.poll(60_000):
                 raise RuntimeError(f"{self.name}'s worker sent {len(replies)} of {len(encoded)} reply frames")
             replies.append(self._replies.recv())
-        return time.perf_counter() - began, replies
+        return time.perf_counter() - began, self.cpu_seconds() - cpu, replies
 
     def close(self) -> None:
         """Stop the worker and close the sockets."""
@@ -176,7 +191,9 @@ def measure(
     folder: Path, outputs: Sequence[Sequence[int]], rounds: int, repeats: int, scratch: Path
 ) -> tuple[list[dict[str, float]], dict[str, dict[int, str]]]:
     """Per repeat, each side's best per-token time (microseconds) over ``rounds`` alternating
-    rounds; and each side's text of every request (uids from 0, in ``outputs``' order) in its last round.
+    rounds, wall (``"mini-sglang"``, ``"puredetok"``) and its worker's CPU (``"mini-sglang CPU"``,
+    ``"puredetok CPU"``); and each side's text of every request (uids from 0, in ``outputs``' order)
+    in its last round.
     """
     tokens = sum(map(len, outputs))
     sides = [Side(name, folder, scratch) for name in SIDES]
@@ -185,12 +202,13 @@ def measure(
     uid = 0
     try:
         for _ in range(repeats):
-            best = {side.name: float("inf") for side in sides}
+            best = {name: float("inf") for side in sides for name in (side.name, f"{side.name} CPU")}
             for _ in range(rounds):
                 for side in sides:
                     encoded = frames(outputs, uid)
-                    seconds, replies = side.round(encoded)
+                    seconds, cpu, replies = side.round(encoded)
                     best[side.name] = min(best[side.name], seconds * 1e6 / tokens)
+                    best[f"{side.name} CPU"] = min(best[f"{side.name} CPU"], cpu * 1e6 / tokens)
                     last[side.name] = {key - uid: text for key, text in texts(replies).items()}
                     uid += len(outputs)
             samples.append(best)
@@ -201,8 +219,8 @@ def measure(
 
 
 def parts(tokenizer: Any, outputs: Sequence[Sequence[int]], repeats: int) -> dict[str, list[float]]:
-    """Per repeat, the per-token time (microseconds) of each part of a worker's turn, in this
-    process, on the same frames: mini-sglang's decoding of the frames (both sides run it), each
+    """Per repeat, the per-token CPU time (microseconds, this process's) of each part of a worker's
+    turn, in this process, on the same frames: mini-sglang's decoding of the frames (both sides run it), each
     side's handling of the decoded messages (mini-sglang's ``DetokenizeManager.detokenize`` and its
     replies built as its worker builds them; puredetok's
     :class:`~puredetok.engines.minisgl.MiniSglTokenizer`), and mini-sglang's encoding of the reply
@@ -224,31 +242,38 @@ def parts(tokenizer: Any, outputs: Sequence[Sequence[int]], repeats: int) -> dic
     ours = MiniSglTokenizer(tokenizer)
     for repeat in range(repeats):
         encoded = frames(outputs, (repeat + 1) * 10**6)
-        began = time.perf_counter()
+        began = time.process_time()
         batches = [BatchTokenizerMsg.decoder(msgpack.unpackb(frame, raw=False)).data for frame in encoded]
-        times["decode frames"].append((time.perf_counter() - began) * 1e6 / tokens)
+        times["decode frames"].append((time.process_time() - began) * 1e6 / tokens)
         theirs = DetokenizeManager(tokenizer)
-        began = time.perf_counter()
+        began = time.process_time()
         for batch in batches:
             outputs_of = theirs.detokenize(batch)
             BatchFrontendMsg(data=[UserReply(m.uid, text, m.finished) for m, text in zip(batch, outputs_of)])
-        times["mini-sglang"].append((time.perf_counter() - began) * 1e6 / tokens)
-        began = time.perf_counter()
+        times["mini-sglang"].append((time.process_time() - began) * 1e6 / tokens)
+        began = time.process_time()
         replies = [BatchFrontendMsg(data=ours.handle(batch)[0]) for batch in batches]
-        times["puredetok"].append((time.perf_counter() - began) * 1e6 / tokens)
-        began = time.perf_counter()
+        times["puredetok"].append((time.process_time() - began) * 1e6 / tokens)
+        began = time.process_time()
         for reply in replies:
             msgpack.packb(BaseFrontendMsg.encoder(reply), use_bin_type=True)
-        times["encode replies"].append((time.perf_counter() - began) * 1e6 / tokens)
+        times["encode replies"].append((time.process_time() - began) * 1e6 / tokens)
     return times
 
 
-def _line(samples: list[dict[str, float]]) -> str:
-    own = sorted(sample["mini-sglang"] for sample in samples)
-    ours = sorted(sample["puredetok"] for sample in samples)
-    ratios = sorted(sample["mini-sglang"] / sample["puredetok"] for sample in samples)
+def _line(samples: list[dict[str, float]], what: str = "") -> str:
+    own = sorted(sample[f"mini-sglang{what}"] for sample in samples)
+    ours = sorted(sample[f"puredetok{what}"] for sample in samples)
+    # a run too short for the CPU clock's ticks (10 ms) measures no CPU time: no ratio
+    ratios = sorted(
+        sample[f"mini-sglang{what}"] / sample[f"puredetok{what}"]
+        if sample[f"puredetok{what}"]
+        else float("nan")
+        for sample in samples
+    )
+    label = "CPU of the worker" if what else "wall, end to end"
     return (
-        f"  mini-sglang {own[0]:6.2f}-{own[-1]:6.2f} us/token"
+        f"  {label:<17} mini-sglang {own[0]:6.2f}-{own[-1]:6.2f} us/token"
         f"   puredetok {ours[0]:5.2f}-{ours[-1]:5.2f} us/token"
         f"   mini-sglang / puredetok {ratios[0]:5.2f}-{ratios[-1]:5.2f}"
     )
@@ -306,9 +331,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
             print(f"{name}: {sum(map(len, outputs))} tokens in {args.tokens} frames")
             print(_line(samples))
+            print(_line(samples, " CPU"))
             split = parts(tokenizer, outputs, args.repeats)
             print(
-                "  in this process, us/token: "
+                "  parts, CPU in this process, us/token: "
                 + ", ".join(f"{part} {min(t):.2f}-{max(t):.2f}" for part, t in split.items())
             )
             print(

@@ -32,10 +32,9 @@ def test_the_bench_prints_both_sides(capsys: pytest.CaptureFixture[str]) -> None
     assert bench.main([*arguments, "--tokenizer", f"llama2={TOKENIZERS / 'llama2'}"]) == 0
     out = capsys.readouterr().out
     assert "llama2: 24 tokens in 8 frames" in out
-    assert re.search(
-        r"mini-sglang +\d+\.\d\d- *\d+\.\d\d us/token +puredetok +\d+\.\d\d- *\d+\.\d\d us/token", out
-    )
+    for label in ("wall, end to end", "CPU of the worker"):
+        numbers = r"+\d+\.\d\d- *\d+\.\d\d us/token"
+        assert re.search(rf"{label} +mini-sglang {numbers} +puredetok {numbers}", out), label
     assert re.search(r"texts equal to tokenizer.decode: mini-sglang \d of 3, puredetok 3 of 3", out)
-    assert re.search(
-        r"in this process, us/token: decode frames [\d.]+-[\d.]+, mini-sglang [\d.]+-[\d.]+, puredetok", out
-    )
+    parts = r"decode frames [\d.]+-[\d.]+, mini-sglang [\d.]+-[\d.]+, puredetok [\d.]+-[\d.]+, encode"
+    assert re.search(rf"parts, CPU in this process, us/token: {parts}", out)

@@ -75,8 +75,9 @@ class MiniSglTokenizer:
 
     At most ``max_live`` requests are held. With separate tokenizer processes
     (``--num-tokenizer`` > 0) an abort reaches a tokenizer process, not the detokenizer, and the
-    scheduler then stops sending: past ``max_live``, the request that has had no message for the
-    longest is dropped (and ended at the API server and the scheduler, in case it was live).
+    scheduler then stops sending: past ``max_live``, the requests that have had no message for the
+    longest are dropped, a sixteenth of ``max_live`` more than needed (a running request has a
+    message every step), each ended at the API server and the scheduler in case it was running.
     """
 
     def __init__(self, tokenizer: Any, *, max_live: int = DEFAULT_MAX_LIVE) -> None:
@@ -114,9 +115,8 @@ class MiniSglTokenizer:
         start = 0
         while start < len(messages):
             kind = kinds[start]
-            end = (
-                len(kinds) if not start and kinds.count(kind) == len(kinds) else start + 1
-            )  # one kind: at once
+            # a batch of one kind (the usual) is one run, found without a loop over it
+            end = len(kinds) if not start and kinds.count(kind) == len(kinds) else start + 1
             while end < len(messages) and kinds[end] is kind:
                 end += 1
             handler = handlers.get(kind)
