@@ -1,8 +1,9 @@
 """mini-sglang's tokenizer process, its own and puredetok's, side by side in one run.
 
-Run in an environment with mini-sglang (``python3 tasks.py test-engines minisgl`` builds one)::
+Run from the repository's root in an environment with mini-sglang (``python3 tasks.py test-engines
+minisgl`` builds one)::
 
-    python -m puredetok.bench.engines.minisgl [--requests 64] [--tokens 256] [--repeats 3]
+    python -m benchmarks.engines.minisgl [--requests 64] [--tokens 256] [--repeats 3]
 
 For each tokenizer (Qwen3, and Llama-2 from a source checkout), both ``tokenize_worker`` functions
 run in processes of their own, started as mini-sglang's ``launch_server`` starts them (the
@@ -47,6 +48,9 @@ from pathlib import Path
 from typing import Any
 
 from puredetok.serving.loading import default_tokenizer_path
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository's root."""
 
 TEXT = (
     "Streaming detokenization turns token ids into text as they are generated. "
@@ -280,20 +284,14 @@ def _line(samples: list[dict[str, float]], what: str = "") -> str:
 
 
 def default_tokenizers() -> dict[str, Path]:
-    """The tokenizers benchmarked by default: the packaged Qwen3, and Llama-2 from the test data of
-    a source checkout (absent from an installed wheel).
-    """
-    sources = {"qwen3": default_tokenizer_path()}
-    llama2 = Path(__file__).resolve().parents[4] / "tests" / "data" / "tokenizers" / "llama2"
-    if llama2.exists():
-        sources["llama2"] = llama2
-    return sources
+    """The tokenizers benchmarked by default: the packaged Qwen3, and Llama-2 of the test data."""
+    return {"qwen3": default_tokenizer_path(), "llama2": ROOT / "tests" / "data" / "tokenizers" / "llama2"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print each tokenizer's per-token times and how many texts each side got exactly right."""
     parser = argparse.ArgumentParser(
-        prog="python -m puredetok.bench.engines.minisgl", description=(__doc__ or "").split("\n")[0]
+        prog="python -m benchmarks.engines.minisgl", description=(__doc__ or "").split("\n")[0]
     )
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=256, help="generated ids per request")

@@ -1,4 +1,4 @@
-"""The bench of both tokenizer processes (``python -m puredetok.bench.engines.minisgl``) runs in
+"""The bench of both tokenizer processes (``python -m benchmarks.engines.minisgl``) runs in
 mini-sglang's environment and prints each side's per-token time and how many of its texts are
 ``tokenizer.decode``'s; its workload is valid text, its frames mini-sglang's own encoding.
 """
@@ -12,7 +12,7 @@ import pytest
 from minisgl.message import BaseTokenizerMsg, BatchTokenizerMsg, DetokenizeMsg
 from minisgl_helpers import TOKENIZERS, tokenizer
 
-from puredetok.bench.engines import minisgl as bench
+from benchmarks.engines import minisgl as bench
 
 
 def test_the_workload_and_its_frames() -> None:
