@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -148,6 +149,56 @@ def _installable(python: Path, name: str, requirements: str, target: Path) -> Pa
     return target
 
 
+LOCAL_ENGINES = {"minisgl": ("PUREDETOK_MINISGL_SOURCE", "../shared/engines/mini-sglang")}
+"""Engines not on the package index: per engine, the variable naming its source folder and the
+folder it names by default (relative to this clone)."""
+
+_BUILT = frozenset({"build", "dist", "__pycache__"})
+"""Folders of a source tree that a build leaves behind (not part of the source)."""
+
+
+def local_source(name: str) -> tuple[Path, str] | None:
+    """The source folder of a :data:`LOCAL_ENGINES` engine and a digest of its files (None for an
+    engine on the package index); stops the task, saying where it looked, if the folder is absent.
+    """
+    if name not in LOCAL_ENGINES:
+        return None
+    variable, default = LOCAL_ENGINES[name]
+    source = (ROOT / os.environ.get(variable, default)).resolve()
+    if not (source / "pyproject.toml").is_file():
+        sys.exit(
+            f"{name}'s source is not at {source} (no pyproject.toml there): it is not on the package "
+            f"index; set {variable} to its folder (default: {default}, beside this clone)"
+        )
+    digest = hashlib.sha256()
+    for file in _source_files(source):
+        digest.update(f"{file}\0".encode() + (source / file).read_bytes())
+    return source, digest.hexdigest()[:12]
+
+
+def _install_local(python: Path, source: Path) -> None:
+    """Install a :data:`LOCAL_ENGINES` engine from ``source`` alone (``--no-deps``: its
+    requirements.txt says which of its dependencies the tests need), from a copy, since pip builds
+    a local folder in place and ``source`` may be read-only.
+    """
+    with tempfile.TemporaryDirectory(prefix="puredetok-engine-source-") as scratch:
+        copy = Path(scratch) / source.name
+        for file in _source_files(source):
+            (copy / file).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source / file, copy / file)  # contents only: the copy is writable
+        run(python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", copy)
+
+
+def _source_files(source: Path) -> list[Path]:
+    """The files of a source tree, relative to it, in order (what a build leaves behind left out)."""
+    files = []
+    for file in sorted(source.rglob("*")):
+        parts = file.relative_to(source).parts
+        if file.is_file() and not _BUILT & set(parts) and not any(p.endswith(".egg-info") for p in parts):
+            files.append(file.relative_to(source))
+    return files
+
+
 def _engine_folder(name: str, requirements: str, version: str | None = None, overlay: bool = False) -> Path:
     """Where the environment of these requirements lives (see :func:`engine_env`)."""
     key = hashlib.sha256((requirements + ("overlay" if overlay else "")).encode()).hexdigest()[:12]
@@ -172,6 +223,9 @@ def engine_env(name: str, version: str | None = None, overlay: bool = False) -> 
     declares but those (``sglang==0.5.22``: all of its own, at its own versions, but ``cuda-tile``).
     """
     requirements = engine_requirements(name, version)
+    local = local_source(name)
+    if local is not None:  # its source's digest keys the environment too
+        requirements += f"# {name} source {local[1]}\n"
     env = _engine_folder(name, requirements, version, overlay)
     python = env / BIN.name / PYTHON.name
     pip = (python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check")
@@ -192,6 +246,8 @@ def engine_env(name: str, version: str | None = None, overlay: bool = False) -> 
             run(*pip, "-r", _installable(python, name, requirements, wanted))
         elif base is None:
             run(*pip, "-r", pinned)
+            if local is not None:
+                _install_local(python, local[0])
         else:
             base_python = base / BIN.name / PYTHON.name
             (_purelib(python) / f"{name}-pinned.pth").write_text(f"{_purelib(base_python)}\n")

@@ -194,3 +194,60 @@ def test_another_sglang_gets_its_own_dependencies_but_the_placeholder_pip_cannot
     commands.clear()
     pinned = module.engine_env("sglang")  # the pinned SGLang installs as its requirements say
     assert [command[-2:] for command in commands] == [("-r", str(pinned / "requirements.txt"))] * 2
+
+
+def test_an_engine_not_on_the_package_index_is_installed_alone_from_a_copy_of_its_source(
+    tasks: tuple[ModuleType, list[tuple[str, ...]]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``test-engines minisgl``: mini-sglang's source (the folder ``PUREDETOK_MINISGL_SOURCE`` names,
+    ../shared/engines/mini-sglang by default) is installed with ``--no-deps`` from a writable copy
+    of it (what a build left in it left out), after the requirements; its digest keys the
+    environment, so a changed source gets a new one."""
+    module, commands = tasks
+    monkeypatch.setenv("PUREDETOK_ENGINE_ENVS", str(tmp_path / "envs"))
+    source = tmp_path / "mini-sglang"
+    (source / "python" / "minisgl").mkdir(parents=True)
+    (source / "pyproject.toml").write_text("[project]\nname = 'minisgl'\n")
+    (source / "python" / "minisgl" / "core.py").write_text("X = 1\n")
+    (source / "build" / "lib").mkdir(parents=True)
+    (source / "build" / "lib" / "stale.py").write_text("")
+    (source / "python" / "minisgl.egg-info").mkdir()
+    (source / "python" / "minisgl.egg-info" / "PKG-INFO").write_text("")
+    for path in [*source.rglob("*"), source]:
+        path.chmod(0o555 if path.is_dir() else 0o444)  # as ../shared is laid: read-only
+    monkeypatch.setenv("PUREDETOK_MINISGL_SOURCE", str(source))
+    copied: list[list[str]] = []
+
+    def record(*command: str | Path, **options: object) -> None:
+        commands.append(tuple(map(str, command)))
+        if "--no-deps" in command:
+            copy = Path(command[-1])
+            files = [path.relative_to(copy).as_posix() for path in copy.rglob("*") if path.is_file()]
+            copied.append(sorted(files))
+
+    monkeypatch.setattr(module, "run", record)
+    env = module.engine_env("minisgl")
+    assert commands[0][-2:] == ("-r", str(env / "requirements.txt"))
+    assert commands[1][-2] == "--no-deps" and Path(commands[1][-1]).name == "mini-sglang"
+    assert copied == [["pyproject.toml", "python/minisgl/core.py"]]
+    assert commands[-1][-3] == f"{ROOT}[minisgl]"
+    assert "# minisgl source " in (env / "requirements.txt").read_text()
+    assert module.engine_env("minisgl") == env
+    for path in [source, *source.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    (source / "python" / "minisgl" / "core.py").write_text("X = 2\n")
+    assert module.engine_env("minisgl") != env
+
+
+def test_an_engine_source_that_is_not_there_stops_the_task_saying_where_it_looked(
+    tasks: tuple[ModuleType, list[tuple[str, ...]]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module, commands = tasks
+    monkeypatch.setenv("PUREDETOK_MINISGL_SOURCE", str(tmp_path / "nowhere"))
+    where = r"nowhere .*PUREDETOK_MINISGL_SOURCE.*\.\./shared/engines/mini-sglang"
+    with pytest.raises(SystemExit, match=where):
+        module.engine_env("minisgl")
+    assert commands == []
+    monkeypatch.delenv("PUREDETOK_MINISGL_SOURCE")
+    assert module.local_source("minisgl") is not None or not (ROOT.parent / "shared").exists()
+    assert module.local_source("vllm") is None
