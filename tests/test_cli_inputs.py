@@ -188,7 +188,7 @@ TOKENIZERS: dict[str, tuple[Callable[[Path], str], str]] = {
         ["audit", str(SAMPLE_LOG)],
         ["replay", str(SAMPLE_TRACE)],
         ["explain", "x"],
-        ["bench", "--no-worker"],
+        ["bench"],
         ["serve"],
     ],
     ids=lambda command: command[0],

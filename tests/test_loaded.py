@@ -4,6 +4,7 @@ is exact; ``audit`` warns when the ids look like another tokenizer's."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ from puredetok import codec_for
 from puredetok.audit.compare import Difference
 from puredetok.audit.records import Request
 from puredetok.audit.report import unrelated
+from puredetok.cli import bench as bench_cli
 from puredetok.cli import main
 from puredetok.cli import serve as serve_cli
 from puredetok.cli.loaded import DEFAULT_NAME, FAMILIES, family_name, loaded
@@ -95,9 +97,15 @@ def test_explain_names_the_tokenizer_in_its_table_and_its_json(capsys: pytest.Ca
     }
 
 
-def test_bench_names_the_tokenizer_on_its_first_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "bench", "--serving-only", "--no-worker", "--requests", "4", "--repeats", "1")
-    assert code == 0 and out.startswith(f"puredetok bench: tokenizer {EMBEDDED}; Python ")
+def test_bench_names_the_tokenizer_on_its_first_line() -> None:
+    """``puredetok bench``'s header (``python3 tasks.py bench`` prints it too)."""
+    line = bench_cli.header(argparse.Namespace(tokenizer=None, repeats=3), tokenizer("qwen3"))
+    assert line.startswith(f"puredetok bench: tokenizer {EMBEDDED}; Python ")
+    folder = str(_folder("llama2"))
+    line = bench_cli.header(argparse.Namespace(tokenizer=folder, repeats=3), tokenizer("llama2"))
+    assert line.startswith(
+        f"puredetok bench: tokenizer {folder} (SentencePiece byte-fallback, exact); Python "
+    )
 
 
 def test_the_ready_line_names_the_tokenizer_before_the_address() -> None:
