@@ -239,6 +239,39 @@ def test_every_bad_id_is_its_requests_input_error_naming_file_and_line(
     assert out.splitlines()[-1].startswith("3 requests, 5 tokens, 0 failed, 2 with input errors [")
 
 
+def test_options_the_manager_refuses_refuse_their_request_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """More stop strings than the manager takes (256) ended the whole replay, and the audit of the
+    trace, naming neither file nor line; the request is refused, its events skipped, and the others
+    replayed."""
+    stops = [f"s{n}" for n in range(300)]
+    path = write(
+        tmp_path,
+        [
+            {"uid": 1, "tokens": [32]},
+            {"uid": 2, "tokens": [33], "options": {"stop": stops}},
+            {"uid": 2, "tokens": [34], "finished": True},
+            {"uid": 1, "tokens": [35], "finished": True},
+        ],
+    )
+    assert main(["replay", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert err == "" and "--- request 1 (length, 2 tokens, 2 events) G1 ok, G2 ok, G4 ok ---\nAD\n" in out
+    assert (
+        f"--- {path}:2: request 2 refused, its events skipped: request refused: 300 stop strings > the "
+        "limit of 256 (max_stops) (input error) ---"
+    ) in out
+    assert out.splitlines()[-1].startswith("1 request, 2 tokens, 0 failed, 1 with input errors [")
+    assert main(["audit", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert (
+        err == f"puredetok audit: error: {path}:2: request 2 refused, its events skipped: request refused: "
+        "300 stop strings > the limit of 256 (max_stops)\n"
+    )
+    assert "requests                     1" in out
+
+
 def test_the_ids_of_one_event_are_named_five_at_most(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

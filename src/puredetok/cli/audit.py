@@ -206,7 +206,7 @@ def _write(report: IO[str] | None, records: Iterable[dict[str, Any]], named: _Na
             report.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def warnings(tally: Tally, said: Loaded) -> list[str]:
+def _warnings(tally: Tally, said: Loaded) -> list[str]:
     """The signs that the tokenizer is not the one that generated the ids: most requests differ,
     their texts unrelated after the difference (:func:`~puredetok.audit.report.unrelated`), or ids
     run past its vocabulary.
@@ -260,8 +260,7 @@ def run(args: argparse.Namespace) -> int:
         kind = next((shard.format for shard in shards if shard.path == path), "-")
         formats[kind] = formats.get(kind, 0) + 1
     tally, named = Tally(), _Named()
-    records = dict.fromkeys(sizes, 0)
-    """Per file, its records read (requests, skipped, bad): a file of none has nothing to audit."""
+    records = dict.fromkeys(sizes, 0)  # per file, its records read: a file of none had nothing to audit
     ended = iter(shards)
     report = open(args.report, "w", encoding="utf-8") if args.report else None  # noqa: SIM115
     enabled = args.progress or sys.stderr.isatty()
@@ -293,7 +292,7 @@ def run(args: argparse.Namespace) -> int:
     for path in (path for path, count in records.items() if not count):
         bad.append(path)
         _error(f"{path}: no records in it: nothing to audit")
-    found = warnings(tally, said)
+    found = _warnings(tally, said)
     if args.json:
         print(_summary_json(tally, seconds, formats, said, named, found))
     else:

@@ -285,7 +285,7 @@ class Replayer:
         self.work = 0
         """The checks' cost so far: ids handed to ``tokenizer.decode``, characters it returned, and
         characters compared."""
-        self._ended: OrderedDict[Uid, bool] = OrderedDict()  # uid -> ended by the trace itself
+        self._ended: OrderedDict[Uid, str] = OrderedDict()  # uid -> how it ended: trace, stop, refused
         self._taken: list[RequestReport] = []
         self._notes: list[str] = []
         self._backend = hasattr(tokenizer, "backend_tokenizer")
@@ -295,18 +295,24 @@ class Replayer:
         report = self.live.get(event.uid)
         opening = None
         if report is None:
-            by_trace = self._ended.get(event.uid)
-            if by_trace is not None:
-                if not by_trace and event.prompt is None and event.options is None:
-                    self.summary.ignored_after_stop += 1
-                else:
-                    self.summary.with_input_errors += 1
-                    self._notes.append(
-                        f"{self.at(event.line)}: event for request {event.uid!r} after it ended"
-                    )
-                return []
+            how = self._ended.get(event.uid)
+            if how == "stop" and event.prompt is None and event.options is None:
+                self.summary.ignored_after_stop += 1
+            elif how in ("stop", "trace"):
+                self.summary.with_input_errors += 1
+                self._notes.append(f"{self.at(event.line)}: event for request {event.uid!r} after it ended")
+            if how is not None:
+                return []  # (a refused request's events are skipped: its refusal was noted)
             params = event.options if event.options is not None else self.defaults
-            report = self._open(event.uid, event.prompt or (), params, event.line)
+            try:
+                report = self._open(event.uid, event.prompt or (), params, event.line)
+            except ValueError as refused:  # options the manager refuses (more stop strings than it takes)
+                self.summary.with_input_errors += 1
+                self._notes.append(
+                    f"{self.at(event.line)}: request {event.uid!r} refused, its events skipped: {refused}"
+                )
+                self._remember(event.uid, "refused")
+                return []
             self.live[event.uid] = report
             # A trace is a recording: a uid's first event opens its request (the manager itself
             # opens nothing implicitly).
@@ -348,7 +354,8 @@ class Replayer:
         self._notes.append(f"{self.at(error.line)}: {error.why}")
 
     def _open(self, uid: Uid, given: tuple[Any, ...], params: SamplingParams, line: int) -> RequestReport:
-        codec = self.manager.codec_of(params)
+        """A request's record; raises ValueError for options the manager refuses."""
+        codec, rules = self.manager.codec_of(params), self.manager.rules(params)
         prompt, error = valid_ids(given, _id_limit(codec), "prompt")
         report = RequestReport(uid, prompt, params, codec)
         if error is not None:
@@ -356,7 +363,7 @@ class Replayer:
         if self.whole or not codec.exact:
             return report
         report.keep_text = self.keep_text
-        report.reference = Reference(codec, self.manager.rules(params), prompt, params.stop)
+        report.reference = Reference(codec, rules, prompt, params.stop)
         return report
 
     @property
@@ -403,14 +410,14 @@ class Replayer:
         if reply.finished:
             report.finish_reason, report.matched = reply.finish_reason, reply.matched_stop
             del self.live[report.uid]
-            self._remember(report.uid, report.ended_by_trace)
+            self._remember(report.uid, "trace" if report.ended_by_trace else "stop")
             self.verify(report)
             self.summary.count(report)
             self._taken.append(report)
 
-    def _remember(self, uid: Uid, by_trace: bool) -> None:
+    def _remember(self, uid: Uid, how: str) -> None:
         ended = self._ended
-        ended[uid] = by_trace
+        ended[uid] = how
         ended.move_to_end(uid)
         while len(ended) > self.remember_ended:
             ended.popitem(last=False)
