@@ -17,7 +17,7 @@ from benchmarks.mistral import TEKKEN_FILE, installed_tekken, tekken_section
 from benchmarks.worker import worker_section
 from puredetok.cli import bench
 from puredetok.cli._timing import format_table
-from puredetok.serving.loading import load_tokenizer
+from puredetok.serving.loading import DEFAULT_TOKENIZER, load_tokenizer
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.requests < 1:
         parser.error("--requests must be >= 1")
     tokenizer = load_tokenizer(args.tokenizer)
-    print(bench.header(args))
+    print(bench.header(args, tokenizer))
     if not args.serving_only:
         _library_sections(args, tokenizer)
     # A serving process freezes its start-up objects (see the worker); measure under the same rule.
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             format_table(
                 "worker (a separate process, over ZeroMQ ipc://; ratio: the in-process manager's time / its)",
-                worker_section(tokenizer, args.tokenizer),
+                worker_section(tokenizer, args.tokenizer or DEFAULT_TOKENIZER),
             )
         )
     return 0

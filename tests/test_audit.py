@@ -449,7 +449,12 @@ def test_bad_lines_are_named_and_the_rest_is_audited(
     assert any(f"{path}:2: not a vLLM response" in line for line in lines)
     assert any(f"{path}:3: response cmpl-x: a choice without token_ids" in line for line in lines)
     assert any(f"{path}:4: request cmpl-oov:" in line and "1000000000" in line for line in lines)
-    assert len(lines) == 4
+    assert lines[4] == (
+        "puredetok audit: warning: 1 request has ids past the vocabulary (151,669 ids): the tokenizer "
+        "may not be the one that generated these ids: pass --tokenizer (this audit used embedded Qwen3, "
+        "byte-level BPE)"
+    )
+    assert len(lines) == 5
     found = report(out_path)
     assert [r.get("id") for r in found if "error" not in r] == ["cmpl-4"]
     assert [r["line"] for r in found if "error" in r] == [2, 3, 4]
@@ -591,7 +596,7 @@ def test_the_documented_report_is_real(
     assert code == 2 and err.count("\n") == 1
     shown = page[page.index("```json\n") + 8 :]
     assert shown[: shown.index("```")] == out_path.read_text(encoding="utf-8")
-    table = page[page.index("```\nfiles") + 4 :]
+    table = page[page.index("```\ndocs/sample-responses.jsonl:2:") + 4 :]
     rows = table[: table.index("```")].splitlines()
     assert [r for r in rows if not r.startswith(("seconds", "tokens/s"))] == [
         r for r in out.splitlines() if not r.startswith(("seconds", "tokens/s"))

@@ -163,10 +163,10 @@ def test_a_folder_whose_vocabulary_is_compressed_is_refused_not_loaded_empty(
 def test_an_error_message_of_several_lines_is_printed_whole_on_one(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(name: str) -> None:
+    def broken(name: str | None) -> None:
         raise ValueError("first line:\n  second line\n\nlast line")
 
-    monkeypatch.setattr(explain, "load_tokenizer", broken)
+    monkeypatch.setattr(explain, "load", broken)
     code, _, err = run(capsys, "explain", "x")
     assert (code, err) == (2, "puredetok explain: error: first line: second line last line\n")
 
@@ -238,3 +238,15 @@ def test_the_installed_entry_point_exits_as_documented(tmp_path: Path) -> None:
     assert code("--version") == 0
     assert code("explain", "--tokenizer", str(tmp_path), "x") == 2
     assert code("frobnicate") == 2
+
+
+def test_a_reader_that_goes_away_ends_any_command_quietly() -> None:
+    """``puredetok explain ... | head -1``: it said "error: [Errno 32] Broken pipe" (exit 2);
+    replay alone stopped quietly."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    command = [sys.executable, "-m", "puredetok.cli", "explain", SEED * 400]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline().startswith(b"tokenizer: embedded Qwen3")
+    process.stdout.close()  # the table is far longer than a pipe holds
+    assert (process.wait(60), process.stderr.read()) == (0, b"")

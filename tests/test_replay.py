@@ -38,7 +38,7 @@ SAMPLE = Path(__file__).resolve().parents[1] / "docs" / "sample-trace.jsonl"
 
 
 @functools.cache
-def _load(name: str) -> Any:
+def _load(name: str | None) -> Any:
     return load_tokenizer(name)
 
 
@@ -49,7 +49,7 @@ def _shared_tokenizers_and_codecs(monkeypatch: pytest.MonkeyPatch) -> None:
     def replayer(tokenizer: Any, defaults: SamplingParams, **options: Any) -> Replayer:
         return Replayer(tokenizer, defaults, codecs=CODECS.setdefault(str(id(tokenizer)), {}), **options)
 
-    monkeypatch.setattr(replay_cli, "load_tokenizer", _load)
+    monkeypatch.setattr(replay_cli, "load", _load)
     monkeypatch.setattr(replay_cli, "Replayer", replayer)
 
 
@@ -137,7 +137,7 @@ def test_a_compressed_trace_cut_short_replays_what_came_then_names_the_break(
         code = main(["replay", str(cut), "--json"])
         out, err = capsys.readouterr()
         assert code == 2
-        assert f"{cut}: line " in err and f"{compression}-compressed data cut short" in err
+        assert re.search(rf"{re.escape(str(cut))}:\d+: {compression}-compressed data cut short", err), err
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
         # what the data before the break held was replayed: the plain trace's first replies
         replies = [json.loads(line) for line in out.splitlines()]
@@ -158,35 +158,127 @@ def test_a_compressed_trace_on_standard_input_is_refused_clearly(
 @pytest.mark.parametrize(
     ("line", "why"),
     [
-        ("not json", "line 2: JSON is malformed"),
-        ({"uid": 1, "tokens": [1.5]}, "line 2: Expected `int`"),
+        ("not json", "JSON is malformed"),
         ({"uid": 1, "tokenz": [1]}, "unknown field `tokenz`"),
         ({"tokens": [1]}, "missing required field `uid`"),
+        ({"uid": 1, "tokens": 5}, "Expected `array`, got `int` - at `$.tokens`"),
         ({"uid": 1, "finished": True, "abort": True}, "both finish and abort"),
         ({"uid": 1, "options": {"stopp": ["x"]}}, "unknown field `stopp`"),
-        ({"tokenizer": "qwen3"}, "line 2"),
-        ({"uid": 1, "options": {"stop": [""]}}, "line 2: Expected `str` of length >= 1 - at `$.stop[0]`"),
+        ({"tokenizer": "qwen3"}, "a header (tokenizer, options) belongs on the trace's first line"),
+        ({"uid": 1, "options": {"stop": [""]}}, "Expected `str` of length >= 1 - at `$.stop[0]`"),
         (
             {"uid": 1, "options": {"min_tokens": 5, "max_tokens": 2}},
-            "line 2: invalid SamplingParams: min_tokens (5) must not exceed",
+            "invalid SamplingParams: min_tokens (5) must not exceed",
         ),
         ({"uid": 1, "options": {"max_tokens": 2, "max_new_tokens": 2}}, "give max_tokens or max_new_tokens"),
-        ({"uid": 1, "options": {"max_new_tokens": 0}}, "line 2: Expected `int` >= 1 - at `$.max_new_tokens`"),
+        ({"uid": 1, "options": {"max_new_tokens": 0}}, "Expected `int` >= 1 - at `$.max_new_tokens`"),
+        ({"uid": 0, "prompt": [33]}, "'prompt' and 'options' belong on request 0's first event"),
     ],
 )
-def test_a_malformed_line_is_a_one_line_error_and_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: Any, why: str
+@pytest.mark.parametrize("json_lines", [False, True])
+def test_a_malformed_line_is_named_by_file_and_line_and_the_rest_is_replayed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: Any, why: str, json_lines: bool
 ) -> None:
-    path = write(tmp_path, [{"uid": 0, "tokens": [32]}, line])
-    assert main(["replay", str(path)]) == 2
-    err = capsys.readouterr().err
-    assert why in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    """Issue 35 (cases 5, 10): one malformed line ended the whole replay, named by its line alone."""
+    path = write(tmp_path, [{"uid": 0, "tokens": [32]}, line, {"uid": 5, "tokens": [33], "finished": True}])
+    assert main(["replay", str(path), *(["--json"] if json_lines else [])]) == 2
+    out, err = capsys.readouterr()
+    assert err == ""
+    if json_lines:
+        records = [json.loads(line) for line in out.splitlines()]
+        [error] = [r["input_error"] for r in records if "input_error" in r]
+        assert error.startswith(f"{path}:2: ") and why in error
+        summary = records[-1]["summary"]
+        assert (summary["requests"], summary["bad_lines"], summary["failed"]) == (2, 1, 0)
+    else:
+        assert f"--- {path}:2: " in out and f"{why}" in out and " (input error) ---\n" in out
+        assert "--- request 5 (length, 1 token, 1 event) G1 ok, G2 ok, G4 ok ---\nB\n" in out
+        assert (
+            "--- request 0 (length, 1 token, 1 event) G1 ok, G2 ok, G4 ok; closed at end of trace ---\nA\n"
+            in out
+        )
+        assert out.splitlines()[-1].startswith(
+            "2 requests, 2 tokens, 0 failed, 0 with input errors, 1 bad line skipped"
+        )
 
 
-def test_options_on_a_later_event_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = write(tmp_path, [{"uid": 0, "tokens": [32]}, {"uid": 0, "prompt": [33]}])
+BAD_IDS = [2**64, 2**64 - 1, 2**70, -1, 151_669, 1.5, True, "5", None, [1], {"id": 1}]
+"""Every kind of value an id in a trace may be that is not an id of Qwen3's vocabulary."""
+
+
+@pytest.mark.parametrize("bad", BAD_IDS, ids=repr)
+def test_every_bad_id_is_its_requests_input_error_naming_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: Any
+) -> None:
+    """Issue 35, case 5: an id past 2**64 - 1 ended the whole replay without a line number (where
+    -1 was the request's error), a float, a bool or a string ended it too, and so did a bad prompt
+    id; each is now an input error of its request, naming the file and line, and the request's
+    other ids and every other request are still replayed and checked."""
+    path = write(
+        tmp_path,
+        [
+            {"uid": 1, "tokens": [32]},
+            {"uid": 2, "tokens": [33, bad, 34], "finished": True},
+            {"uid": 3, "prompt": [bad, 9707], "tokens": [11]},
+            {"uid": 1, "tokens": [35], "finished": True},
+        ],
+    )
     assert main(["replay", str(path)]) == 2
-    assert "first event" in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert err == ""
+    shown = json.dumps(bad)
+    assert (
+        f"--- request 2 (length, 2 tokens, 1 event) G1 ok, G2 ok, G4 ok; {path}:2: invalid token id(s) "
+        f"{shown} at position 1 skipped: ids are ints in [0, 151669) ---\nBC\n"
+    ) in out
+    assert (
+        f"--- request 3 (length, 1 token, 1 event) G1 ok, G2 ok, G4 ok; {path}:3: invalid prompt id(s) "
+        f"{shown} at position 0 skipped: ids are ints in [0, 151669); closed at end of trace ---\n,\n"
+    ) in out
+    assert "--- request 1 (length, 2 tokens, 2 events) G1 ok, G2 ok, G4 ok ---\nAD\n" in out
+    assert out.splitlines()[-1].startswith("3 requests, 5 tokens, 0 failed, 2 with input errors [")
+
+
+def test_options_the_manager_refuses_refuse_their_request_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """More stop strings than the manager takes (256) ended the whole replay, and the audit of the
+    trace, naming neither file nor line; the request is refused, its events skipped, and the others
+    replayed."""
+    stops = [f"s{n}" for n in range(300)]
+    path = write(
+        tmp_path,
+        [
+            {"uid": 1, "tokens": [32]},
+            {"uid": 2, "tokens": [33], "options": {"stop": stops}},
+            {"uid": 2, "tokens": [34], "finished": True},
+            {"uid": 1, "tokens": [35], "finished": True},
+        ],
+    )
+    assert main(["replay", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert err == "" and "--- request 1 (length, 2 tokens, 2 events) G1 ok, G2 ok, G4 ok ---\nAD\n" in out
+    assert (
+        f"--- {path}:2: request 2 refused, its events skipped: request refused: 300 stop strings > the "
+        "limit of 256 (max_stops) (input error) ---"
+    ) in out
+    assert out.splitlines()[-1].startswith("1 request, 2 tokens, 0 failed, 1 with input errors [")
+    assert main(["audit", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert (
+        err == f"puredetok audit: error: {path}:2: request 2 refused, its events skipped: request refused: "
+        "300 stop strings > the limit of 256 (max_stops)\n"
+    )
+    assert "requests                     1" in out
+
+
+def test_the_ids_of_one_event_are_named_five_at_most(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, [{"uid": 1, "tokens": [-1] * 8 + [32], "finished": True}])
+    assert main(["replay", str(path), "--quiet"]) == 2
+    named = "-1 at position 0, -1 at position 1, -1 at position 2, -1 at position 3, -1 at position 4"
+    assert f"{path}:1: invalid token id(s) {named} and 3 more skipped" in capsys.readouterr().out
 
 
 def test_bad_ids_and_events_after_the_end_are_input_errors(
@@ -203,9 +295,9 @@ def test_bad_ids_and_events_after_the_end_are_input_errors(
     )
     assert main(["replay", str(path)]) == 2
     out = capsys.readouterr().out
-    assert "99999999 at position 1" in out and "--- line 3: event for request 2 after it ended" in out
+    assert "99999999 at position 1" in out and f"--- {path}:3: event for request 2 after it ended" in out
     assert "closed at end of trace" in out and "FAIL" not in out
-    assert "--- request 1 (length, 2 tokens, 1 event) G1 ok, G2 ok, G4 ok; line 1: invalid token id" in out
+    assert f"--- request 1 (length, 2 tokens, 1 event) G1 ok, G2 ok, G4 ok; {path}:1: invalid token id" in out
     assert "---\nAB\n" in out and "2 with input errors" in out
 
 
@@ -242,10 +334,10 @@ def test_quiet_still_names_each_input_error(
     )
     assert main(["replay", str(path), "--quiet", *(["--json"] if json_lines else [])]) == 2
     out = capsys.readouterr().out.splitlines()
-    named = out[:-1]
+    named = out[:-1] if json_lines else out[:-2]  # the summary (with --json, its tokenizer inside)
     assert len(named) == 2, out
-    assert "request 1: line 1: invalid token id(s) 99999999 at position 1" in named[0]
-    assert "line 3: event for request 2 after it ended" in named[1]
+    assert f"request 1: {path}:1: invalid token id(s) 99999999 at position 1" in named[0]
+    assert f"{path}:3: event for request 2 after it ended" in named[1]
     if json_lines:
         assert all("input_error" in json.loads(line) for line in named)
     else:
@@ -283,6 +375,21 @@ def test_a_wrong_text_is_found_and_exit_1(
     assert main(["replay", str(SAMPLE), "--quiet"]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and f"{check}: " in out
+
+
+def test_a_failed_check_and_an_input_error_exit_2_as_audit_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Replay's 1 won over 2 where audit's 2 wins over 1: part of the input was not checked."""
+
+    class Broken(DetokenizeManager):
+        def handle(self, messages: Any) -> list[UserReply]:
+            return [_extra_character(reply) for reply in super().handle(messages)]
+
+    monkeypatch.setattr(replay_module, "DetokenizeManager", Broken)
+    path = write(tmp_path, [{"uid": 1, "tokens": [32, -1], "finished": True}])
+    assert main(["replay", str(path), "--quiet"]) == 2
+    assert "1 failed, 1 with input errors" in capsys.readouterr().out
 
 
 def test_the_trace_names_its_tokenizer_relative_to_itself(
@@ -323,7 +430,9 @@ def test_the_progress_bar_shows_rate_and_time_left_when_asked(
     assert "replay:" in captured.err and "%|" in captured.err and "B/s" in captured.err
     assert re.search(r"\[\d\d:\d\d<\d\d:\d\d", captured.err) and "512 events" in captured.err
     assert f"{size / 1024:.1f}k/{size / 1024:.1f}k" in captured.err
-    assert captured.out.splitlines() == [captured.out.strip()]  # --quiet: the summary alone
+    tokenizer, summary = captured.out.splitlines()  # --quiet: the summary alone
+    assert tokenizer.startswith("tokenizer: embedded Qwen3 (byte-level BPE, exact)")
+    assert summary.startswith("7 requests, 600 tokens, 0 failed")
 
 
 def test_the_progress_bar_waits_a_moment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -581,9 +690,10 @@ def test_quiet_names_the_first_failures_and_counts_them_all(
     path = write(tmp_path, [{"uid": n, "tokens": [32, 33], "finished": True} for n in range(25)])
     assert main(["replay", str(path), "--quiet"]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 22 and all(line.startswith("FAILED request ") for line in lines[:20])
+    assert len(lines) == 23 and all(line.startswith("FAILED request ") for line in lines[:20])
     assert lines[20] == "... and 5 more failed (the first 20 are named)"
-    assert lines[21].startswith("25 requests, 50 tokens, 25 failed, 0 with input errors [")
+    assert lines[21].startswith("tokenizer: embedded Qwen3")
+    assert lines[22].startswith("25 requests, 50 tokens, 25 failed, 0 with input errors [")
 
 
 class Perturbed(DetokenizeManager):

@@ -5,14 +5,25 @@ counts behind the summary table (a :class:`Tally` per shard, added up in shard o
 
 from __future__ import annotations
 
-__all__ = ["Tally", "difference_record", "error_record", "summary_rows"]
+__all__ = [
+    "MAX_NAMED",
+    "Tally",
+    "difference_line",
+    "difference_record",
+    "error_record",
+    "past_vocabulary",
+    "summary_rows",
+    "unrelated",
+]
 
+import re
 from typing import Any
 
 import attrs
 
 from puredetok.audit.compare import KINDS, Difference
 from puredetok.audit.records import InputError
+from puredetok.replay.incremental import common_prefix
 
 
 @attrs.define
@@ -38,6 +49,12 @@ class Tally:
     text, and nothing else differs (kind ``parser split``: reported, not counted as differing)."""
     dropped: int = 0
     """Of those, the ones with text the parser dropped (the text before a start marker)."""
+    past_vocabulary: int = 0
+    """Bad records with an id at or past the end of the tokenizer's vocabulary (the sign of
+    another tokenizer; see :func:`past_vocabulary`)."""
+    unrelated: int = 0
+    """Differing requests whose texts have nothing in common after the difference (the sign of
+    another tokenizer; see :func:`unrelated`)."""
 
     def add(self, other: Tally) -> None:
         """Add another tally's counts to this one."""
@@ -52,6 +69,8 @@ class Tally:
             "split",
             "unjoinable",
             "dropped",
+            "past_vocabulary",
+            "unrelated",
         ):
             setattr(self, field, getattr(self, field) + getattr(other, field))
         for kind, count in other.kinds.items():
@@ -99,6 +118,66 @@ def difference_record(difference: Difference, file: str, format: str) -> dict[st
     if difference.looked is not None:
         record["looked"] = difference.looked
     return record
+
+
+MAX_NAMED = 20
+"""The summary names at most this many differing requests (the report lists every one)."""
+
+
+def difference_line(record: dict[str, Any]) -> str:
+    """A differing request of the report in one line, its place first as compilers name one."""
+    chunk = "" if record.get("chunk") is None else f", chunk {record['chunk']} of {record['chunks']}"
+    return (
+        f"{record['file']}:{record['line']}: request {record['id']} differs at character "
+        f"{record['offset']:,} (token {record['token']:,}{chunk}): {record['kind']}"
+    )
+
+
+_INVALID_IDS = re.compile(
+    r"invalid (?:token|prompt) id(?:\(s\))? (?P<ids>.*?)(?: skipped)?: .*?\[0, (?P<size>\d+)\)"
+)
+_NAMED_ID = re.compile(r"(?:^|, )(\d+)(?= at position|,| and|$)")
+
+
+def past_vocabulary(message: str) -> bool:
+    """Whether an error names a token id at or past the end of the vocabulary: the message of an
+    :class:`~puredetok.InvalidTokenError` (``invalid token id N ...: outside the vocabulary
+    [0, SIZE)``) or of the ids a replay skipped (``invalid token id(s) N at position P, ...
+    skipped: ids are ints in [0, SIZE)``) with such an ``N``.
+    """
+    found = _INVALID_IDS.search(message)
+    if found is None:
+        return False
+    size = int(found["size"])
+    return any(int(named) >= size for named in _NAMED_ID.findall(found["ids"]))
+
+
+RELATED = 4
+"""How many characters in a row two texts agree on again after their difference to be related."""
+
+
+def unrelated(difference: Difference) -> bool:
+    """Whether the exact and the engine's texts never agree again after their difference (in
+    the report's windows): an engine's faults lose, repeat, replace or add a little of a text that
+    is otherwise the exact one, after which the two run on alike (for :data:`RELATED` characters
+    at least, to the end of a window); another tokenizer's text has nothing to do with it (where
+    either text has fewer than :data:`RELATED` characters after the difference, nothing is told). A kind
+    that names an engine's fault (:data:`~puredetok.audit.compare.KINDS` but ``other`` and
+    ``replacement characters``) relates them by itself.
+    """
+    if difference.kind not in ("other", "replacement characters"):
+        return False
+    exact, engine = difference.exact, difference.engine
+    at = common_prefix(exact, engine)  # both windows start at the same place of the texts
+    after_exact, after_engine = exact[at:], engine[at:]
+    if len(after_exact) < RELATED or len(after_engine) < RELATED:
+        return False  # too little to tell
+    for i in range(len(after_exact)):
+        for j in range(len(after_engine)):
+            alike = common_prefix(after_exact[i:], after_engine[j:])
+            if alike >= RELATED and (i + alike == len(after_exact) or j + alike == len(after_engine)):
+                return False
+    return True
 
 
 def error_record(error: InputError) -> dict[str, Any]:

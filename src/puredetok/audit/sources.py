@@ -36,8 +36,9 @@ from puredetok.audit.compare import PARSER_SPLIT, Auditor, Difference
 from puredetok.audit.follow import Followed
 from puredetok.audit.formats import rollouts, sglang, trace, vllm
 from puredetok.audit.records import Columns, InputError, Item, Request, Skipped
-from puredetok.audit.report import Tally, difference_record, error_record
+from puredetok.audit.report import Tally, difference_record, error_record, past_vocabulary, unrelated
 from puredetok.files import Decompressed, stretches
+from puredetok.files.text import binary
 
 FORMATS = ("vllm", "vllm-stream", "sglang", "sglang-stream", "rollouts", "trace")
 """The input formats: vLLM's whole responses and streamed chunks, SGLang's ``/generate`` outputs
@@ -98,18 +99,20 @@ class ShardResult:
     """Whether that stretch is the file's last."""
 
 
-def _first_line(path: str, data: bool = False) -> bytes:
-    """The first line that is not blank nor an engine's error answer (with ``data``: the first
-    ``data:`` line's value, the first chunk of a stream of server-sent events).
+def _first_line(path: str, data: bool = False) -> tuple[int, bytes]:
+    """The first line that is not blank nor an engine's error answer, and its number (with
+    ``data``: the first ``data:`` line's value, the first chunk of a stream of server-sent
+    events); ``(0, b"")`` if there is none.
     """
-    for line in (line.removeprefix(_BOM).strip() for line in Decompressed.open(path).lines()):
+    for number, raw in enumerate(Decompressed.open(path).lines(), 1):
+        line = raw.removeprefix(_BOM).strip()
         if data and (not line.startswith(b"data:") or line[5:].strip() == b"[DONE]"):
             continue
         line = line[5:].strip() if data else line
         record = _json(line) if line.startswith(b"{") else None
         if line and not (isinstance(record, dict) and record and set(record) <= _ERROR_KEYS):
-            return line
-    return b""
+            return number, line
+    return 0, b""
 
 
 def _json(data: bytes) -> Any:
@@ -119,19 +122,43 @@ def _json(data: bytes) -> Any:
         return None
 
 
-def detect_format(path: str) -> tuple[str, str]:
-    """The format of a file and its layout, from its (decompressed) content. Raises ValueError if none."""
+def _json_error(data: bytes) -> str:
+    """Why ``data`` is not JSON."""
+    try:
+        msgspec.json.decode(data)
+    except msgspec.DecodeError as error:
+        return str(error)
+    return "it is"
+
+
+def _head(path: str) -> tuple[Decompressed, bytes, bytes | None]:
+    """The file, its first bytes (decompressed), and those bytes without leading blanks (None for
+    Parquet). Raises ValueError for a file with nothing to audit in it (empty, or its compressed
+    data broken before any), binary data, or compressed Parquet.
+    """
     reading = Decompressed.open(path)
     head = reading.head(_HEAD).removeprefix(_BOM)
+    packed = "" if reading.compression is None else f"{reading.compression}-compressed "
     if head.startswith(b"PAR1"):
-        if reading.compression is not None:  # Parquet compresses its pages itself
-            raise ValueError(f"{reading.compression}-compressed Parquet: not read (decompress it first)")
-        return "rollouts", "parquet"
+        if packed:  # Parquet compresses its pages itself
+            raise ValueError(f"{packed}Parquet: not read (decompress it first)")
+        return reading, head, None
     body = head.lstrip()
     if not body and reading.error is not None:
         raise ValueError(reading.error)
     if not body:
-        raise ValueError("the file is empty")
+        holds = f"is {packed}and holds nothing" if packed else "is empty"
+        raise ValueError(f"the file {holds}: nothing to audit")
+    if binary(body):
+        raise ValueError(f"{packed}binary data: not JSON lines, a JSON array nor Parquet")
+    return reading, head, body
+
+
+def detect_format(path: str) -> tuple[str, str]:
+    """The format of a file and its layout, from its (decompressed) content. Raises ValueError if none."""
+    reading, head, body = _head(path)
+    if body is None:
+        return "rollouts", "parquet"
     try:
         return _told(path, head, body)
     except ValueError as error:
@@ -142,7 +169,7 @@ def detect_format(path: str) -> tuple[str, str]:
 
 def _told(path: str, head: bytes, body: bytes) -> tuple[str, str]:
     """The format and layout of a file that begins with ``head`` (``body``: its blanks off)."""
-    line = _first_line(path)
+    number, line = _first_line(path)
     first = _json(line)
     if body.startswith(b"["):
         layout = "lines" if isinstance(first, list) else "array"  # a list a line: batch answers
@@ -152,13 +179,24 @@ def _told(path: str, head: bytes, body: bytes) -> tuple[str, str]:
             return "vllm", layout
         raise ValueError("a JSON array of neither vLLM responses nor SGLang outputs; give --format")
     if line.startswith((b"data:", b"event:", b":")):
-        chunk = _json(_first_line(path, data=True))
+        chunk = _json(_first_line(path, data=True)[1])
         sglang = isinstance(chunk, dict) and "output_ids" in chunk and "choices" not in chunk
         return ("sglang-stream" if sglang else "vllm-stream"), "lines"
+    if not number:
+        raise ValueError(
+            "every record is an engine's error answer: no response tells the format (give --format "
+            "to count them as skipped)"
+        )
     if first is None:
-        raise ValueError("line 1 is not JSON: cannot tell the format (give --format)")
+        raise ValueError(
+            f"line {number} is not JSON ({_json_error(line)}): cannot tell the format (give --format "
+            "to read the lines after it)"
+        )
     if not isinstance(first, dict):
-        raise ValueError("line 1 is not a JSON object: cannot tell the format (give --format)")
+        raise ValueError(
+            f"line {number} is a JSON {type(first).__name__}, not an object: cannot tell the format "
+            "(give --format)"
+        )
     if "choices" in first:  # a completion chunk's object is a whole one's, but it is not finished
         chunks = first["choices"] if isinstance(first["choices"], list) else []
         unfinished = any(isinstance(c, dict) and c.get("finish_reason", "") is None for c in chunks)
@@ -172,12 +210,17 @@ def _told(path: str, head: bytes, body: bytes) -> tuple[str, str]:
 
 
 def _layout(path: str, format: str) -> str:
-    detected, layout = detect_format(path)
-    if layout == "parquet":
-        return layout
+    """The layout of a file read as ``format`` (given, not told: whatever its first line holds)."""
+    _, _, body = _head(path)
+    if body is None:
+        return "parquet"
     if format == "trace":
         return "whole"
-    if layout == "array" and format in ("vllm", "sglang"):
+    if (
+        body.startswith(b"[")
+        and format in ("vllm", "sglang")
+        and not isinstance(_json(_first_line(path)[1]), list)
+    ):
         return "array"
     return "lines"
 
@@ -333,6 +376,7 @@ def _audited(shard: Shard, auditor: Auditor, items: Iterator[Item | Followed]) -
             continue
         if isinstance(item, InputError):
             tally.errors += 1
+            tally.past_vocabulary += past_vocabulary(item.message)
             records.append(error_record(item))
             continue
         difference: Difference | None = None
@@ -347,6 +391,7 @@ def _audited(shard: Shard, auditor: Auditor, items: Iterator[Item | Followed]) -
                 error = str(raised)
         if error is not None:
             tally.errors += 1
+            tally.past_vocabulary += past_vocabulary(error)
             message = f"request {request.id}: {error}"
             records.append(error_record(InputError(shard.path, request.line, message)))
             continue
@@ -361,6 +406,7 @@ def _audited(shard: Shard, auditor: Auditor, items: Iterator[Item | Followed]) -
             records.append(difference_record(difference, shard.path, shard.format))
         elif difference is not None:
             tally.differing += 1
+            tally.unrelated += unrelated(difference)
             tally.kinds[difference.kind] += 1
             records.append(difference_record(difference, shard.path, shard.format))
     return ShardResult(shard.index, records, tally)

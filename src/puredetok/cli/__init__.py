@@ -1,8 +1,10 @@
 """The ``puredetok`` command line: ``explain``, ``bench``, ``replay``, ``serve`` and ``audit``.
 
 Exit codes: 0 success, 1 the command ran and found a failure (a mismatch), 2 bad usage or input
-(unknown option, missing tokenizer, unreadable file). Errors are one line on stderr, the whole
-message, never a traceback. ``puredetok --version`` prints the installed version.
+(unknown option, missing tokenizer, unreadable or empty file, bad records; 2 wins over 1). Errors
+are one line on stderr, the whole message, never a traceback; an error about a place in a file
+names it as compilers do (``FILE:LINE: ...``). ``puredetok --version`` prints the installed
+version. Every command says which tokenizer it loaded (:mod:`puredetok.cli.loaded`).
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ from __future__ import annotations
 __all__ = ["main", "UsageError", "version"]
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from importlib import metadata
 from typing import NoReturn
 
 from puredetok.cli import audit, bench, explain, replay, serve
+from puredetok.cli.options import TOKENIZER_NOTE
 from puredetok.serving.loading import TokenizerLoadError
 
 
@@ -37,12 +41,15 @@ def version() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="puredetok", description="Exact streaming detokenization for LLM serving.")
+    parser = _Parser(
+        prog="puredetok", description="Exact streaming detokenization for LLM serving.", epilog=TOKENIZER_NOTE
+    )
     parser.add_argument("--version", action="version", version=f"puredetok {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
     for module in (explain, bench, replay, serve, audit):
-        sub = commands.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        epilog = getattr(module, "TOKENIZER_NOTE", TOKENIZER_NOTE)
+        sub = commands.add_parser(module.NAME, help=module.HELP, description=module.HELP, epilog=epilog)
         module.configure(sub)
         sub.set_defaults(run=module.run)
     return parser
@@ -53,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         code: int = args.run(args)
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (TokenizerLoadError, UsageError, OSError, ValueError) as error:
         message = " ".join(str(error).split()) or type(error).__name__  # the whole of it, one line
         print(f"puredetok {args.command}: error: {message}", file=sys.stderr)

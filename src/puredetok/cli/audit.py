@@ -11,14 +11,16 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
+import attrs
 from tqdm import tqdm
 
 from puredetok.audit import FORMATS, AuditOptions, Auditor, Columns, Shard, Tally, shards_of
+from puredetok.audit.compare import PARSER_SPLIT
 from puredetok.audit.distributed import TaskFailedError
-from puredetok.audit.report import summary_rows
+from puredetok.audit.report import MAX_NAMED, difference_line, summary_rows
 from puredetok.audit.sources import SHARD_BYTES, ShardResult, audit_stretches
-from puredetok.cli.options import add_tokenizer_option
-from puredetok.serving.loading import load_tokenizer
+from puredetok.cli.loaded import Loaded, load, loaded
+from puredetok.cli.options import add_tokenizer_option, tokenizer_choice
 
 NAME = "audit"
 HELP = (
@@ -43,6 +45,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--format", choices=FORMATS, help="the files' format (default: told from each file's content)"
     )
     parser.add_argument("--report", metavar="OUT.jsonl", help="write one JSON line per differing request")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary as one JSON object (the tokenizer, the counts, the first differing "
+        "requests, the warnings) instead of the table",
+    )
     parser.add_argument(
         "--skip-special-tokens",
         action=argparse.BooleanOptionalAction,
@@ -119,7 +127,7 @@ def _auditor(args: argparse.Namespace, built: bool) -> Auditor:
         clean_up_tokenization_spaces=args.clean_up_tokenization_spaces,
         include_stop_str_in_output=args.include_stop_str_in_output,
     )
-    auditor = Auditor(load_tokenizer(args.tokenizer), options)
+    auditor = Auditor(load(args.tokenizer), options)
     if built:
         auditor.codec_of(options.skip_special_tokens)
     return auditor
@@ -163,33 +171,98 @@ def _results(
         yield result, True
 
 
-def _table(tally: Tally, seconds: float, formats: dict[str, int]) -> str:
+def _table(tally: Tally, seconds: float, formats: dict[str, int], said: Loaded) -> str:
     files = ", ".join(f"{name}: {count}" for name, count in formats.items())
-    rows = [("files", files or "-")] + summary_rows(tally, seconds)
+    rows = [("tokenizer", said.line), ("files", files or "-")] + summary_rows(tally, seconds)
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
 
-def _write(report: IO[str] | None, records: Iterable[dict[str, Any]]) -> None:
+@attrs.define
+class _Named:
+    """The first :data:`MAX_NAMED` differing requests of the report, for the summary."""
+
+    records: list[dict[str, Any]] = attrs.field(factory=list)
+
+    def add(self, record: dict[str, Any]) -> None:
+        if len(self.records) < MAX_NAMED and "kind" in record and record["kind"] != PARSER_SPLIT:
+            self.records.append(record)
+
+    def lines(self, differing: int, report: str | None) -> list[str]:
+        """The named requests, one a line, and how many more differ."""
+        lines = [difference_line(record) for record in self.records]
+        if differing > len(self.records):
+            where = f"{report} lists every one" if report else "--report FILE lists every one"
+            lines.append(f"... and {differing - len(self.records):,} more differ ({where})")
+        return lines
+
+
+def _write(report: IO[str] | None, records: Iterable[dict[str, Any]], named: _Named) -> None:
     for record in records:
         if "error" in record:
             _error(f"{record['file']}:{record['line']}: {record['error']}")
+        else:
+            named.add(record)
         if report is not None:
             report.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
+def _warnings(tally: Tally, said: Loaded) -> list[str]:
+    """The signs that the tokenizer is not the one that generated the ids: most requests differ,
+    their texts unrelated after the difference (:func:`~puredetok.audit.report.unrelated`), or ids
+    run past its vocabulary.
+    """
+    hint = "pass --tokenizer" if said.chosen_by == "default" else "check --tokenizer"
+    used = f"this audit used {said.name}, {said.family}"
+    why = f"the tokenizer may not be the one that generated these ids: {hint} ({used})"
+    found = []
+    if tally.unrelated * 2 > tally.requests:
+        found.append(
+            f"{tally.unrelated:,} of {tally.requests:,} requests differ, with unrelated texts: {why}"
+        )
+    if tally.past_vocabulary:
+        found.append(
+            f"{tally.past_vocabulary:,} request{'s have' if tally.past_vocabulary > 1 else ' has'} ids past "
+            f"the vocabulary ({said.vocab_size:,} ids): {why}"
+        )
+    return found
+
+
+def _summary_json(
+    tally: Tally, seconds: float, formats: dict[str, int], said: Loaded, named: _Named, found: list[str]
+) -> str:
+    summary = {
+        "tokenizer": said.to_json(),
+        "files": formats,
+        **tally.to_json(),
+        "equal": tally.requests - tally.differing - tally.unjoinable,
+        "seconds": round(seconds, 3),
+        "differing_named": [
+            {key: record.get(key) for key in ("file", "line", "id", "offset", "token", "chunk", "kind")}
+            for record in named.records
+        ],
+        "warnings": found,
+    }
+    return json.dumps({"summary": summary}, ensure_ascii=False)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Audit; exit 0 if every request's text is exact, 1 if one differs, 2 for bad input."""
-    auditor = _prepared(args)
+    """Audit; exit 0 if every request's text is exact, 1 if one differs, 2 for bad input (2 wins)."""
     began = time.monotonic()
     shards, bad, sizes = _shards(args)
     for message in bad:
         _error(message)
+    if not sizes:
+        return 2  # no file could be read: nothing is loaded, and there is nothing to sum up
+    auditor = _prepared(args)
+    said = loaded(args.tokenizer, tokenizer_choice(args), auditor.codec_of(args.skip_special_tokens))
     formats: dict[str, int] = {}
     for path in sizes:
         kind = next((shard.format for shard in shards if shard.path == path), "-")
         formats[kind] = formats.get(kind, 0) + 1
-    tally = Tally()
+    tally, named = Tally(), _Named()
+    records = dict.fromkeys(sizes, 0)  # per file, its records read: a file of none had nothing to audit
+    ended = iter(shards)
     report = open(args.report, "w", encoding="utf-8") if args.report else None  # noqa: SIM115
     enabled = args.progress or sys.stderr.isatty()
     try:
@@ -205,9 +278,12 @@ def run(args: argparse.Namespace) -> int:
             leave=False,
         ) as bar:
             weights = iter(_weights(shards, sizes))
+            shard = next(ended)
             for result, ends in _results(args, shards, auditor):
-                _write(report, result.records)
+                _write(report, result.records, named)
                 tally.add(result.tally)
+                records[shard.path] += result.tally.requests + result.tally.skipped + result.tally.errors
+                shard = next(ended, shard) if ends else shard
                 bar.update(next(weights) if ends else 0)
                 bar.set_postfix_str(f"{tally.requests:,} requests, {tally.differing:,} differ", refresh=False)
     except TaskFailedError as error:  # the run stops: what it found so far is not the file's
@@ -216,7 +292,17 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if report is not None:
             report.close()
-    print(_table(tally, time.monotonic() - began, formats))
+    seconds = time.monotonic() - began
+    for path in (path for path, count in records.items() if not count):
+        bad.append(path)
+        _error(f"{path}: no records in it: nothing to audit")
+    found = _warnings(tally, said)
+    if args.json:
+        print(_summary_json(tally, seconds, formats, said, named, found))
+    else:
+        print("\n".join([*named.lines(tally.differing, args.report), _table(tally, seconds, formats, said)]))
+    for warning in found:
+        print(f"puredetok audit: warning: {warning}", file=sys.stderr)
     if bad or tally.errors:
         return 2
     return 1 if tally.differing else 0

@@ -14,8 +14,9 @@ from typing import Any
 
 from puredetok.cli._measure import MIN_TOKENS, core_section, stops_section
 from puredetok.cli._timing import format_table
-from puredetok.cli.options import add_tokenizer_option
-from puredetok.serving.loading import load_tokenizer
+from puredetok.cli.loaded import load, loaded
+from puredetok.cli.options import add_tokenizer_option, tokenizer_choice
+from puredetok.core import codec_for
 
 NAME = "bench"
 HELP = "measure per-token cost side by side with DecodeStream and the two-window algorithm"
@@ -42,20 +43,24 @@ def check(args: argparse.Namespace) -> None:
         raise ValueError("--tokens must be >= 100, --long >= 1000, --repeats >= 1")
 
 
-def header(args: argparse.Namespace) -> str:
-    """The report's first line: what is measured, on what machine, under what load."""
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+def header(args: argparse.Namespace, tokenizer: Any) -> str:
+    """The report's first line: what is measured (the tokenizer, said as every command says what
+    it loaded), on what machine, under what load.
+    """
+    said = loaded(args.tokenizer, tokenizer_choice(args), codec_for(tokenizer, skip_special_tokens=True))
+    average = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (
-        f"puredetok bench: {args.tokenizer}, Python {platform.python_version()}, {platform.machine()}, "
-        f"{os.cpu_count()} cores, load average {load:.2f}; ratios over {args.repeats} repeats (min-max)"
+        f"puredetok bench: tokenizer {said.line}; Python {platform.python_version()}, "
+        f"{platform.machine()}, {os.cpu_count()} cores, load average {average:.2f}; ratios over "
+        f"{args.repeats} repeats (min-max)"
     )
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the core's and the stop layer's sections."""
     check(args)
-    tokenizer = load_tokenizer(args.tokenizer)
-    print(header(args))
+    tokenizer = load(args.tokenizer)
+    print(header(args, tokenizer))
     sections(args, tokenizer)
     return 0
 

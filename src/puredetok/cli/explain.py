@@ -6,9 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from puredetok.cli.options import add_tokenizer_option
+from puredetok.cli.loaded import load, loaded
+from puredetok.cli.options import add_tokenizer_option, tokenizer_choice
 from puredetok.core import codec_for, finish, start, step
-from puredetok.serving.loading import load_tokenizer
 
 NAME = "explain"
 HELP = "show, token by token, what each id decodes to alone and what the stream emits"
@@ -55,7 +55,7 @@ def _show(text: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the table; exit 1 if the streamed text differs from the full decode."""
-    tokenizer = load_tokenizer(args.tokenizer)
+    tokenizer = load(args.tokenizer)
     codec = codec_for(
         tokenizer,
         skip_special_tokens=args.skip_special_tokens,
@@ -72,8 +72,9 @@ def run(args: argparse.Namespace) -> int:
     tail = finish(state)
     streamed = "".join(row["delta"] for row in rows) + tail
     full = tokenizer.decode(ids, **decode_kwargs)
+    said = loaded(args.tokenizer, tokenizer_choice(args), codec)
     report = {
-        "tokenizer": codec.name,
+        "tokenizer": said.to_json(),
         "codec": {
             "family": codec.family,
             "exact": codec.exact,
@@ -90,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
     else:
+        print(f"tokenizer: {said.line}")
         width = max([len(str(row["id"])) for row in rows] + [2])
         alone_width = max([len(_show(row["alone"])) for row in rows] + [5])
         print(f"{'#':>3}  {'id':>{width}}  {'alone':<{alone_width}}  delta")

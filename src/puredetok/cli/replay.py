@@ -12,17 +12,27 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
+import attrs
 from tqdm import tqdm
 
+from puredetok.cli.loaded import Loaded, load, loaded
 from puredetok.cli.options import add_tokenizer_option
 from puredetok.files import Decompressed, compression_of
+from puredetok.files.text import binary
 from puredetok.replay.replay import CHECKS, MAX_LISTED, Replayer, ReplaySummary, RequestReport
-from puredetok.replay.trace import TraceError, TraceEvent, TraceHeader, read_trace
-from puredetok.serving.loading import DEFAULT_TOKENIZER, load_tokenizer
+from puredetok.replay.trace import TraceError, TraceEvent, TraceHeader, trace_items
+from puredetok.serving.loading import LoadedTokenizer
 from puredetok.serving.messages import SamplingParams, UserReply
 
 NAME = "replay"
-HELP = "replay a token trace (JSON lines), print each request's text, and check G1/G2/G4 per request"
+HELP = (
+    "replay a token trace (JSON lines), print each request's text, and check G1/G2/G4 per request "
+    "(exit 0 all passed, 1 a check failed, 2 bad input)"
+)
+TOKENIZER_NOTE = (
+    "Tokenizer: --tokenizer PATH if given, else the one the trace's header names, else the embedded "
+    "Qwen3 (byte-level BPE); the summary says which one it loaded."
+)
 
 PROGRESS_AFTER = 0.5
 """Seconds a replay runs before its progress bar appears."""
@@ -41,8 +51,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add_tokenizer_option(
         parser,
-        default=None,
-        help="tokenizer folder or tokenizer.json (default: the trace's, else the embedded Qwen3)",
+        help="a folder of tokenizer files or a tokenizer.json, loaded offline (default: the one the "
+        "trace's header names, else the embedded Qwen3)",
     )
     parser.add_argument(
         "--json", action="store_true", help="print one JSON line per reply and per request, then a summary"
@@ -63,11 +73,15 @@ class _Counted:
         self.read = 0
         self.head = b""
         """The first bytes read (a compression's magic bytes, if the input is compressed)."""
+        self.first = b""
+        """The start of the first line that is not blank (to tell binary data)."""
 
     def __iter__(self) -> Iterator[bytes]:
         for line in self.source:
             if not self.read:
                 self.head = line[:8]
+            if not self.first:
+                self.first = line[:4096].strip()
             self.read += len(line)
             yield line
 
@@ -88,13 +102,20 @@ def _progress(total: int | None, enabled: bool) -> tqdm[Any]:
     )
 
 
-def _tokenizer(args: argparse.Namespace, header: TraceHeader | None) -> Any:
-    name = args.tokenizer or (header.tokenizer if header else None) or DEFAULT_TOKENIZER
-    if not args.tokenizer and header and header.tokenizer and args.trace != "-":
+def _tokenizer(
+    args: argparse.Namespace, header: TraceHeader | None
+) -> tuple[LoadedTokenizer, str | None, str]:
+    """The tokenizer, the name it was loaded by (None: the embedded one), and what chose it."""
+    if args.tokenizer is not None:
+        return load(args.tokenizer), args.tokenizer, "--tokenizer"
+    if header is None or header.tokenizer is None:
+        return load(None), None, "default"
+    name = header.tokenizer
+    if args.trace != "-":
         beside = os.path.join(os.path.dirname(args.trace), header.tokenizer)
         if os.path.exists(beside):  # a relative path in a trace is relative to the trace
             name = beside
-    return load_tokenizer(name)
+    return load(name), name, "the trace"
 
 
 def _show_finish(report: RequestReport) -> str:
@@ -164,24 +185,27 @@ def _summary_line(summary: ReplaySummary, elapsed: float) -> str:
         else ""
     )
     after = f", {summary.after_end:,} after the end" if summary.after_end else ""
+    bad = f", {_plural(summary.bad_lines, 'bad line')} skipped" if summary.bad_lines else ""
     return (
         f"{_plural(summary.requests, 'request')}, {_plural(summary.tokens, 'token')}{after}, "
-        f"{summary.failed:,} failed, {summary.with_input_errors:,} with input errors{ignored} "
+        f"{summary.failed:,} failed, {summary.with_input_errors:,} with input errors{ignored}{bad} "
         f"[{elapsed:.2f} s{rate}]"
     )
 
 
-def _summary_text(summary: ReplaySummary, elapsed: float) -> str:
+def _summary_text(summary: ReplaySummary, elapsed: float, said: Loaded) -> str:
     lines = [f"FAILED request {uid}: {'; '.join(why)}" for uid, why in summary.failures]
     if summary.failed > len(summary.failures):
         more = summary.failed - len(summary.failures)
         lines.append(f"... and {more:,} more failed (the first {MAX_LISTED} are named)")
+    lines.append(f"tokenizer: {said.line}")
     lines.append(_summary_line(summary, elapsed))
     return "\n".join(lines)
 
 
-def _summary_json(summary: ReplaySummary, elapsed: float) -> str:
+def _summary_json(summary: ReplaySummary, elapsed: float, said: Loaded) -> str:
     record = {
+        "tokenizer": said.to_json(),
         "requests": summary.requests,
         "tokens": summary.tokens,
         "after_end": summary.after_end,
@@ -189,6 +213,7 @@ def _summary_json(summary: ReplaySummary, elapsed: float) -> str:
         "failed": summary.failed,
         "with_input_errors": summary.with_input_errors,
         "ignored_after_stop": summary.ignored_after_stop,
+        "bad_lines": summary.bad_lines,
         "seconds": round(elapsed, 3),
         "failures": [{"uid": uid, "failures": why} for uid, why in summary.failures],
     }
@@ -196,29 +221,60 @@ def _summary_json(summary: ReplaySummary, elapsed: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Replay; exit 0 if every check passed, 1 if one failed, 2 for a bad trace or bad ids in it."""
+    """Replay; exit 0 if every check passed, 1 if one failed, 2 for a bad or empty trace or bad
+    lines or ids in it (2 wins over 1: part of the trace was not checked).
+    """
+    name = "<stdin>" if args.trace == "-" else args.trace
     try:
-        return _replay(args)
-    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as Unix tools do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-
-
-def _replay(args: argparse.Namespace) -> int:
-    reading = None if args.trace == "-" else Decompressed.open(args.trace)
-    if reading is not None and reading.compression is not None:
-        source: IO[bytes] | None = None
-        lines: Iterable[bytes] = _decompressed(reading)
-        total = None  # the bar counts decompressed bytes, whose total is not known before the end
-    else:
-        source = sys.stdin.buffer if args.trace == "-" else open(args.trace, "rb")  # noqa: SIM115
-        lines, total = source, None if args.trace == "-" else os.fstat(source.fileno()).st_size
+        reading = None if args.trace == "-" else Decompressed.open(args.trace)
+        if reading is not None and reading.compression is not None:
+            source: IO[bytes] | None = None
+            lines: Iterable[bytes] = _decompressed(reading)
+            total = None  # the bar counts decompressed bytes, whose total is not known before the end
+        else:
+            source = sys.stdin.buffer if args.trace == "-" else open(args.trace, "rb")  # noqa: SIM115
+            lines, total = source, None if args.trace == "-" else os.fstat(source.fileno()).st_size
+    except OSError as error:
+        raise ValueError(f"{name}: {error.strerror or error}") from None
     counted = _Counted(lines)
-    try:
-        with source or contextlib.nullcontext():
-            return _replay_lines(args, counted, total)
-    except TraceError as error:
-        raise _why(error, reading, counted) from None
+    with source or contextlib.nullcontext():
+        return _replay_lines(args, _Trace(name, reading, counted), total)
+
+
+@attrs.frozen
+class _Trace:
+    """The trace read: its name in messages, the compressed file (None: plain or standard input)."""
+
+    name: str
+    reading: Decompressed | None
+    counted: _Counted
+
+    def ended_early(self) -> ValueError | None:
+        """The error that ended the compressed data early, if one did."""
+        reading = self.reading
+        if reading is None or reading.error is None:
+            return None
+        return _ended_early(reading)
+
+    def not_a_trace(self, error: TraceError) -> ValueError:
+        """Why a trace whose first line is not a header or an event is not read: its compressed
+        data broken, compressed standard input, binary data, or what is wrong with that line.
+        """
+        early = self.ended_early()
+        if early is not None:
+            return early
+        compression = compression_of(self.counted.head) if self.reading is None else None
+        if compression is not None:
+            return ValueError(f"standard input is {compression}-compressed: give the file, or decompress it")
+        if binary(self.counted.first):
+            packed = (
+                f"{self.reading.compression}-compressed " if self.reading and self.reading.compression else ""
+            )
+            return ValueError(f"{self.name}: {packed}binary data, not a trace (JSON lines of events)")
+        return ValueError(
+            f"{self.name}:{error.line}: not a trace's first line (a header or an event): {error.why} "
+            "(engines' logs are read by puredetok audit)"
+        )
 
 
 def _decompressed(reading: Decompressed) -> Iterator[bytes]:
@@ -231,46 +287,61 @@ def _decompressed(reading: Decompressed) -> Iterator[bytes]:
 
 
 def _ended_early(reading: Decompressed) -> ValueError:
-    return ValueError(f"{reading.path}: line {max(reading.line, 1)}: {reading.error}")
+    return ValueError(f"{reading.path}:{max(reading.line, 1)}: {reading.error}")
 
 
-def _why(error: TraceError, reading: Decompressed | None, counted: _Counted) -> ValueError:
-    """The error to report for a trace that stopped being read: the compressed data's own error
-    where it ended early (the line it cut is then not JSON), a word on compressed standard input.
+def _opening(
+    trace: _Trace, items: Iterator[TraceHeader | TraceEvent | TraceError]
+) -> tuple[TraceHeader | None, list[TraceEvent | TraceError]]:
+    """The trace's header and the item after it; raises ValueError for a trace that is empty,
+    holds only a header, or whose first line is neither.
     """
-    if reading is not None and reading.error is not None:
-        return _ended_early(reading)
-    compression = compression_of(counted.head) if reading is None else None
-    if compression is not None:
-        return ValueError(f"standard input is {compression}-compressed: give the file, or decompress it")
-    return error
-
-
-def _replay_lines(args: argparse.Namespace, counted: _Counted, total: int | None) -> int:
-    events = read_trace(counted)
-    first = next(events, None)
+    first = next(items, None)
+    if isinstance(first, TraceError):
+        raise trace.not_a_trace(first)
     header = first if isinstance(first, TraceHeader) else None
-    tokenizer = _tokenizer(args, header)
+    following = next(items, None) if header is not None else first
+    if following is None:
+        early = trace.ended_early()
+        if early is not None:
+            raise early
+        what = "holds only its header" if header is not None else "is empty"
+        raise ValueError(f"{trace.name}: the trace {what}: no events to replay")
+    assert not isinstance(following, TraceHeader)  # trace_items gives a header only first
+    return header, [following]
+
+
+def _replay_lines(args: argparse.Namespace, trace: _Trace, total: int | None) -> int:
+    items = trace_items(trace.counted)
+    header, pending = _opening(trace, items)
+    tokenizer, name, chosen_by = _tokenizer(args, header)
     defaults: SamplingParams = header.options if header else SamplingParams()
-    replayer = Replayer(tokenizer, defaults, keep_text=not (args.quiet or args.json))
+    replayer = Replayer(tokenizer, defaults, keep_text=not (args.quiet or args.json), trace_name=trace.name)
+    said = loaded(name, chosen_by, replayer.manager.codec_of(defaults))
     began = time.monotonic()
-    pending = [first] if isinstance(first, TraceEvent) else []
     with _progress(total, args.progress or sys.stderr.isatty()) as bar:
         shown = 0
-        for count, event in enumerate(itertools.chain(pending, events), 1):
-            assert isinstance(event, TraceEvent)  # read_trace gives a header only first
-            _print(args, replayer, replayer.event(event))
+        for count, item in enumerate(itertools.chain(pending, items), 1):
+            if isinstance(item, TraceError):
+                early = trace.ended_early()
+                if early is not None:  # the line it cut is not JSON: the break is what to say
+                    raise early
+                replayer.skip_line(item)
+                _print(args, replayer, ())
+                continue
+            assert isinstance(item, TraceEvent)  # trace_items gives a header only first
+            _print(args, replayer, replayer.event(item))
             if count % PROGRESS_EVERY == 0:
                 bar.set_postfix_str(f"{count:,} events", refresh=False)
-            bar.update(counted.read - shown)
-            shown = counted.read
+            bar.update(trace.counted.read - shown)
+            shown = trace.counted.read
         _print(args, replayer, replayer.close_all())
     elapsed = time.monotonic() - began
     summary = replayer.summary
-    print(_summary_json(summary, elapsed) if args.json else _summary_text(summary, elapsed))
-    if summary.failed:
-        return 1
-    return 2 if summary.with_input_errors else 0
+    print(_summary_json(summary, elapsed, said) if args.json else _summary_text(summary, elapsed, said))
+    if summary.with_input_errors or summary.bad_lines:
+        return 2
+    return 1 if summary.failed else 0
 
 
 def _print(args: argparse.Namespace, replayer: Replayer, replies: Iterable[UserReply]) -> None:

@@ -8,14 +8,15 @@ import signal
 import sys
 from types import FrameType
 
-from puredetok.cli.options import add_tokenizer_option
+from puredetok.cli.loaded import Loaded, load, loaded
+from puredetok.cli.options import add_tokenizer_option, tokenizer_choice
 from puredetok.serving.detokenize_manager import (
     DEFAULT_MAX_CODECS,
     DEFAULT_MAX_LIVE,
     DEFAULT_MAX_STOP_CHARS,
     DEFAULT_MAX_STOPS,
 )
-from puredetok.serving.messages import ReadyMsg, SamplingParams
+from puredetok.serving.messages import DEFAULT_PARAMS, ReadyMsg, SamplingParams
 from puredetok.worker.addresses import check_address, check_bind_address, default_address
 from puredetok.worker.routing import WorkerProcesses
 from puredetok.worker.wire import DEFAULT_MAX_FRAME_BYTES
@@ -26,6 +27,7 @@ from puredetok.worker.worker import (
     DEFAULT_MAX_OUTBOX_BYTES,
     DEFAULT_MAX_TEXT_CHARS,
     Limits,
+    Worker,
     tokenize_worker,
 )
 
@@ -248,11 +250,17 @@ def run(args: argparse.Namespace) -> int:
     if args.workers > 1:
         return _pool(args)
 
+    said: list[Loaded] = []
+
+    def started(worker: Worker) -> None:
+        codec = worker.detokenize_manager.codec_of(DEFAULT_PARAMS)  # built before it serves
+        said.append(loaded(args.tokenizer, tokenizer_choice(args), codec))
+
     def ready(message: ReadyMsg) -> None:
-        print(f"ready: {message.worker} (pid {message.pid}) on {message.address}", flush=True)
+        print(ready_line(message, said[0]), flush=True)
 
     tokenize_worker(
-        args.tokenizer,
+        load(args.tokenizer),
         listen=args.listen.replace("{index}", str(args.index)),
         backend=args.backend,
         frontend=args.frontend,
@@ -266,14 +274,22 @@ def run(args: argparse.Namespace) -> int:
         incarnation=args.incarnation,
         codec_options=args.codec_options,
         assistant_as_data=args.assistant_as_data,
+        on_start=started,
     )
     return 0
+
+
+def ready_line(message: ReadyMsg, said: Loaded) -> str:
+    """What ``serve`` prints when a worker is ready: the worker, its tokenizer, its address last."""
+    return f"ready: {message.worker} (pid {message.pid}), tokenizer {said.line}, on {message.address}"
 
 
 def _pool(args: argparse.Namespace) -> int:
     """Run a :class:`WorkerProcesses` pool; SIGINT/SIGTERM stop it (passed on to every worker)."""
     arguments: list[str] = []
-    for option in ("tokenizer", "listen", "backend", "frontend", "local_bs", *_LIMITS, "out_of_vocab"):
+    if args.tokenizer is not None:
+        arguments += ["--tokenizer", str(args.tokenizer)]
+    for option in ("listen", "backend", "frontend", "local_bs", *_LIMITS, "out_of_vocab"):
         arguments += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
     if args.max_byte_run is not None:
         arguments += ["--max-byte-run", str(args.max_byte_run)]

@@ -44,8 +44,11 @@ __all__ = [
     "CHECK_FACTOR",
     "CHECK_START",
     "MAX_LISTED",
+    "MAX_NAMED_IDS",
+    "valid_ids",
 ]
 
+import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -54,7 +57,7 @@ import attrs
 
 from puredetok.core import ID_LIMIT, Codec, DecodeState, clean_up_tokenization, finish, start, step
 from puredetok.replay.incremental import Aligned, StopFinder, common_prefix
-from puredetok.replay.trace import TraceEvent
+from puredetok.replay.trace import TraceError, TraceEvent
 from puredetok.serving.detokenize_manager import DEFAULT_REMEMBER_ENDED, CodecKey, DetokenizeManager
 from puredetok.serving.messages import DEFAULT_PARAMS, DetokenizeMsg, Opening, SamplingParams, Uid, UserReply
 from puredetok.stops import StopRules, Stream, advance, open_stream
@@ -71,6 +74,32 @@ CHECK_START = 256
 
 MAX_LISTED = 20
 """The summary names at most this many failed requests (the count is always complete)."""
+
+MAX_NAMED_IDS = 5
+"""An input error names at most this many of an event's invalid ids (and counts the others)."""
+
+
+def valid_ids(ids: Sequence[Any], size: int, what: str = "token") -> tuple[tuple[int, ...], str | None]:
+    """The ids of ``ids`` that are ints in ``[0, size)``, and the input error that names the
+    others (None if there are none): anything a trace line holds, ``what`` naming the ids.
+    """
+    bad = [
+        (position, value)
+        for position, value in enumerate(ids)
+        if not (type(value) is int and 0 <= value < size)
+    ]
+    if not bad:
+        return tuple(ids), None
+    named = ", ".join(f"{_shown(value)} at position {position}" for position, value in bad[:MAX_NAMED_IDS])
+    more = f" and {len(bad) - MAX_NAMED_IDS:,} more" if len(bad) > MAX_NAMED_IDS else ""
+    valid = tuple(value for value in ids if type(value) is int and 0 <= value < size)
+    return valid, f"invalid {what} id(s) {named}{more} skipped: ids are ints in [0, {size})"
+
+
+def _shown(value: Any) -> str:
+    """A value as JSON shows it, cut short if it is long."""
+    shown = json.dumps(value, ensure_ascii=False)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 class Reference:
@@ -192,6 +221,8 @@ class ReplaySummary:
     """Requests with invalid ids, plus events after a request ended."""
     ignored_after_stop: int = 0
     """Events for requests a stop rule had ended (expected: the scheduler had not heard yet)."""
+    bad_lines: int = 0
+    """Lines that are not valid events, skipped (:meth:`Replayer.skip_line`)."""
     failures: list[tuple[Uid, list[str]]] = attrs.field(factory=list)
     """The first :data:`MAX_LISTED` failed requests and why."""
 
@@ -219,7 +250,12 @@ class Replayer:
     requests are handed out by :meth:`take_ended` and then forgotten; :attr:`summary` counts them.
     ``whole``: check every request against ``tokenizer.decode`` with its ids and text kept (else
     only those whose codec is not exact); ``keep_text``: keep each request's text for
-    :attr:`RequestReport.text` (always, when checked whole).
+    :attr:`RequestReport.text` (always, when checked whole). ``trace_name`` names the trace in
+    messages (``NAME:LINE: ...``, as compilers do; None: ``line LINE: ...``).
+
+    An event's ids that are not ids of the request's codec (not ints, negative, past its
+    vocabulary) are skipped, each event's named in one input error of its request, and never
+    reach the manager; its other ids are replayed and checked. So are a prompt's.
     """
 
     def __init__(
@@ -232,8 +268,10 @@ class Replayer:
         remember_ended: int = DEFAULT_REMEMBER_ENDED,
         whole: bool = False,
         keep_text: bool = False,
+        trace_name: str | None = None,
     ) -> None:
         self.tokenizer = tokenizer
+        self.trace_name = trace_name
         self.whole = whole
         self.keep_text = keep_text
         self.defaults = defaults
@@ -247,7 +285,7 @@ class Replayer:
         self.work = 0
         """The checks' cost so far: ids handed to ``tokenizer.decode``, characters it returned, and
         characters compared."""
-        self._ended: OrderedDict[Uid, bool] = OrderedDict()  # uid -> ended by the trace itself
+        self._ended: OrderedDict[Uid, str] = OrderedDict()  # uid -> how it ended: trace, stop, refused
         self._taken: list[RequestReport] = []
         self._notes: list[str] = []
         self._backend = hasattr(tokenizer, "backend_tokenizer")
@@ -257,28 +295,37 @@ class Replayer:
         report = self.live.get(event.uid)
         opening = None
         if report is None:
-            by_trace = self._ended.get(event.uid)
-            if by_trace is not None:
-                if not by_trace and event.prompt is None and event.options is None:
-                    self.summary.ignored_after_stop += 1
-                else:
-                    self.summary.with_input_errors += 1
-                    self._notes.append(f"line {event.line}: event for request {event.uid!r} after it ended")
-                return []
+            how = self._ended.get(event.uid)
+            if how == "stop" and event.prompt is None and event.options is None:
+                self.summary.ignored_after_stop += 1
+            elif how in ("stop", "trace"):
+                self.summary.with_input_errors += 1
+                self._notes.append(f"{self.at(event.line)}: event for request {event.uid!r} after it ended")
+            if how is not None:
+                return []  # (a refused request's events are skipped: its refusal was noted)
             params = event.options if event.options is not None else self.defaults
-            report = self._open(event.uid, event.prompt or (), params)
+            try:
+                report = self._open(event.uid, event.prompt or (), params, event.line)
+            except ValueError as refused:  # options the manager refuses (more stop strings than it takes)
+                self.summary.with_input_errors += 1
+                self._notes.append(
+                    f"{self.at(event.line)}: request {event.uid!r} refused, its events skipped: {refused}"
+                )
+                self._remember(event.uid, "refused")
+                return []
             self.live[event.uid] = report
             # A trace is a recording: a uid's first event opens its request (the manager itself
             # opens nothing implicitly).
-            opening = Opening(event.prompt or (), params)
+            opening = Opening(report.prompt, params)
         report.events += 1
         streamed = report.length
         replies = []
         if not event.abort or event.tokens or opening is not None:
-            msg = DetokenizeMsg(event.uid, event.tokens, event.finished, opening)
+            valid, error = valid_ids(event.tokens, _id_limit(report.codec))
+            if error is not None:
+                report.errors.append(f"{self.at(event.line)}: {error}")
+            msg = DetokenizeMsg(event.uid, valid, event.finished, opening)
             replies.append(self.manager.handle([msg])[0])
-            size = ID_LIMIT if report.codec.out_of_vocab == "ignore" else report.codec.vocab_size
-            valid = [t for t in event.tokens if type(t) is int and 0 <= t < size]
             report.count += len(valid)
             if report.reference is None:
                 report.ids.extend(valid)
@@ -295,13 +342,28 @@ class Replayer:
             self._check_so_far(report, prompt + len(event.tokens) + report.length - streamed)
         return replies
 
-    def _open(self, uid: Uid, prompt: tuple[int, ...], params: SamplingParams) -> RequestReport:
-        codec = self.manager.codec_of(params)
+    def at(self, line: int) -> str:
+        """Where line ``line`` of the trace is, as messages name it."""
+        return f"line {line}" if self.trace_name is None else f"{self.trace_name}:{line}"
+
+    def skip_line(self, error: TraceError) -> None:
+        """Count a line that is not a valid event (:func:`~puredetok.replay.trace.trace_items`
+        gives it), and note it as an input error.
+        """
+        self.summary.bad_lines += 1
+        self._notes.append(f"{self.at(error.line)}: {error.why}")
+
+    def _open(self, uid: Uid, given: tuple[Any, ...], params: SamplingParams, line: int) -> RequestReport:
+        """A request's record; raises ValueError for options the manager refuses."""
+        codec, rules = self.manager.codec_of(params), self.manager.rules(params)
+        prompt, error = valid_ids(given, _id_limit(codec), "prompt")
         report = RequestReport(uid, prompt, params, codec)
+        if error is not None:
+            report.errors.append(f"{self.at(line)}: {error}")
         if self.whole or not codec.exact:
             return report
         report.keep_text = self.keep_text
-        report.reference = Reference(codec, self.manager.rules(params), prompt, params.stop)
+        report.reference = Reference(codec, rules, prompt, params.stop)
         return report
 
     @property
@@ -333,7 +395,7 @@ class Replayer:
         if report.uid not in self.live:
             return
         if reply.error is not None:
-            report.errors.append(f"line {line}: {reply.error}")
+            report.errors.append(f"{self.at(line)}: {reply.error}")
         delta = reply.incremental_output
         if delta:
             if report.reference is not None:
@@ -348,14 +410,14 @@ class Replayer:
         if reply.finished:
             report.finish_reason, report.matched = reply.finish_reason, reply.matched_stop
             del self.live[report.uid]
-            self._remember(report.uid, report.ended_by_trace)
+            self._remember(report.uid, "trace" if report.ended_by_trace else "stop")
             self.verify(report)
             self.summary.count(report)
             self._taken.append(report)
 
-    def _remember(self, uid: Uid, by_trace: bool) -> None:
+    def _remember(self, uid: Uid, how: str) -> None:
         ended = self._ended
-        ended[uid] = by_trace
+        ended[uid] = how
         ended.move_to_end(uid)
         while len(ended) > self.remember_ended:
             ended.popitem(last=False)
@@ -510,3 +572,8 @@ class Replayer:
             stream, _ = advance(stream, report.ids[consumed])
             consumed += 1
         return consumed
+
+
+def _id_limit(codec: Codec) -> int:
+    """Ids from here on are invalid for ``codec``."""
+    return ID_LIMIT if codec.out_of_vocab == "ignore" else codec.vocab_size

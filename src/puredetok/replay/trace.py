@@ -12,11 +12,15 @@ One event per line::
 and decode options; ``max_tokens`` is accepted for ``max_new_tokens``); a request's own options
 replace the header's, and options that are not given take the engines' defaults
 (``skip_special_tokens`` true). Blank lines are ignored.
+
+An id is read as the line gives it: a value that is not an id the tokenizer has (not an int,
+negative, past the vocabulary, past ``2**64 - 1``) is not an error of the line but of its
+request, which :class:`~puredetok.replay.replay.Replayer` skips and names, replaying the rest.
 """
 
 from __future__ import annotations
 
-__all__ = ["TraceHeader", "TraceEvent", "TraceError", "read_trace"]
+__all__ = ["TraceHeader", "TraceEvent", "TraceError", "read_trace", "trace_items"]
 
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -28,7 +32,13 @@ from puredetok.serving.messages import SamplingParams, Uid
 
 
 class TraceError(ValueError):
-    """A trace line that is not a valid event (the message names the line)."""
+    """A trace line that is not a valid event (the message names the line, :attr:`line`)."""
+
+    def __init__(self, line: int, why: str) -> None:
+        super().__init__(f"line {line}: {why}")
+        self.line = line
+        self.why = why
+        """What is wrong with the line (the message without its number)."""
 
 
 class _Header(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -38,8 +48,8 @@ class _Header(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class _Event(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     uid: Uid
-    tokens: tuple[int, ...] = ()
-    prompt: tuple[int, ...] | None = None
+    tokens: tuple[Any, ...] = ()
+    prompt: tuple[Any, ...] | None = None
     options: dict[str, Any] | None = None
     finished: bool = False
     abort: bool = False
@@ -60,9 +70,10 @@ class TraceEvent:
     line: int
     """Its line number in the trace."""
     uid: Uid
-    tokens: tuple[int, ...] = ()
-    prompt: tuple[int, ...] | None = None
-    """The prompt ids (a request's first event only)."""
+    tokens: tuple[Any, ...] = ()
+    """The ids, as the line gives them (in a bad trace, some may be no ids at all: see the module)."""
+    prompt: tuple[Any, ...] | None = None
+    """The prompt ids (a request's first event only), as the line gives them."""
     options: SamplingParams | None = None
     """The request's own options (its first event only), replacing the header's."""
     finished: bool = False
@@ -94,7 +105,18 @@ def read_trace(lines: Iterable[str | bytes]) -> Iterator[TraceHeader | TraceEven
 
     Raises :class:`TraceError` naming the line for anything that is not a valid event: bad JSON,
     a missing or mistyped field, an unknown field or option, a header anywhere but first, an
-    event that both finishes and aborts.
+    event that both finishes and aborts, a prompt or options on a request's later event.
+    (:func:`trace_items` gives such a line's error and goes on.)
+    """
+    for item in trace_items(lines):
+        if isinstance(item, TraceError):
+            raise item
+        yield item
+
+
+def trace_items(lines: Iterable[str | bytes]) -> Iterator[TraceHeader | TraceEvent | TraceError]:
+    """As :func:`read_trace`, but a line that is not a valid event is given as its
+    :class:`TraceError`, and the lines after it are still read.
     """
     first = True
     seen: set[Uid] = set()
@@ -103,21 +125,25 @@ def read_trace(lines: Iterable[str | bytes]) -> Iterator[TraceHeader | TraceEven
             continue
         try:
             text = line if isinstance(line, bytes) else line.encode()
-            if first and b'"uid"' not in text and (b'"tokenizer"' in text or b'"options"' in text):
+            header_like = b'"uid"' not in text and (b'"tokenizer"' in text or b'"options"' in text)
+            if header_like and not first:
+                yield TraceError(number, "a header (tokenizer, options) belongs on the trace's first line")
+                continue
+            first, was_first = False, first
+            if was_first and header_like:
                 header = _header.decode(line)
                 yield TraceHeader(header.tokenizer, _params(header.options))
-                first = False
                 continue
             raw = _event.decode(line)
             options = None if raw.options is None else _params(raw.options)
         except (msgspec.ValidationError, msgspec.DecodeError) as error:
-            raise TraceError(f"line {number}: {error}") from None
-        first = False
+            yield TraceError(number, str(error))
+            continue
         if raw.finished and raw.abort:
-            raise TraceError(f"line {number}: an event cannot both finish and abort")
+            yield TraceError(number, "an event cannot both finish and abort")
+            continue
         if (raw.prompt is not None or raw.options is not None) and raw.uid in seen:
-            raise TraceError(
-                f"line {number}: 'prompt' and 'options' belong on request {raw.uid!r}'s first event"
-            )
+            yield TraceError(number, f"'prompt' and 'options' belong on request {raw.uid!r}'s first event")
+            continue
         seen.add(raw.uid)
         yield TraceEvent(number, raw.uid, raw.tokens, raw.prompt, options, raw.finished, raw.abort)

@@ -903,11 +903,14 @@ def tokenize_worker(
     incarnation: int = 0,
     codec_options: Sequence[SamplingParams] = (),
     assistant_as_data: bool = False,
+    on_start: Callable[[Worker], None] | None = None,
 ) -> WorkerStats:
     """Run a worker until SIGINT/SIGTERM (in the main thread) or ``stop_event``; its stats at the end.
 
     See :class:`Worker` for the arguments; addresses default to ``ipc://`` files in a folder
-    private to this user (:func:`~puredetok.worker.addresses.default_address`).
+    private to this user (:func:`~puredetok.worker.addresses.default_address`). ``on_start`` is
+    given the worker once it is made, before it serves (``puredetok serve`` reads its codec there
+    to say what it loaded).
     """
     worker = Worker(
         tokenizer,
@@ -924,6 +927,12 @@ def tokenize_worker(
         codec_options=codec_options,
         assistant_as_data=assistant_as_data,
     )
+    if on_start is not None:
+        try:
+            on_start(worker)
+        except BaseException:
+            worker.close()
+            raise
     previous: dict[signal.Signals, Any] = {}
 
     def on_signal(number: int, frame: FrameType | None) -> None:
