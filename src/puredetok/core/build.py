@@ -308,7 +308,8 @@ def _read(
         size = max(by_token.values(), default=-1) + 1
         added = frozenset(backend.get_added_tokens_decoder())
     elif callable(getattr(tokenizer, "decode", None)) and callable(getattr(tokenizer, "get_vocab", None)):
-        size = max(len(cast(Any, tokenizer)), max(tokenizer.get_vocab().values(), default=-1) + 1)
+        generic = cast(Any, tokenizer)
+        size = max(len(generic), max(generic.get_vocab().values(), default=-1) + 1)
         added = frozenset(getattr(tokenizer, "added_tokens_decoder", {}) or ()) | frozenset(
             getattr(tokenizer, "all_special_ids", ())
         )
