@@ -222,7 +222,9 @@ def mark_probes(alone: Iterable[tuple[int, str | None]]) -> list[list[int]]:
     return [ids for token_id in marks[:_MARK_PROBES] for ids in ([token_id], [token_id, token_id])]
 
 
-def fast_path_disagreement(fast: Oracle, real: Oracle, probes: Sequence[Sequence[int]]) -> Disagreement | None:
+def fast_path_disagreement(
+    fast: Oracle, real: Oracle, probes: Sequence[Sequence[int]]
+) -> Disagreement | None:
     """None if a faster path to the decode (``fast``) gives what ``real``, the tokenizer's own
     ``decode``, gives on every sequence of ``probes``; else the first difference.
     """

@@ -47,7 +47,8 @@ class LoadedTokenizer(TokenizerLike, Protocol):
 
     def decode(self, ids: list[int], /, *, skip_special_tokens: bool = ...) -> str:
         """The text of ``ids`` (each kind returns one text for a list of ids, although
-        ``transformers`` declares ``str | list[str]``, a list for a batch)."""
+        ``transformers`` declares ``str | list[str]``, a list for a batch).
+        """
         ...
 
     def get_vocab(self) -> dict[str, int]:
