@@ -251,6 +251,23 @@ OLDEST_ALSO = (
 )
 """Pins beside the lower bounds: what the oldest releases need of packages puredetok does not name."""
 
+OLDEST_TESTS = (
+    "tests/test_release_differences.py",  # transformers: what its releases decode differently
+    "tests/test_guarantees.py",  # transformers, tokenizers: G1 - G7 on every shared tokenizer
+    "tests/test_families.py",  # transformers: the classes that decode in Python; every decoder
+    "tests/test_matrix.py",  # every path on every family (pyzmq, msgspec: a worker, both clients; Ray)
+    "tests/test_typing_user_code.py",  # mypy --strict on user code over transformers' own types
+    "tests/test_tokenize_manager.py",  # jinja2: chat templates
+    "tests/test_wire.py",  # msgspec: the wire's records
+    "tests/test_saving.py",  # attrs: states saved and resumed
+    "tests/test_pyclass_mistral.py",  # mistral-common
+    "tests/test_pyclass_tekken.py",  # mistral-common's Tekken
+    "tests/test_testing_kit.py",  # hypothesis: the kit's strategies and search
+    "tests/test_audit.py",  # pyarrow, zstandard, Ray Data, tqdm
+)
+"""The modules ``test-oldest`` runs: each dependency's behaviour on the oldest release, within
+CI's time (the whole suite takes about as long again as ``test``'s; docs/versions.md)."""
+
 OLDEST_TOOLS = ("pytest", "pytest-timeout", "pytest-xdist", "mypy", "sentencepiece")
 """What the oldest run needs besides the package: the test tools (their newest releases)."""
 
@@ -299,9 +316,9 @@ def oldest_env() -> Path:
 
 
 def test_oldest() -> None:
-    """The test suite on the oldest release every range of pyproject.toml allows (:func:`oldest_env`;
-    ``.venv`` has the newest), with ``HYPOTHESIS_PROFILE=ci-oldest`` unless one is set. Extra
-    arguments go to pytest (``python3 tasks.py test-oldest tests/test_matrix.py``).
+    """The tests of :data:`OLDEST_TESTS` on the oldest release every range of pyproject.toml allows
+    (:func:`oldest_env`; ``.venv`` has the newest), with ``HYPOTHESIS_PROFILE=ci-oldest`` unless one
+    is set. Arguments go to pytest instead (``python3 tasks.py test-oldest tests`` runs them all).
     """
     env = oldest_env()
     python = env / BIN.name / PYTHON.name
@@ -315,7 +332,7 @@ def test_oldest() -> None:
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     environment.setdefault("HYPOTHESIS_PROFILE", "ci-oldest")
     workers = os.environ.get("PYTEST_WORKERS", "auto")
-    arguments = sys.argv[2:] or ["--durations=15"]
+    arguments = sys.argv[2:] or ["--durations=15", *OLDEST_TESTS]
     run(python, "-m", "pytest", "-p", "no:cacheprovider", "-n", workers, *arguments, env=environment)
 
 

@@ -250,3 +250,22 @@ def test_the_oldest_environment_is_made_once_outside_the_clone_and_gets_this_che
     )
     assert commands[1][-3:] == ("--no-deps", "-e", str(ROOT))
     assert module.oldest_env() == env and len(commands) == 3  # made once: only the checkout again
+
+
+def test_the_oldest_run_runs_its_modules_unless_told_otherwise(
+    tasks: tuple[ModuleType, list[tuple[str, ...]]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    module, commands = tasks
+    assert all((ROOT / name).is_file() for name in module.OLDEST_TESTS)
+    assert (
+        "tests/test_matrix.py" in module.OLDEST_TESTS
+        and "tests/test_release_differences.py" in module.OLDEST_TESTS
+    )
+    monkeypatch.setattr(module, "oldest_env", lambda: tmp_path)
+    (tmp_path / "constraints.txt").write_text("attrs==23.1\nnumpy<2\n")
+    monkeypatch.setattr(module.sys, "argv", ["tasks.py", "test-oldest"])
+    module.test_oldest()
+    assert commands[-1][-len(module.OLDEST_TESTS) :] == module.OLDEST_TESTS
+    monkeypatch.setattr(module.sys, "argv", ["tasks.py", "test-oldest", "tests/test_wire.py", "-x"])
+    module.test_oldest()
+    assert commands[-1][-2:] == ("tests/test_wire.py", "-x")
