@@ -259,7 +259,6 @@ OLDEST_TESTS = (
     "tests/test_typing_user_code.py",  # mypy --strict on user code over transformers' own types
     "tests/test_tokenize_manager.py",  # jinja2: chat templates
     "tests/test_wire.py",  # msgspec: the wire's records
-    "tests/test_saving.py",  # attrs: states saved and resumed
     "tests/test_pyclass_mistral.py",  # mistral-common
     "tests/test_pyclass_tekken.py",  # mistral-common's Tekken
     "tests/test_testing_kit.py",  # hypothesis: the kit's strategies and search
