@@ -254,7 +254,6 @@ OLDEST_ALSO = (
 OLDEST_TESTS = (
     "tests/test_release_differences.py",  # transformers: what its releases decode differently
     "tests/test_guarantees.py",  # transformers, tokenizers: G1 - G7 on every shared tokenizer
-    "tests/test_matrix.py",  # every path on every family (pyzmq, msgspec: a worker, both clients; Ray)
     "tests/test_typing_user_code.py",  # mypy --strict on user code over transformers' own types
     "tests/test_tokenize_manager.py",  # jinja2: chat templates
     "tests/test_wire.py",  # msgspec: the wire's records
