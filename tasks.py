@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
-"""Project tasks with nothing but Python 3.11 and pip: ``python3 tasks.py demo|test|bench|docs|test-engines``.
+"""Project tasks with nothing but Python 3.11 and pip:
+``python3 tasks.py demo|test|bench|docs|test-engines|test-oldest``.
 
 Each task first makes sure ``.venv`` exists with the project installed: ``demo`` and ``bench``
 install the package alone (what a user gets), ``test`` and ``docs`` add the dev extras (type
-checker, linter, docs builder, test tools). It reinstalls when pyproject.toml changes.
+checker, linter, docs builder, test tools). It reinstalls when pyproject.toml changes; pip gives
+it the newest release each range allows. ``test-oldest`` runs the tests on the oldest ones.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 import venv
 from pathlib import Path
 
@@ -295,6 +299,96 @@ def test_engines() -> None:
         )
 
 
+OLDEST_EXTRAS = ("testing", "mistral", "audit", "ray")
+"""The extras whose ranges the oldest run proves (the engines' are the engine tests')."""
+
+OLDEST_ALSO = (
+    "numpy<2",  # pyarrow 14 is built against NumPy 1 and fails at import under NumPy 2
+)
+"""Pins beside the lower bounds: what the oldest releases need of packages puredetok does not name."""
+
+OLDEST_TESTS = (
+    "tests/test_release_differences.py",  # transformers: what its releases decode differently
+    "tests/test_guarantees.py",  # transformers, tokenizers: G1 - G7 on every shared tokenizer
+    "tests/test_typing_user_code.py",  # mypy --strict on user code over transformers' own types
+    "tests/test_tokenize_manager.py",  # jinja2: chat templates
+    "tests/test_wire.py",  # msgspec: the wire's records
+    "tests/test_pyclass_mistral.py",  # mistral-common
+    "tests/test_pyclass_tekken.py",  # mistral-common's Tekken
+    "tests/test_testing_kit.py",  # hypothesis: the kit's strategies and search
+    "tests/test_audit.py",  # pyarrow, zstandard, Ray Data, tqdm
+)
+"""The modules ``test-oldest`` runs: each dependency's behaviour on the oldest release, within
+CI's time (the whole suite takes about as long again as ``test``'s; docs/versions.md)."""
+
+OLDEST_TOOLS = ("pytest", "pytest-timeout", "pytest-xdist", "mypy", "sentencepiece")
+"""What the oldest run needs besides the package: the test tools (their newest releases)."""
+
+
+def oldest_pins(pyproject: str) -> str:
+    """A pip constraints file of the oldest release every range of ``pyproject`` allows: each
+    ``>=`` lower bound of the dependencies and of :data:`OLDEST_EXTRAS` as an ``==`` pin, then
+    :data:`OLDEST_ALSO`. Exits naming a requirement without a lower bound (there is no oldest).
+    """
+    project = tomllib.loads(pyproject)["project"]
+    requirements = list(project["dependencies"])
+    for extra in OLDEST_EXTRAS:
+        requirements += project["optional-dependencies"][extra]
+    pins: dict[str, str] = {}
+    for requirement in requirements:
+        found = re.fullmatch(r"([A-Za-z0-9_.-]+)(\[[^]]*\])?\s*(.*)", requirement.strip())
+        lower = [part.strip()[2:] for part in (found.group(3) if found else "").split(",") if ">=" in part]
+        if found is None or len(lower) != 1:
+            sys.exit(f"pyproject.toml: {requirement!r} has no lower bound, so no oldest release to test")
+        name = found.group(1).lower().replace("_", "-")
+        if pins.setdefault(name, lower[0]) != lower[0]:
+            sys.exit(f"pyproject.toml: {name} has two lower bounds, {pins[name]} and {lower[0]}")
+    return "".join(f"{name}=={version}\n" for name, version in sorted(pins.items())) + "".join(
+        f"{line}\n" for line in OLDEST_ALSO
+    )
+
+
+def oldest_env() -> Path:
+    """The environment of the oldest allowed releases (:func:`oldest_pins`), outside the clone and
+    keyed by its pins like the engines' (made once, reused by later runs and other clones), with
+    this checkout of puredetok installed (again on every run: another clone may share it).
+    """
+    pins = oldest_pins((ROOT / "pyproject.toml").read_text())
+    wanted = pins + "".join(f"{tool}\n" for tool in OLDEST_TOOLS)
+    env = _engine_folder("oldest", wanted)
+    python = env / BIN.name / PYTHON.name
+    pip = (python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check")
+    if not (env / ".ready").exists():
+        venv.create(env, with_pip=True, clear=True)
+        (env / "constraints.txt").write_text(pins)
+        extras = ",".join(OLDEST_EXTRAS)
+        run(*pip, "-c", env / "constraints.txt", f"{ROOT}[{extras}]", *OLDEST_TOOLS)
+        (env / ".ready").write_text(wanted)
+    run(*pip, "--no-deps", "-e", ROOT)
+    return env
+
+
+def test_oldest() -> None:
+    """The tests of :data:`OLDEST_TESTS` on the oldest release every range of pyproject.toml allows
+    (:func:`oldest_env`; ``.venv`` has the newest), with ``HYPOTHESIS_PROFILE=ci-oldest`` unless one
+    is set. Arguments go to pytest instead (``python3 tasks.py test-oldest tests`` runs them all).
+    """
+    env = oldest_env()
+    python = env / BIN.name / PYTHON.name
+    query = (
+        "import importlib.metadata as m; print(*(f'{n} {m.version(n)}' for n in __import__('sys').argv[1:]))"
+    )
+    names = sorted(
+        line.split("==")[0] for line in (env / "constraints.txt").read_text().splitlines() if "==" in line
+    )
+    run(python, "-c", query, *names)
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    environment.setdefault("HYPOTHESIS_PROFILE", "ci-oldest")
+    workers = os.environ.get("PYTEST_WORKERS", "auto")
+    arguments = sys.argv[2:] or ["--durations=15", *OLDEST_TESTS]
+    run(python, "-m", "pytest", "-p", "no:cacheprovider", "-n", workers, *arguments, env=environment)
+
+
 def bench() -> None:
     """The benchmarks beside the package (ratios measured side by side): ``python3 tasks.py bench
     [MODULE] [ARGS]`` runs ``python -m benchmarks[.MODULE] ARGS`` from the repository's root, every
@@ -312,16 +406,25 @@ def docs() -> None:
     run(BIN / "mkdocs", "build", "--strict")
 
 
-TASKS = {"demo": demo, "test": test, "bench": bench, "docs": docs, "test-engines": test_engines}
+TASKS = {
+    "demo": demo,
+    "test": test,
+    "bench": bench,
+    "docs": docs,
+    "test-engines": test_engines,
+    "test-oldest": test_oldest,
+}
 DEV = {"test", "docs", "bench"}
 """The tasks that need the dev extras."""
-ARGUED = {"test-engines", "bench"}
+ARGUED = {"test-engines", "test-oldest", "bench"}
 """The tasks that take arguments."""
+OWN_ENVS = {"test-engines", "test-oldest"}
+"""The tasks that run in environments of their own, not ``.venv``."""
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in TASKS or len(sys.argv) > 2 and sys.argv[1] not in ARGUED:
         print(f"usage: python3 tasks.py {{{'|'.join(TASKS)}}}", file=sys.stderr)
         sys.exit(2)
-    if sys.argv[1] != "test-engines":
+    if sys.argv[1] not in OWN_ENVS:
         ensure_venv(dev=sys.argv[1] in DEV)
     TASKS[sys.argv[1]]()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import pickle
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy
 import pytest
@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import puredetok
-from helpers import TOKENIZERS, codec, edge_ids, id_lists, reference, stream, vocabulary, witnesses
+from helpers import TOKENIZERS, codec, edge_ids, id_lists, reference, stream, tokenizer, vocabulary, witnesses
 from holding import CLEANUP_TEXTS, SPLIT_CHARACTERS, Tally, can_change, ending_with, holding_tails
 from puredetok import DecodeState, InvalidTokenError, feed, finish, start, step
 
@@ -113,8 +113,10 @@ def test_g3_eager_nothing_certain_is_held(name: str, skip: bool, cleanup: bool |
         held, changes = can_change(c, ids, witnesses(name))
         tally.count(held)
         assert changes, (ids, held)
-        if c.family == "byte_level":
-            assert held in ("", "\ufffd")  # at most one incomplete sequence (3 bytes) is held
+        if c.family == "byte_level" and not c.clean_up_tokenization_spaces:
+            # at most one incomplete sequence (3 bytes) is held; with cleanup (Llama-3 and Phi-2
+            # on transformers 5.0 - 5.6) also a proper prefix of " n't" before it
+            assert held in ("", "\ufffd")
         if not tails:
             assert held == ""
 
@@ -234,3 +236,30 @@ def test_typed_arrays_feed_like_lists(name: str) -> None:
         feed(start(c), cast(Any, numpy.array([True, False])))
     with pytest.raises(InvalidTokenError, match="not an int"):
         feed(start(c), cast(Any, numpy.array([1.0, 2.0])))
+
+
+class _OldNumpyBool:
+    """A boolean scalar as NumPy 1 has it (the oldest environment's: pyarrow 14 needs NumPy 1):
+    not a ``bool``, but with an ``__index__``, as NumPy 2's no longer has."""
+
+    dtype = numpy.dtype(bool)
+
+    def __init__(self, value: bool) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return int(self.value)
+
+
+@pytest.mark.parametrize("out_of_vocab", ["raise", "ignore"])
+def test_a_numpy_boolean_is_not_an_id_on_any_numpy(out_of_vocab: Literal["raise", "ignore"]) -> None:
+    c = (
+        codec("qwen3")
+        if out_of_vocab == "raise"
+        else puredetok.codec_for(tokenizer("qwen3"), out_of_vocab="ignore")
+    )
+    for ids in ([_OldNumpyBool(True)], [5, _OldNumpyBool(False)], [numpy.bool_(True)]):
+        with pytest.raises(InvalidTokenError, match="not an int"):
+            feed(start(c), cast(Any, ids))
+        with pytest.raises(InvalidTokenError, match="not an int"):
+            step(start(c), cast(Any, ids[-1]))

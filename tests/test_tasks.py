@@ -94,7 +94,11 @@ def test_ci_runs_the_readmes_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "python3 tasks.py test" in readme
     lines = ci.rstrip().splitlines()
-    assert lines[-2:] == ["python3 tasks.py test", "exec python3 tasks.py test-engines"]
+    assert lines[-3:] == [
+        "python3 tasks.py test",
+        "HYPOTHESIS_PROFILE=ci-oldest python3 tasks.py test-oldest",
+        "exec python3 tasks.py test-engines",
+    ]
     assert "set -eu" in lines
 
 
@@ -251,3 +255,71 @@ def test_an_engine_source_that_is_not_there_stops_the_task_saying_where_it_looke
     monkeypatch.delenv("PUREDETOK_MINISGL_SOURCE")
     assert module.local_source("minisgl") is not None or not (ROOT.parent / "shared").exists()
     assert module.local_source("vllm") is None
+
+
+def test_the_oldest_pins_are_the_lower_bounds_of_every_range() -> None:
+    """``test-oldest`` installs each dependency's and each extra's lower bound, nothing newer."""
+    module = load_tasks()
+    pins = module.oldest_pins((ROOT / "pyproject.toml").read_text()).splitlines()
+    assert pins[: -len(module.OLDEST_ALSO)] == [
+        "attrs==23.1",
+        "hypothesis==6.100",
+        "jinja2==3.1",
+        "mistral-common==1.13",
+        "msgspec==0.18.5",
+        "pyarrow==14",
+        "pyzmq==25",
+        "ray==2.51",
+        "tokenizers==0.22.1",
+        "tqdm==4.66",
+        "transformers==5",
+        "zstandard==0.22",
+    ]
+    assert pins[-len(module.OLDEST_ALSO) :] == list(module.OLDEST_ALSO)
+
+
+@pytest.mark.parametrize(
+    ("dependency", "message"),
+    [("attrs", "has no lower bound"), ("attrs<30", "has no lower bound"), ("attrs>=1,>=2", "no lower bound")],
+)
+def test_a_range_without_one_lower_bound_has_no_oldest_release(dependency: str, message: str) -> None:
+    module = load_tasks()
+    pyproject = f'[project]\ndependencies = ["{dependency}"]\n[project.optional-dependencies]\n'
+    pyproject += "".join(f"{extra} = []\n" for extra in module.OLDEST_EXTRAS)
+    with pytest.raises(SystemExit, match=message):
+        module.oldest_pins(pyproject)
+
+
+def test_the_oldest_environment_is_made_once_outside_the_clone_and_gets_this_checkout_every_run(
+    tasks: tuple[ModuleType, list[tuple[str, ...]]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module, commands = tasks
+    monkeypatch.setenv("PUREDETOK_ENGINE_ENVS", str(tmp_path / "envs"))
+    env = module.oldest_env()
+    assert env.parent == tmp_path / "envs" and env.name.startswith("oldest-")
+    pins = module.oldest_pins((ROOT / "pyproject.toml").read_text())
+    assert (env / "constraints.txt").read_text() == pins and (env / ".ready").exists()
+    assert commands[0][-len(module.OLDEST_TOOLS) - 3 :] == (
+        "-c",
+        str(env / "constraints.txt"),
+        f"{ROOT}[testing,mistral,audit,ray]",
+        *module.OLDEST_TOOLS,
+    )
+    assert commands[1][-3:] == ("--no-deps", "-e", str(ROOT))
+    assert module.oldest_env() == env and len(commands) == 3  # made once: only the checkout again
+
+
+def test_the_oldest_run_runs_its_modules_unless_told_otherwise(
+    tasks: tuple[ModuleType, list[tuple[str, ...]]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    module, commands = tasks
+    assert all((ROOT / name).is_file() for name in module.OLDEST_TESTS)
+    assert "tests/test_release_differences.py" in module.OLDEST_TESTS
+    monkeypatch.setattr(module, "oldest_env", lambda: tmp_path)
+    (tmp_path / "constraints.txt").write_text("attrs==23.1\nnumpy<2\n")
+    monkeypatch.setattr(module.sys, "argv", ["tasks.py", "test-oldest"])
+    module.test_oldest()
+    assert commands[-1][-len(module.OLDEST_TESTS) :] == module.OLDEST_TESTS
+    monkeypatch.setattr(module.sys, "argv", ["tasks.py", "test-oldest", "tests/test_wire.py", "-x"])
+    module.test_oldest()
+    assert commands[-1][-2:] == ("tests/test_wire.py", "-x")

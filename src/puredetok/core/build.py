@@ -40,7 +40,7 @@ from puredetok.core.protocols import TokenizerLike
 from puredetok.core.pyclasses import ClassModel, harmless_reference, model_for_class
 from puredetok.core.pyclasses.mistral import Native, read_native, unreadable
 from puredetok.core.reading import backend_of, override, vocabulary
-from puredetok.core.verify import Oracle, check_model
+from puredetok.core.verify import Oracle, check_model, fast_path_disagreement, mark_probes
 from puredetok.core.window import build_window
 from puredetok.errors import UnsupportedTokenizerError
 
@@ -176,9 +176,14 @@ def _resolve_cleanup(tokenizer: object, backend: tokenizers.Tokenizer | None, re
         return False
     if backend is None:
         return True
-    forced = bool(
-        getattr(tokenizer, "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output", False)
+    # transformers 5.7 and later skip the cleanup of a BPE backend's text unless this switch is on;
+    # they set it on every tokenizer, and the releases before them (which clean BPE text up too)
+    # have no such attribute.
+    forced = getattr(
+        tokenizer, "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output", None
     )
+    if forced is None:
+        return True
     return not (type(backend.model).__name__ == "BPE" and not forced)
 
 
@@ -303,7 +308,8 @@ def _read(
         size = max(by_token.values(), default=-1) + 1
         added = frozenset(backend.get_added_tokens_decoder())
     elif callable(getattr(tokenizer, "decode", None)) and callable(getattr(tokenizer, "get_vocab", None)):
-        size = max(len(cast(Any, tokenizer)), max(tokenizer.get_vocab().values(), default=-1) + 1)
+        generic = cast(Any, tokenizer)
+        size = max(len(generic), max(generic.get_vocab().values(), default=-1) + 1)
         added = frozenset(getattr(tokenizer, "added_tokens_decoder", {}) or ()) | frozenset(
             getattr(tokenizer, "all_special_ids", ())
         )
@@ -320,7 +326,10 @@ def _read(
     return _Source(tokenizer, backend, name, skip, cleanup_request, cleanup, size, added, by_token, spaces)
 
 
-def _fallback(source: _Source, reason: str) -> Codec:
+def _fallback(source: _Source, reason: str, *, trust_backend: bool = True) -> Codec:
+    """The generic fallback; without ``trust_backend`` (its decode was seen to differ from the
+    backend's) it decodes through ``tokenizer.decode`` alone.
+    """
     tokens: list[Any]
     if source.native is not None:
         tokens = source.native.tokens()
@@ -328,8 +337,11 @@ def _fallback(source: _Source, reason: str) -> Codec:
         tokens = vocabulary(source.backend, source.skip, source.by_token)
     else:
         tokens = sorted(source.tokenizer.get_vocab().items(), key=lambda item: item[1])
-    fast = source.backend is not None and override(source.tokenizer) is None
-    window = build_window(source.fast_decode(), source.batch(fast), source.size, source.added)
+    fast = trust_backend and source.backend is not None and override(source.tokenizer) is None
+    if fast and _fast_path_differs(source):
+        fast = False
+    decode = source.fast_decode() if fast else source.decode()
+    window = build_window(decode, source.batch(fast), source.size, source.added)
     return Codec(
         family="window",
         exact=False,
@@ -350,6 +362,18 @@ def _fallback(source: _Source, reason: str) -> Codec:
         decoding=window,
         added_ids=source.added,
     )
+
+
+def _fast_path_differs(source: _Source) -> bool:
+    """Whether the backend's decode (with the cleanup resolved) differs from ``tokenizer.decode``
+    on a sample: the marks cleanup rewrites among the low ids and ids spread over the vocabulary
+    (the exact model's check, which the fallback may not have had, decodes them all).
+    """
+    fast = source.batch(True)
+    sample = sorted({*range(min(source.size, 4_096)), *range(0, source.size, max(1, source.size // 4_000))})
+    probes = mark_probes(zip(sample, fast([[i] for i in sample])))
+    probes += [[a, b] for a, b in zip(sample[::37], sample[::-41])]
+    return fast_path_disagreement(fast, source.batch(False), probes) is not None
 
 
 def codec_for(
@@ -446,7 +470,8 @@ def _codec(source: _Source, max_byte_run: int | None, window: bool) -> Codec:
         exempt=_long_byte_runs(model, max_byte_run),
     )
     if problem is not None:
-        return _fallback(source, f"the exact model ({model.description}) disagrees with decode on {problem}")
+        reason = f"the exact model ({model.description}) disagrees with decode on {problem.text}"
+        return _fallback(source, reason, trust_backend=not problem.fast_path)
     basis = _fingerprint(model.description, source.skip, model.vocabulary)
     cap = max_byte_run if _caps_runs(model.chain) else None
     return Codec(

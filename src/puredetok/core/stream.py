@@ -52,17 +52,22 @@ def check_token(token_id: object, vocab_size: int, position: int | None = None) 
     """``token_id`` as an int inside ``[0, vocab_size)``, or :class:`InvalidTokenError`.
 
     Integers of other types (NumPy's, for example) are accepted through ``__index__``; ``bool``
-    is not an id.
+    is not an id, nor is NumPy's (whose ``__index__`` NumPy 1 still has).
     """
     if type(token_id) is int:
         value = token_id
-    elif isinstance(token_id, bool) or not hasattr(type(token_id), "__index__"):
+    elif isinstance(token_id, bool) or not hasattr(type(token_id), "__index__") or _boolean(token_id):
         raise InvalidTokenError(token_id, vocab_size, position)
     else:
         value = operator.index(cast(SupportsIndex, token_id))
     if not 0 <= value < vocab_size:
         raise InvalidTokenError(token_id, vocab_size, position)
     return value
+
+
+def _boolean(value: object) -> bool:
+    """A NumPy boolean scalar (duck-typed: the core does not import NumPy)."""
+    return getattr(getattr(value, "dtype", None), "kind", "") == "b"
 
 
 def admit_token(codec: Codec, token_id: object, position: int | None = None) -> int:
@@ -78,7 +83,7 @@ def admit_token(codec: Codec, token_id: object, position: int | None = None) -> 
         return check_token(token_id, ID_LIMIT, position)
     except InvalidTokenError:
         why = None
-        if not isinstance(token_id, bool) and hasattr(type(token_id), "__index__"):
+        if not isinstance(token_id, bool) and hasattr(type(token_id), "__index__") and not _boolean(token_id):
             if operator.index(cast(SupportsIndex, token_id)) >= ID_LIMIT:
                 why = (
                     f"past the vocabulary [0, {size}) and not below 2**32, where tokenizer.decode "

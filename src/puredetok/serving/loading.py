@@ -37,13 +37,23 @@ class LoadedTokenizer(TokenizerLike, Protocol):
     """What puredetok uses of a tokenizer :func:`load_tokenizer` gives: a ``transformers``
     tokenizer, a ``tokenizers.Tokenizer`` or ``transformers``' ``MistralCommonBackend`` all have it.
 
-    ``decode`` and ``get_vocab`` (:class:`~puredetok.core.TokenizerLike`: what
-    :func:`~puredetok.codec_for` models), and ``encode`` (text to ids; its result is a list of ids
+    ``decode`` (:class:`~puredetok.core.TokenizerLike`: what :func:`~puredetok.codec_for`
+    models), ``get_vocab`` and ``encode`` (text to ids; its result is a list of ids
     for ``transformers``, an ``Encoding`` with ``.ids`` for ``tokenizers``). What only some kinds
     have (``apply_chat_template``, ``backend_tokenizer``) is read where it is needed, by
     attribute, and its absence is a clear error; user code that calls such a method narrows the
     type first (``isinstance(tokenizer, transformers.PreTrainedTokenizerBase)``).
     """
+
+    def decode(self, ids: list[int], /, *, skip_special_tokens: bool = ...) -> str:
+        """The text of ``ids`` (each kind returns one text for a list of ids, although
+        ``transformers`` declares ``str | list[str]``, a list for a batch).
+        """
+        ...
+
+    def get_vocab(self) -> dict[str, int]:
+        """Token string to id, added tokens included."""
+        ...
 
     def encode(self, text: str, /, *args: Any, **kwargs: Any) -> Any:
         """The ids of ``text`` (a list, or an ``Encoding`` whose ``.ids`` they are)."""

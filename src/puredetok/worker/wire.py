@@ -66,6 +66,10 @@ the sampling parameters' extras): their frames are scanned before they are decod
 :class:`FrameDecoder`). Elsewhere only the extras of an opening may be (bounded in depth after
 decoding; in number, by the frame's size)."""
 
+_UNREADABLE = (msgspec.DecodeError, UnicodeDecodeError)
+"""What decoding bytes that are not a valid message raises: msgspec 0.23 says ``DecodeError`` for a
+string that is not UTF-8, the releases before it let ``UnicodeDecodeError`` through."""
+
 _encoder = msgspec.msgpack.Encoder()
 
 
@@ -215,7 +219,7 @@ class FrameDecoder:
         if self._frames is not None:  # a well-formed frame: one decode, straight into its records
             try:
                 frame = self._frames.decode(view)
-            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            except (msgspec.ValidationError, *_UNREADABLE, RecursionError):
                 pass  # read again part by part below: what is wrong, and which messages are good
             else:
                 if frame.version == PROTOCOL_VERSION:
@@ -232,7 +236,7 @@ class FrameDecoder:
                 return Decoded(Batch(kind, tuple(self._batch[kind].decode(payload))))
             except msgspec.ValidationError:
                 pass
-            except msgspec.DecodeError as error:
+            except _UNREADABLE as error:
                 raise FrameError("not_msgpack", str(error)) from None
             except RecursionError:  # an unknown field nested too deep to skip: read it by hand
                 pass
@@ -260,7 +264,7 @@ class FrameDecoder:
             raise _frame_error(error, "not a [kind, version, messages] frame") from None
         try:
             version = msgspec.msgpack.decode(frame[position:end], type=int)
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except (msgspec.ValidationError, *_UNREADABLE):
             raise FrameError(
                 "bad_frame", "not a [kind, version, messages] frame: the version is not an int"
             ) from None
@@ -277,7 +281,7 @@ class FrameDecoder:
             return Decoded(self._batch[kind].decode(payload))
         except msgspec.ValidationError:
             pass
-        except msgspec.DecodeError as error:
+        except _UNREADABLE as error:
             raise FrameError("not_msgpack", str(error)) from None
         except RecursionError:
             pass
@@ -285,7 +289,7 @@ class FrameDecoder:
             raise FrameError("bad_frame", f"malformed {kind} columns")
         try:
             columns = self._columns.decode(payload)
-        except (msgspec.ValidationError, msgspec.DecodeError) as error:
+        except (msgspec.ValidationError, *_UNREADABLE) as error:
             raise FrameError("bad_frame", f"{kind} frame with unusable columns: {error}") from None
         except RecursionError:
             columns = self._scanned_columns(payload)
@@ -332,7 +336,7 @@ class FrameDecoder:
                 return _DEEP
             end = scanner.skip(position, 0)
             first = msgspec.msgpack.decode(payload[position:end])
-        except (ScanError, msgspec.DecodeError):
+        except (ScanError, *_UNREADABLE):
             return _DEEP
         return [first, *[_DEEP] * (count - 1)] if count > 1 and type(first) is int else _DEEP
 
@@ -388,7 +392,7 @@ class FrameDecoder:
                 continue
             try:
                 good.append(one.decode(_encoder.encode(fields)))
-            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError) as error:
+            except (msgspec.ValidationError, *_UNREADABLE, RecursionError, TypeError) as error:
                 reason = f"malformed {kind} message: {error}"
                 rejected.append(Rejected(kind, index, probe, reason, index in opens))
         return Decoded(DetokenizeBatch.of(good), tuple(rejected))
@@ -439,14 +443,14 @@ class FrameDecoder:
                 continue
             try:
                 good.append(one.decode(raw))
-            except (msgspec.ValidationError, msgspec.DecodeError) as error:
+            except (msgspec.ValidationError, *_UNREADABLE) as error:
                 rejected.append(Rejected(kind, index, self._uid(raw), f"malformed {kind} message: {error}"))
         return Decoded(Batch(kind, tuple(good)), tuple(rejected))
 
     def _uid(self, raw: memoryview) -> Uid | None:
         try:
             return self._probe.decode(raw).uid
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except (msgspec.ValidationError, *_UNREADABLE):
             return None
 
     def _deep_uid(self, scanner: Scanner, payload: memoryview, start: int) -> Uid | None:
@@ -459,7 +463,7 @@ class FrameDecoder:
             if key == "uid":
                 try:
                     uid: Uid = self._uid_decoder.decode(payload[begin:end])
-                except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                except (msgspec.ValidationError, *_UNREADABLE, RecursionError):
                     return None
                 return uid
         return None
