@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from puredetok.core import Codec, codec_for, finish
+from puredetok.engines import _vllm_derender
 from puredetok.engines._versions import announce, installed
 from puredetok.errors import InvalidTokenError
 from puredetok.stops import StopRules, Stream, advance, close, open_like, open_stream
@@ -507,6 +508,7 @@ def register() -> None:
     if not enabled():
         LOGGER.info("puredetok: off (%s=%s)", ENABLE_VARIABLE, os.environ.get(ENABLE_VARIABLE))
         return
+    _vllm_derender.register()
     try:
         from vllm.v1.engine.detokenizer import IncrementalDetokenizer
         from vllm.v1.engine.output_processor import OutputProcessor
@@ -584,9 +586,10 @@ def registered() -> bool:
 
 
 def unregister() -> None:
-    """Give vLLM its own ``from_new_request`` and ``OutputProcessor.__init__`` back (requests already
-    open keep their detokenizer).
+    """Give vLLM its own ``from_new_request``, ``OutputProcessor.__init__`` and derender back
+    (requests already open keep their detokenizer).
     """
+    _vllm_derender.unregister()
     from vllm.v1.engine.detokenizer import IncrementalDetokenizer
     from vllm.v1.engine.output_processor import OutputProcessor
 
