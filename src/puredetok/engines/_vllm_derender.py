@@ -115,14 +115,16 @@ FIELDS = ("prev_tokens", "prefix_offset", "read_offset", "output_chunk_lens")
 
 _lock = threading.Lock()
 _original: dict[str, Any] = {}
-_vocabularies: OrderedDict[tuple[int, bool], tuple[object, _Vocabulary | None]] = OrderedDict()
+_vocabularies: OrderedDict[int, tuple[object, tuple[_Vocabulary, _Vocabulary] | None]] = OrderedDict()
 _local = threading.local()
 """Per thread: ``flush_at``, the call of ``_detokenize_delta`` that ends a request (1 for the
 first) while a whole decode runs in this thread, and ``calls``, how many were made."""
 
 
 class _Vocabulary:
-    """A tokenizer's token strings, which name its ids one to one, for one ``skip_special_tokens``."""
+    """A tokenizer's token strings, which name its ids one to one, for one ``skip_special_tokens``
+    (the two share ``pieces`` and ``ids``).
+    """
 
     def __init__(self, pieces: list[str], ids: dict[str, int], skipped: frozenset[int]) -> None:
         self.pieces = pieces
@@ -152,15 +154,16 @@ class _Vocabulary:
 
 
 def _vocabulary(tokenizer: Any, skip: bool) -> _Vocabulary | None:
-    """The string table of ``tokenizer`` (kept), or None when its strings do not name its ids one
-    to one (then vLLM's own code decodes its requests; logged once).
+    """The string table of ``tokenizer`` for ``skip_special_tokens=skip`` (made once for both
+    values, which share it), or None when its strings do not name its ids one to one (then vLLM's
+    own code decodes its requests; logged once).
     """
-    key = (id(tokenizer), skip)
+    key = id(tokenizer)
     with _lock:
         entry = _vocabularies.get(key)
         if entry is not None and entry[0] is tokenizer:
             _vocabularies.move_to_end(key)
-            return entry[1]
+            return None if entry[1] is None else entry[1][skip]
     made, why = None, ""
     try:
         everything = list(range(len(tokenizer)))
@@ -169,10 +172,10 @@ def _vocabulary(tokenizer: Any, skip: bool) -> _Vocabulary | None:
         if len(ids) != len(pieces):
             why = f"{len(pieces) - len(ids)} of its ids have no string of their own"
         else:
-            kept = tokenizer.convert_ids_to_tokens(everything, skip_special_tokens=True) if skip else pieces
-            skipped = frozenset(everything) - {ids.get(piece, -1) for piece in kept}
-            if len(kept) + len(skipped) == len(pieces):
-                made = _Vocabulary(pieces, ids, skipped)
+            kept = tokenizer.convert_ids_to_tokens(everything, skip_special_tokens=True)
+            special = frozenset(everything) - {ids.get(piece, -1) for piece in kept}
+            if len(kept) + len(special) == len(pieces):
+                made = (_Vocabulary(pieces, ids, frozenset()), _Vocabulary(pieces, ids, special))
             else:
                 why = "convert_ids_to_tokens changes the strings it does not skip"
     except Exception as error:  # noqa: BLE001 - not a tokenizer whose strings the plugin reads
@@ -189,7 +192,7 @@ def _vocabulary(tokenizer: Any, skip: bool) -> _Vocabulary | None:
         _vocabularies[key] = (tokenizer, made)
         while len(_vocabularies) > MAX_VOCABULARIES:
             _vocabularies.popitem(last=False)
-    return made
+    return None if made is None else made[skip]
 
 
 def _log_once(key: str, message: str, *args: object, error: bool = False) -> None:
