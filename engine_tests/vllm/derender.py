@@ -30,6 +30,7 @@ from vllm.entrypoints.launchers.render.app_state import init_render_app_state
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
 import helpers
+import puredetok.engines.vllm as plugin
 
 CONFIG = {
     "architectures": ["LlamaForCausalLM"],
@@ -60,9 +61,23 @@ def model_folder(name: str) -> Path:
     return folder
 
 
-@functools.cache
 def render_client(name: str, *options: str) -> TestClient:
-    """A client of vLLM's render server for this tokenizer, started with ``options`` (made once)."""
+    """A client of vLLM's render server for this tokenizer, started with ``options`` (made once,
+    with the plugin registered, as vLLM loads its plugins before it builds a server: vLLM's
+    ``OnlineDerenderer`` keeps the methods it finds then in its async wrappers; the plugin's
+    hooks call vLLM's own code when it is unregistered)."""
+    registered = plugin.registered()
+    if not registered:
+        plugin.register()
+    try:
+        return _render_client(name, *options)
+    finally:
+        if not registered:
+            plugin.unregister()
+
+
+@functools.cache
+def _render_client(name: str, *options: str) -> TestClient:
     args = make_arg_parser(FlexibleArgumentParser()).parse_args([str(model_folder(name)), *options])
     args.model = args.model_tag  # as ``vllm launch`` does
     engine_args = AsyncEngineArgs.from_cli_args(args)  # vLLM loads its plugins here
@@ -121,11 +136,13 @@ def stream(
     skip_special_tokens: bool = True,
     finish: str = "length",
     stop_reason: int | None = None,
+    finish_apart: bool = False,
 ) -> Streamed:
     """One request's output streamed through ``/v1/completions/derender`` (or the chat one),
-    ``output`` cut in chunks, the last with ``finish`` as its ``finish_reason``."""
+    ``output`` cut in chunks, the last with ``finish`` as its ``finish_reason`` (with
+    ``finish_apart``, a chunk of its own, without ids)."""
     request_id = f"r{next(_ids)}"
-    pieces = _pieces(output, chunks)
+    pieces = _pieces(output, chunks) + ([[]] if finish_apart else [])
     state: dict[str, Any] | None = None
     result = Streamed([], [])
     for number, ids in enumerate(pieces):

@@ -301,6 +301,10 @@ def _detokenize_delta(original: Callable[..., Any]) -> Callable[..., Any]:
         skip_special_tokens: bool = True,
         spaces_between_special_tokens: bool = True,
     ) -> Any:
+        if not _original:  # unregistered: an instance made before keeps this method in its wrappers
+            return original(
+                self, tokenizer, delta_token_ids, state, skip_special_tokens, spaces_between_special_tokens
+            )
         last = _flushing()
         try:
             derived = _derive(
@@ -420,6 +424,8 @@ def _whole(original: Callable[..., Any], flush_at: Callable[..., int]) -> Callab
 
     @functools.wraps(original)
     def whole(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _original:  # unregistered (see _detokenize_delta)
+            return original(self, *args, **kwargs)
         try:
             at = flush_at(inspect.signature(original).bind(self, *args, **kwargs).arguments)
         except Exception:  # noqa: BLE001 - decoded without the flush
