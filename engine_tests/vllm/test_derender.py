@@ -237,6 +237,18 @@ def test_a_state_that_names_no_token_is_the_requests_error(state: dict[str, Any]
     assert _stream_call(client, [9707], None)["chunk"]["choices"][0]["text"] == "Hello"
 
 
+@pytest.mark.parametrize("streamed", [True, False])
+def test_ids_past_the_vocabulary_decode_to_nothing(streamed: bool) -> None:
+    """Ids past the tokenizer's vocabulary (a padded embedding table can sample them) decode to
+    nothing, as ``tokenizer.decode`` skips them and vLLM's own state holds them as ``""``."""
+    tok = helpers.tokenizer("qwen3")
+    words = tok.encode(" one two", add_special_tokens=False)
+    output = [words[0], len(tok) + 5, *words[1:], len(tok)]
+    client = render_client("qwen3")
+    text = stream(client, [9707], output).text if streamed else whole(client, [9707], output)
+    assert text == " one two" == expected("qwen3", [9707], words, True)
+
+
 def test_a_long_byte_run_keeps_the_state_within_vllms_bound() -> None:
     """Llama-2 spelling 300 characters in byte tokens (a byte run is held until it is decided):
     the state stays within vLLM's 1,024 strings (runs are held up to 512 tokens) and the text is

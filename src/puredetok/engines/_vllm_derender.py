@@ -36,17 +36,18 @@ import functools
 import importlib.abc
 import importlib.machinery
 import inspect
+import logging
 import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 from puredetok.core import Codec, DecodeState, finish, start, steady, step, with_max_byte_run
 from puredetok.engines._versions import installed
 
-__all__ = ["MODULE", "MAX_BYTE_RUN", "WINDOW", "register", "registered", "unfit", "unregister"]
+__all__ = ["MODULE", "MAX_BYTE_RUN", "WINDOW", "Plugin", "register", "registered", "unfit", "unregister"]
 
 MODULE = "vllm.renderers.online_derenderer"
 """The module of vLLM's ``OnlineDerenderer``, hooked when it is imported (importing it costs a few
@@ -116,6 +117,8 @@ FIELDS = ("prev_tokens", "prefix_offset", "read_offset", "output_chunk_lens")
 _lock = threading.Lock()
 _original: dict[str, Any] = {}
 _vocabularies: OrderedDict[int, tuple[object, tuple[_Vocabulary, _Vocabulary] | None]] = OrderedDict()
+_plugin: list[Plugin] = []
+"""The plugin :func:`register` was given (the last one)."""
 _local = threading.local()
 """Per thread: ``flush_at``, the call of ``_detokenize_delta`` that ends a request (1 for the
 first) while a whole decode runs in this thread, and ``calls``, how many were made."""
@@ -195,21 +198,28 @@ def _vocabulary(tokenizer: Any, skip: bool) -> _Vocabulary | None:
     return None if made is None else made[skip]
 
 
-def _log_once(key: str, message: str, *args: object, error: bool = False) -> None:
-    from puredetok.engines import vllm
+class Plugin(NamedTuple):
+    """What the vLLM plugin lends this hook (given to :func:`register`, so that this module does
+    not import the plugin's): its codecs, its logger, and its ways of saying a thing once (a
+    warning; a warning with the exception being handled).
+    """
 
-    if key not in vllm._logged:
-        vllm._logged.add(key)
-        vllm.LOGGER.warning(message, *args, exc_info=error)
+    codec_of: Callable[[Any, bool, bool], Codec | None]
+    logger: logging.Logger
+    log_once: Callable[..., None]
+    log_once_failure: Callable[..., None]
+
+
+def _log_once(key: str, message: str, *args: object, error: bool = False) -> None:
+    plugin = _plugin[0]
+    (plugin.log_once_failure if error else plugin.log_once)(key, message, *args)
 
 
 def _codec(tokenizer: Any, skip: bool, spaces: bool) -> Codec | None:
     """The plugin's exact codec for these options, its byte-fallback runs capped at
     :data:`MAX_BYTE_RUN`; None when puredetok does not model the tokenizer exactly.
     """
-    from puredetok.engines.vllm import codec_of
-
-    codec = codec_of(tokenizer, skip, spaces)
+    codec = _plugin[0].codec_of(tokenizer, skip, spaces)
     return None if codec is None else with_max_byte_run(codec, MAX_BYTE_RUN)
 
 
@@ -504,8 +514,6 @@ def _patch(module: ModuleType) -> None:
     """Hook the module's derender (guarded: on a module the plugin was not made for, or a patch
     that fails half-way, vLLM's own code is left, and the log says why).
     """
-    from puredetok.engines.vllm import LOGGER
-
     try:
         why = unfit(module)
         if why is None:
@@ -514,7 +522,7 @@ def _patch(module: ModuleType) -> None:
         why = f"{type(error).__name__}: {error}"
         _restore(module)
     if why is not None:
-        LOGGER.warning(
+        _plugin[0].logger.warning(
             "puredetok: vLLM's derender not hooked (%s): %s; vLLM's own code decodes it",
             installed("vllm"),
             why,
@@ -589,8 +597,11 @@ class _Finder(importlib.abc.MetaPathFinder):
 _finder = _Finder()
 
 
-def register() -> None:
-    """Hook vLLM's derender: now if its module is imported, else when it is (never raises)."""
+def register(plugin: Plugin) -> None:
+    """Hook vLLM's derender, with what ``plugin`` lends: now if its module is imported, else when
+    it is (never raises).
+    """
+    _plugin[:] = [plugin]
     try:
         module = sys.modules.get(MODULE)
         if module is not None:

@@ -511,7 +511,7 @@ def register() -> None:
     if not enabled():
         LOGGER.info("puredetok: off (%s=%s)", ENABLE_VARIABLE, os.environ.get(ENABLE_VARIABLE))
         return
-    _vllm_derender.register()
+    _vllm_derender.register(_vllm_derender.Plugin(codec_of, LOGGER, _log_once, _log_once_exc))
     try:
         from vllm.v1.engine.detokenizer import IncrementalDetokenizer
         from vllm.v1.engine.output_processor import OutputProcessor
