@@ -12,6 +12,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+# vLLM settles its platform at its first import (a CUDA wheel on a machine without a GPU finds
+# none); its render server (test_derender.py) needs one: the CPU's, as on the CI machine.
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
 from hypothesis import HealthCheck, settings  # noqa: E402

@@ -8,6 +8,8 @@ a request's detokenizer, for ``LLM``, ``AsyncLLM`` and the OpenAI server alike) 
 ``tokenizer.decode``'s, continued after the prompt (contract C), with vLLM's stop strings,
 ``include_stop_str_in_output``, ``min_tokens``, ``skip_special_tokens`` and
 ``spaces_between_special_tokens``; the engine core keeps handling stop ids, EOS and ``max_tokens``.
+vLLM's derender endpoints (``OnlineDerenderer``) decode with puredetok too
+(:mod:`puredetok.engines._vllm_derender`).
 
 A request whose tokenizer puredetok cannot model exactly (or any failure of the plugin, also in
 the middle of a request) gets vLLM's own detokenizer, and the reason is logged once: the plugin
@@ -29,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from puredetok.core import Codec, codec_for, finish
+from puredetok.engines import _vllm_derender
 from puredetok.engines._versions import announce, installed
 from puredetok.errors import InvalidTokenError
 from puredetok.stops import StopRules, Stream, advance, close, open_like, open_stream
@@ -498,7 +501,8 @@ def unfit(detokenizer: type, processor: type) -> str | None:
 
 def register() -> None:
     """The ``vllm.general_plugins`` entry point: make vLLM's ``IncrementalDetokenizer.from_new_request``
-    hand out puredetok's detokenizer (idempotent; nothing happens when ``PUREDETOK_VLLM`` is off).
+    hand out puredetok's detokenizer, and vLLM's derender decode with puredetok (when vLLM imports
+    it; idempotent; nothing happens when ``PUREDETOK_VLLM`` is off).
 
     It never raises (vLLM calls its plugins unguarded, so an error here would stop vLLM): a vLLM
     whose classes are not the ones the plugin was made for (:func:`unfit`, or a module that moved)
@@ -507,6 +511,7 @@ def register() -> None:
     if not enabled():
         LOGGER.info("puredetok: off (%s=%s)", ENABLE_VARIABLE, os.environ.get(ENABLE_VARIABLE))
         return
+    _vllm_derender.register(_vllm_derender.Plugin(codec_of, LOGGER, _log_once, _log_once_exc))
     try:
         from vllm.v1.engine.detokenizer import IncrementalDetokenizer
         from vllm.v1.engine.output_processor import OutputProcessor
@@ -584,9 +589,10 @@ def registered() -> bool:
 
 
 def unregister() -> None:
-    """Give vLLM its own ``from_new_request`` and ``OutputProcessor.__init__`` back (requests already
-    open keep their detokenizer).
+    """Give vLLM its own ``from_new_request``, ``OutputProcessor.__init__`` and derender back
+    (requests already open keep their detokenizer).
     """
+    _vllm_derender.unregister()
     from vllm.v1.engine.detokenizer import IncrementalDetokenizer
     from vllm.v1.engine.output_processor import OutputProcessor
 
