@@ -40,6 +40,9 @@ class TraceError(ValueError):
         self.why = why
         """What is wrong with the line (the message without its number)."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TraceError, (self.line, self.why))
+
 
 class _Header(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     tokenizer: str | None = None
