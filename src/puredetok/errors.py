@@ -8,6 +8,7 @@ __all__ = [
     "UnsupportedTokenizerError",
     "InvalidStateError",
     "CodecMismatchError",
+    "OptionTypeError",
 ]
 
 
@@ -53,4 +54,11 @@ class InvalidStateError(ValueError):
 class CodecMismatchError(InvalidStateError):
     """A saved state (or stream) offered to a codec whose fingerprint is not the one it was saved
     with: another tokenizer, or the same one with other decode options.
+    """
+
+
+class OptionTypeError(TypeError, ValueError):
+    """An option or parameter given a value of the wrong type (``skip_special_tokens="false"``,
+    ``max_tokens="5"``), naming it: a :class:`TypeError`, and a :class:`ValueError` too, which is
+    what such values raised before they were all checked alike.
     """

@@ -28,6 +28,7 @@ from typing import Any, cast
 import attrs
 import tokenizers
 
+from puredetok._options import choice, flag, optional_flag, optional_whole
 from puredetok.core.backend_model import backend_parts
 from puredetok.core.chain import Chain, compile_chain
 from puredetok.core.codec import OUT_OF_VOCAB, Codec, OutOfVocab
@@ -384,16 +385,20 @@ def codec_for(
     the generic fallback (``codec.exact is False``; ``codec.reason`` says why, naming the first ids
     the model got wrong if the check failed).
     Raises :class:`UnsupportedTokenizerError` for an object that is not a tokenizer, or one with an
-    empty vocabulary or an id past :data:`MAX_VOCAB`.
+    empty vocabulary or an id past :data:`MAX_VOCAB`; an option of the wrong type raises
+    :class:`~puredetok.errors.OptionTypeError` naming it (``skip_special_tokens="false"`` is not
+    True), one out of range a :class:`ValueError`.
     """
-    if max_byte_run is not None and (type(max_byte_run) is not int or max_byte_run < 1):
-        raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
-    if out_of_vocab not in OUT_OF_VOCAB:
-        raise ValueError(f"out_of_vocab must be 'raise' or 'ignore', not {out_of_vocab!r}")
+    flag("skip_special_tokens", skip_special_tokens)
+    optional_flag("clean_up_tokenization_spaces", clean_up_tokenization_spaces)
+    optional_flag("spaces_between_special_tokens", spaces_between_special_tokens)
+    flag("window", window)
+    max_byte_run = optional_whole("max_byte_run", max_byte_run, 1)
+    choice("out_of_vocab", out_of_vocab, OUT_OF_VOCAB)
     try:
         source = _read(
             tokenizer,
-            bool(skip_special_tokens),
+            skip_special_tokens,
             clean_up_tokenization_spaces,
             spaces_between_special_tokens,
             vocabulary,

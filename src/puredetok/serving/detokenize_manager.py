@@ -40,6 +40,7 @@ from typing import Any, TypeAlias, cast
 
 import attrs
 
+from puredetok._options import choice, flag, optional_flag, optional_whole, whole
 from puredetok.core import OUT_OF_VOCAB, Codec, OutOfVocab, codec_for, read_vocabulary, with_max_byte_run
 from puredetok.errors import InvalidTokenError
 from puredetok.serving.eos import eos_token_ids
@@ -132,19 +133,13 @@ class DetokenizeManager:
         max_codecs: int = DEFAULT_MAX_CODECS,
         vocabulary: Mapping[str, int] | None = None,
     ) -> None:
-        if remember_ended < 0:
-            raise ValueError(f"remember_ended must be >= 0, got {remember_ended}")
-        if type(max_live) is not int or max_live < 1:
-            raise ValueError(f"max_live must be an int >= 1, not {max_live!r}")
-        if type(max_codecs) is not int or max_codecs < 1:
-            raise ValueError(f"max_codecs must be an int >= 1, not {max_codecs!r}")
-        for name, limit in (("max_stops", max_stops), ("max_stop_chars", max_stop_chars)):
-            if type(limit) is not int or limit < 0:
-                raise ValueError(f"{name} must be an int >= 0, not {limit!r}")
-        if max_byte_run is not None and (type(max_byte_run) is not int or max_byte_run < 1):
-            raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
-        if out_of_vocab not in OUT_OF_VOCAB:
-            raise ValueError(f"out_of_vocab must be 'raise' or 'ignore', not {out_of_vocab!r}")
+        whole("remember_ended", remember_ended, 0)
+        whole("max_live", max_live, 1)
+        whole("max_codecs", max_codecs, 1)
+        whole("max_stops", max_stops, 0)
+        whole("max_stop_chars", max_stop_chars, 0)
+        optional_whole("max_byte_run", max_byte_run, 1)
+        choice("out_of_vocab", out_of_vocab, OUT_OF_VOCAB)
         self.tokenizer = tokenizer
         self.remember_ended = remember_ended
         self.max_live = max_live
@@ -198,12 +193,19 @@ class DetokenizeManager:
     ) -> Codec:
         """The shared codec for these decode options (built on first use). ``max_byte_run`` and
         ``out_of_vocab`` as in :class:`SamplingParams`: None for the manager's setting, and
-        ``max_byte_run=0`` for no cap. Raises ``ValueError`` for an invalid option.
+        ``max_byte_run=0`` for no cap. Raises ``ValueError`` for an invalid option
+        (:class:`~puredetok.errors.OptionTypeError`, one, for an option of the wrong type).
 
         ``spaces_between_special_tokens`` only matters to a tokenizer whose class overrides
         transformers' decode (see :func:`~puredetok.codec_for`); for every other one the codec
         built without it is shared.
         """
+        flag("skip_special_tokens", skip_special_tokens)
+        optional_flag("clean_up_tokenization_spaces", clean_up_tokenization_spaces)
+        optional_flag("spaces_between_special_tokens", spaces_between_special_tokens)
+        optional_whole("max_byte_run", max_byte_run, 0)
+        if out_of_vocab is not None:
+            choice("out_of_vocab", out_of_vocab, OUT_OF_VOCAB)
         key = self._key(
             skip_special_tokens,
             clean_up_tokenization_spaces,
