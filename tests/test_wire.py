@@ -35,8 +35,8 @@ from puredetok.serving.messages import (
 from puredetok.worker.wire import DropCounter, FrameDecoder, FrameError, encode_batch
 
 uids = st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=20))
-ids = st.lists(st.integers(-(2**63), 2**64 - 1), max_size=8).map(tuple)
-prompt_ids = st.lists(st.integers(0, 2**64 - 1), max_size=8).map(tuple)
+ids = st.lists(st.integers(0, 2**63 - 1), max_size=8).map(tuple)  # token ids: what a saved state holds
+prompt_ids = st.lists(st.integers(0, 2**63 - 1), max_size=8).map(tuple)
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
