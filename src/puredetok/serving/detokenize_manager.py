@@ -682,13 +682,40 @@ class DetokenizeManager:
         included; counting on from its opening's ``consumed``): an :class:`Opening` with the state
         and that count, in a message with the request's ids from there on, continues it exactly
         (here or in any manager of the same tokenizer). The uids are remembered as handed back, so
-        a late message for one gets an error here.
+        a late message for one gets an error here. All or nothing: if a request's stream cannot
+        be saved, raises :class:`ValueError` naming it and hands none back (:meth:`hand_back`
+        hands back every other one).
         """
-        drained = [(uid, stream.to_bytes(), self._consumed.pop(uid, 0)) for uid, stream in self._live.items()]
-        for uid, _, _ in drained:
-            del self._live[uid]
-            self._remember(uid, "handed back")
-        return drained
+        saved = [(uid, _saved(stream)) for uid, stream in self._live.items()]
+        for uid, state in saved:
+            if not isinstance(state, bytes):
+                raise ValueError(f"request {uid!r} cannot be handed back: its state cannot be saved ({state})")
+        return self._hand_over(saved)[0]
+
+    def hand_back(self) -> tuple[list[tuple[Uid, bytes, int]], list[tuple[Uid, str]]]:
+        """:meth:`drain`, request by request: ``(handed, failed)``, every live request in one or
+        the other, and none held after. ``handed`` as :meth:`drain` returns it; ``failed``, each
+        request whose stream cannot be saved and why: it ends here (remembered as ended), and
+        costs no other request its hand-back.
+        """
+        return self._hand_over([(uid, _saved(stream)) for uid, stream in self._live.items()])
+
+    def _hand_over(
+        self, saved: list[tuple[Uid, bytes | str]]
+    ) -> tuple[list[tuple[Uid, bytes, int]], list[tuple[Uid, str]]]:
+        """End every live request as handed back (``saved``: each one's state, or why it has none)."""
+        handed: list[tuple[Uid, bytes, int]] = []
+        failed: list[tuple[Uid, str]] = []
+        for uid, state in saved:
+            consumed = self._consumed.pop(uid, 0)
+            if isinstance(state, bytes):
+                handed.append((uid, state, consumed))
+                self._remember(uid, "handed back")
+            else:
+                failed.append((uid, f"request {uid!r} could not be handed back: its state cannot be saved ({state})"))
+                self._remember(uid, "not handed back")
+        self._live.clear()
+        return handed, failed
 
     def _opening(self, uid: Uid, opening: Opening | None, stream: Stream | None) -> Stream | tuple[bool, str]:
         """The record for a message that opens a request or names a uid that is not live (not yet
@@ -785,6 +812,14 @@ class DetokenizeManager:
         ended.move_to_end(uid)
         while len(ended) > self.remember_ended:
             ended.popitem(last=False)
+
+
+def _saved(stream: Stream) -> bytes | str:
+    """``stream.to_bytes()``, or why it cannot be saved."""
+    try:
+        return stream.to_bytes()
+    except (ValueError, TypeError, OverflowError) as error:
+        return str(error) or type(error).__name__
 
 
 @attrs.define

@@ -128,10 +128,11 @@ _SCHEMAS: dict[type[Struct], _Schema] = {}
 
 
 def _schema(cls: type[Struct]) -> _Schema:
-    """What :func:`check` reads of ``cls``: its fields as msgspec checks them (a Struct of the
-    same names and annotations, each ``Sequence[X]`` as ``tuple[X, ...]``; built once, so that
-    msgspec keeps what it learnt of the types), the names of its sequence fields, and its fields
-    that hold records with their classes (checked by class: msgspec would build a record from a dict).
+    """What :func:`check` reads of ``cls``: its fields as msgspec checks them (an ``array_like``
+    Struct of the same fields and annotations in the same order, each ``Sequence[X]`` as
+    ``tuple[X, ...]``; built once, so that msgspec keeps what it learnt of the types), the names
+    of its sequence fields, and its fields that hold records with their classes (those are
+    ``Any`` in the Struct and checked by class: msgspec would build a record from a dict).
     """
     hints = get_type_hints(cls, include_extras=True)
     fields: list[tuple[str, Any]] = []
@@ -139,14 +140,14 @@ def _schema(cls: type[Struct]) -> _Schema:
     records: list[tuple[str, tuple[type, ...]]] = []
     for name in cls.__struct_fields__:
         classes = _records_in(hints[name])
+        stored = Any if classes else _as_stored(hints[name])
+        fields.append((name, stored))
         if classes:
             records.append((name, classes))
-            continue
-        stored = _as_stored(hints[name])
-        fields.append((name, stored))
-        if stored != hints[name]:
+        elif stored != hints[name]:
             sequences.append(name)
-    return msgspec.defstruct(f"{cls.__name__}Fields", fields), tuple(sequences), tuple(records)
+    checked = msgspec.defstruct(f"{cls.__name__}Fields", fields, array_like=True)
+    return checked, tuple(sequences), tuple(records)
 
 
 def check(record: Struct) -> None:
@@ -170,15 +171,19 @@ def check(record: Struct) -> None:
             expected = " or ".join("None" if kind is type(None) else kind.__name__ for kind in classes)
             raise OptionTypeError(f"invalid {cls.__name__}: {name} must be {expected}, not {value!r:.80}")
     try:
-        checked = msgspec.convert(record, fields, from_attributes=True)
+        checked = msgspec.convert(astuple(record), fields)
     except msgspec.ValidationError as error:
-        why = f"invalid {cls.__name__}: {str(error).replace('`$.', '`')}"
-        raise (OptionTypeError(why) if _WRONG_TYPE.match(str(error)) else ValueError(why)) from None
+        names = cls.__struct_fields__
+        where = _POSITION.sub(lambda match: "`" + names[int(match[1])], str(error))
+        why = f"invalid {cls.__name__}: {where}"
+        raise (OptionTypeError(why) if _WRONG_TYPE.match(where) else ValueError(why)) from None
     for name in sequences:
         if type(getattr(record, name)) is list:
             _store(record, name, getattr(checked, name))
 
 
+_POSITION = re.compile(r"`\$\[(\d+)\]")
+"""Where msgspec says a value of an ``array_like`` Struct is: its field's position."""
 _WRONG_TYPE = re.compile(r"Expected `[^`]*`, got `")
 """How msgspec words a value of the wrong type (a value out of a constraint reads ``Expected
 `int` >= 1``; one out of a Literal, ``Invalid enum value``)."""
