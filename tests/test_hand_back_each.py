@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zmq
 
 from helpers import codec, tokenizer
 from puredetok import Stream
@@ -50,7 +51,9 @@ def opened(manager: DetokenizeManager, ids: list[int]) -> None:
     for n in range(4):
         manager.open(f"good-{n}", Opening((), SamplingParams(stop=("zz",))))
     manager.open("bad", Opening((), SamplingParams(max_tokens=BAD_LIMIT)))
-    replies = manager.handle([DetokenizeMsg(uid, tuple(ids)) for uid in ("good-0", "bad", "good-1", "good-2")])
+    replies = manager.handle(
+        [DetokenizeMsg(uid, tuple(ids)) for uid in ("good-0", "bad", "good-1", "good-2")]
+    )
     assert all(reply.error is None for reply in replies)
 
 
@@ -132,8 +135,10 @@ def test_a_limit_past_what_a_state_holds_is_refused_at_the_opening_and_serve_han
             "min": {"min_tokens": 2**63},
             "stop-id": {"stop_token_ids": [5, 2**63]},
         }
-        frame = raw_detokenize_frame([(uid, [32], False, {"params": fields}, None) for uid, fields in bad.items()])
-        raw = h.context.socket(__import__("zmq").PUSH)
+        frame = raw_detokenize_frame(
+            [(uid, [32], False, {"params": fields}, None) for uid, fields in bad.items()]
+        )
+        raw = h.context.socket(zmq.PUSH)
         raw.connect(h.worker_address(0))
         raw.send(frame)
         refused = h.replies_until_finished(set(bad))

@@ -28,6 +28,11 @@ from puredetok.stops import StopRules, advance_many, open_stream
 from puredetok.worker.wire import FrameDecoder, encode_batch
 
 
+def given(option: str, value: object) -> dict[str, Any]:
+    """The keyword arguments that give ``option`` as ``value`` (of any type: that is the test)."""
+    return {option: value}
+
+
 def test_none_is_no_stop_strings_nor_ids_as_vllm_and_openai_send_it() -> None:
     params = SamplingParams(stop=None, stop_token_ids=None)  # type: ignore[arg-type]
     assert params == SamplingParams() and params.stop == () and params.stop_token_ids == ()
@@ -59,7 +64,7 @@ CODEC_OPTIONS: list[tuple[str, object]] = [
 @pytest.mark.parametrize(("option", "value"), CODEC_OPTIONS)
 def test_codec_for_refuses_an_option_of_the_wrong_type_naming_it(option: str, value: object) -> None:
     with pytest.raises(OptionTypeError, match=option) as raised:
-        codec_for(tokenizer("gpt2"), **{option: value})
+        codec_for(tokenizer("gpt2"), **given(option, value))
     assert isinstance(raised.value, TypeError) and isinstance(raised.value, ValueError)
 
 
@@ -88,7 +93,7 @@ MANAGER_OPTIONS: list[tuple[str, object]] = [
 @pytest.mark.parametrize(("option", "value"), MANAGER_OPTIONS)
 def test_the_manager_refuses_an_option_of_the_wrong_type_naming_it(option: str, value: object) -> None:
     with pytest.raises(OptionTypeError, match=option):
-        DetokenizeManager(tokenizer("gpt2"), **{option: value})
+        DetokenizeManager(tokenizer("gpt2"), **given(option, value))
 
 
 @pytest.mark.parametrize(
@@ -104,7 +109,7 @@ def test_the_manager_refuses_an_option_of_the_wrong_type_naming_it(option: str, 
 def test_the_managers_codec_refuses_an_option_of_the_wrong_type(option: str, value: object) -> None:
     manager = DetokenizeManager(tokenizer("gpt2"))
     with pytest.raises(OptionTypeError, match=option):
-        manager.codec(**{option: value})
+        manager.codec(**given(option, value))
 
 
 RULE_OPTIONS: list[tuple[str, object]] = [
@@ -123,7 +128,7 @@ RULE_OPTIONS: list[tuple[str, object]] = [
 @pytest.mark.parametrize(("option", "value"), RULE_OPTIONS)
 def test_stop_rules_refuse_an_option_of_the_wrong_type_naming_it(option: str, value: object) -> None:
     with pytest.raises(OptionTypeError, match=option.removesuffix("s") if option == "stop" else option):
-        StopRules(**{option: value})
+        StopRules(**given(option, value))
 
 
 PARAMS: list[tuple[str, object]] = [
@@ -146,7 +151,7 @@ PARAMS: list[tuple[str, object]] = [
 @pytest.mark.parametrize(("option", "value"), PARAMS)
 def test_sampling_params_refuse_an_option_of_the_wrong_type_naming_it(option: str, value: object) -> None:
     with pytest.raises(OptionTypeError, match=option):
-        SamplingParams(**{option: value})
+        SamplingParams(**given(option, value))
 
 
 RECORDS: list[tuple[Callable[[], object], str]] = [

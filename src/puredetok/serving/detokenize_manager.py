@@ -689,7 +689,9 @@ class DetokenizeManager:
         saved = [(uid, _saved(stream)) for uid, stream in self._live.items()]
         for uid, state in saved:
             if not isinstance(state, bytes):
-                raise ValueError(f"request {uid!r} cannot be handed back: its state cannot be saved ({state})")
+                raise ValueError(
+                    f"request {uid!r} cannot be handed back: its state cannot be saved ({state})"
+                )
         return self._hand_over(saved)[0]
 
     def hand_back(self) -> tuple[list[tuple[Uid, bytes, int]], list[tuple[Uid, str]]]:
@@ -712,7 +714,9 @@ class DetokenizeManager:
                 handed.append((uid, state, consumed))
                 self._remember(uid, "handed back")
             else:
-                failed.append((uid, f"request {uid!r} could not be handed back: its state cannot be saved ({state})"))
+                failed.append(
+                    (uid, f"request {uid!r} could not be handed back: its state cannot be saved ({state})")
+                )
                 self._remember(uid, "not handed back")
         self._live.clear()
         return handed, failed

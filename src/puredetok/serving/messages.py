@@ -103,6 +103,7 @@ Limit: TypeAlias = Annotated[int, Meta(ge=1, le=MAX_INT)]
 Count: TypeAlias = Annotated[int, Meta(ge=0, le=MAX_INT)]
 """A count (an int in ``[0, 2**63 - 1]``)."""
 
+
 def _as_stored(hint: Any) -> Any:
     """The type a field's value is checked (and stored) as: each ``Sequence[X]`` in it as
     ``tuple[X, ...]`` (so that a list given for it is kept as a tuple).
@@ -269,10 +270,9 @@ class SamplingParams(Struct, frozen=True, omit_defaults=True):
     def __post_init__(self) -> None:
         # None for no stop strings or ids, as vLLM and OpenAI-style requests say it (in Python; on
         # the wire the field is left out).
-        if self.stop is None:
-            _store(self, "stop", ())
-        if self.stop_token_ids is None:
-            _store(self, "stop_token_ids", ())
+        for name in _NONE_IS_EMPTY:
+            if getattr(self, name) is None:
+                _store(self, name, ())
         check(self)
         limit = self.max_new_tokens
         if self.max_tokens != limit:
@@ -304,6 +304,9 @@ class SamplingParams(Struct, frozen=True, omit_defaults=True):
         """
         return _from_openai(cls, body)
 
+
+_NONE_IS_EMPTY = ("stop", "stop_token_ids")
+"""The parameters that take None for none."""
 
 _OPENAI_KEYS = (
     "max_tokens",

@@ -17,7 +17,8 @@ from puredetok.stops.matcher import Matcher, compile_stops
 
 def _stop_strings(value: str | Iterable[str] | None) -> tuple[str, ...]:
     """A lone string is one stop string (as in the OpenAI API), not a collection of characters;
-    None (vLLM's and OpenAI's default) is none."""
+    None (vLLM's and OpenAI's default) is none.
+    """
     if value is None:
         return ()
     if isinstance(value, str):
