@@ -67,6 +67,10 @@ decoding; in number, by the frame's size)."""
 
 _encoder = msgspec.msgpack.Encoder()
 
+_UNREADABLE = (msgspec.DecodeError, UnicodeDecodeError)
+"""What decoding bytes that are not msgpack raises: msgspec 0.18 raises ``UnicodeDecodeError`` for
+a string that is not UTF-8, later versions a ``DecodeError``."""
+
 
 class FrameError(ValueError):
     """A frame that cannot be read at all; ``reason`` is a short tag for counting."""
@@ -209,7 +213,7 @@ class FrameDecoder:
         if self._frames is not None:  # a well-formed frame: one decode, straight into its records
             try:
                 frame = self._frames.decode(view)
-            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            except (msgspec.ValidationError, *_UNREADABLE, RecursionError):
                 pass  # read again part by part below: what is wrong, and which messages are good
             else:
                 if frame.version == PROTOCOL_VERSION:
@@ -226,7 +230,7 @@ class FrameDecoder:
                 return Decoded(Batch(kind, tuple(self._batch[kind].decode(payload))))
             except msgspec.ValidationError:
                 pass
-            except msgspec.DecodeError as error:
+            except _UNREADABLE as error:
                 raise FrameError("not_msgpack", str(error)) from None
             except RecursionError:  # an unknown field nested too deep to skip: read it by hand
                 pass
@@ -254,7 +258,7 @@ class FrameDecoder:
             raise _frame_error(error, "not a [kind, version, messages] frame") from None
         try:
             version = msgspec.msgpack.decode(frame[position:end], type=int)
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except (msgspec.ValidationError, *_UNREADABLE):
             raise FrameError(
                 "bad_frame", "not a [kind, version, messages] frame: the version is not an int"
             ) from None
@@ -271,7 +275,7 @@ class FrameDecoder:
             return Decoded(self._batch[kind].decode(payload))
         except msgspec.ValidationError:
             pass
-        except msgspec.DecodeError as error:
+        except _UNREADABLE as error:
             raise FrameError("not_msgpack", str(error)) from None
         except RecursionError:
             pass
@@ -279,7 +283,7 @@ class FrameDecoder:
             raise FrameError("bad_frame", f"malformed {kind} columns")
         try:
             columns = self._columns.decode(payload)
-        except (msgspec.ValidationError, msgspec.DecodeError) as error:
+        except (msgspec.ValidationError, *_UNREADABLE) as error:
             raise FrameError("bad_frame", f"{kind} frame with unusable columns: {error}") from None
         except RecursionError:
             columns = self._scanned_columns(payload)
@@ -326,7 +330,7 @@ class FrameDecoder:
                 return _DEEP
             end = scanner.skip(position, 0)
             first = msgspec.msgpack.decode(payload[position:end])
-        except (ScanError, msgspec.DecodeError):
+        except (ScanError, *_UNREADABLE):
             return _DEEP
         return [first, *[_DEEP] * (count - 1)] if count > 1 and type(first) is int else _DEEP
 
@@ -382,7 +386,7 @@ class FrameDecoder:
                 continue
             try:
                 good.append(one.decode(_encoder.encode(fields)))
-            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, TypeError) as error:
+            except (msgspec.ValidationError, *_UNREADABLE, RecursionError, TypeError) as error:
                 reason = f"malformed {kind} message: {error}"
                 rejected.append(Rejected(kind, index, probe, reason, index in opens))
         return Decoded(DetokenizeBatch.of(good), tuple(rejected))
@@ -433,14 +437,14 @@ class FrameDecoder:
                 continue
             try:
                 good.append(one.decode(raw))
-            except (msgspec.ValidationError, msgspec.DecodeError) as error:
+            except (msgspec.ValidationError, *_UNREADABLE) as error:
                 rejected.append(Rejected(kind, index, self._uid(raw), f"malformed {kind} message: {error}"))
         return Decoded(Batch(kind, tuple(good)), tuple(rejected))
 
     def _uid(self, raw: memoryview) -> Uid | None:
         try:
             return self._probe.decode(raw).uid
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except (msgspec.ValidationError, *_UNREADABLE):
             return None
 
     def _deep_uid(self, scanner: Scanner, payload: memoryview, start: int) -> Uid | None:
@@ -453,7 +457,7 @@ class FrameDecoder:
             if key == "uid":
                 try:
                     uid: Uid = self._uid_decoder.decode(payload[begin:end])
-                except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                except (msgspec.ValidationError, *_UNREADABLE, RecursionError):
                     return None
                 return uid
         return None
