@@ -28,7 +28,6 @@ from typing import Any, cast
 import attrs
 import tokenizers
 
-from puredetok._options import choice, flag, optional_flag, optional_whole
 from puredetok.core.backend_model import backend_parts
 from puredetok.core.chain import Chain, compile_chain
 from puredetok.core.codec import OUT_OF_VOCAB, Codec, OutOfVocab
@@ -43,7 +42,7 @@ from puredetok.core.pyclasses.mistral import Native, read_native, unreadable
 from puredetok.core.reading import backend_of, override, vocabulary
 from puredetok.core.verify import Oracle, check_model
 from puredetok.core.window import build_window
-from puredetok.errors import UnsupportedTokenizerError
+from puredetok.errors import UnsupportedTokenizerError, choice, flag, optional_flag, optional_whole
 
 MAX_VOCAB = 1 << 24
 """The largest vocabulary (largest id + 1) a codec is built for: 16,777,216. A codec holds
@@ -385,9 +384,8 @@ def codec_for(
     the generic fallback (``codec.exact is False``; ``codec.reason`` says why, naming the first ids
     the model got wrong if the check failed).
     Raises :class:`UnsupportedTokenizerError` for an object that is not a tokenizer, or one with an
-    empty vocabulary or an id past :data:`MAX_VOCAB`; an option of the wrong type raises
-    :class:`~puredetok.errors.OptionTypeError` naming it (``skip_special_tokens="false"`` is not
-    True), one out of range a :class:`ValueError`.
+    empty vocabulary or an id past :data:`MAX_VOCAB`; :class:`~puredetok.errors.OptionTypeError` for
+    an option of the wrong type (``skip_special_tokens="false"``), ``ValueError`` for one out of range.
     """
     flag("skip_special_tokens", skip_special_tokens)
     optional_flag("clean_up_tokenization_spaces", clean_up_tokenization_spaces)
@@ -403,18 +401,15 @@ def codec_for(
             spaces_between_special_tokens,
             vocabulary,
         )
-    except (AttributeError, TypeError, LookupError) as error:
-        if isinstance(error, UnsupportedTokenizerError):
-            raise
-        raise unreadable(tokenizer, error) from error
-    if source.size == 0:
-        raise UnsupportedTokenizerError(f"{source.name} has an empty vocabulary: there is no id to decode")
-    if source.size > MAX_VOCAB:
-        raise UnsupportedTokenizerError(
-            f"{source.name} has an id of {source.size - 1:,}: a codec holds tables as long as the largest "
-            f"id, and ids above {MAX_VOCAB - 1:,} are not supported"
-        )
-    try:
+        if source.size == 0:
+            raise UnsupportedTokenizerError(
+                f"{source.name} has an empty vocabulary: there is no id to decode"
+            )
+        if source.size > MAX_VOCAB:
+            raise UnsupportedTokenizerError(
+                f"{source.name} has an id of {source.size - 1:,}: a codec holds tables as long as the "
+                f"largest id, and ids above {MAX_VOCAB - 1:,} are not supported"
+            )
         codec = _codec(source, max_byte_run, window)
     except (AttributeError, TypeError, LookupError) as error:
         if isinstance(error, UnsupportedTokenizerError):

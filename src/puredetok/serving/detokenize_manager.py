@@ -40,9 +40,8 @@ from typing import Any, TypeAlias, cast
 
 import attrs
 
-from puredetok._options import choice, flag, optional_flag, optional_whole, whole
 from puredetok.core import OUT_OF_VOCAB, Codec, OutOfVocab, codec_for, read_vocabulary, with_max_byte_run
-from puredetok.errors import InvalidTokenError
+from puredetok.errors import InvalidTokenError, choice, flag, optional_flag, optional_whole, whole
 from puredetok.serving.eos import eos_token_ids
 from puredetok.serving.messages import (
     DEFAULT_PARAMS,

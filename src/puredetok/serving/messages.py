@@ -79,8 +79,7 @@ import msgspec
 from msgspec import Meta, Struct, field
 from msgspec.structs import astuple
 
-from puredetok._options import MAX_INT
-from puredetok.errors import OptionTypeError
+from puredetok.errors import MAX_INT, OptionTypeError
 
 PROTOCOL_VERSION: Final = 2
 """The version of the wire protocol: every frame carries it (``[kind, version, batch]``) and the
@@ -695,6 +694,11 @@ class DetokenizeBatch(Struct, frozen=True, omit_defaults=True):
     each when ``counts`` is None, the usual decode step); it ends its request when ``n`` is in
     ``finished``, with the scheduler's reason when ``n`` is in ``reasons``, and opens it with the
     :class:`Opening` paired with ``n`` in ``opens``.
+
+    Its shape (lengths, counts, positions, reasons) is checked when it is made; its cells where
+    they come from: by the frame decoder (the same annotations as :class:`DetokenizeMsg`'s, token
+    ids in ``[0, 2**63 - 1]`` included) or by the checked messages :meth:`of` takes. Checking every
+    cell again here would cost each token of a decoded frame a second pass over its ids.
     """
 
     KIND: ClassVar[str] = "detokenize"
