@@ -5,7 +5,10 @@ never taken for its truth value; every record refuses a bad value when it is mad
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -224,3 +227,21 @@ def test_what_constructs_opens_and_saves() -> None:
     [(uid, state, consumed)] = manager.drain()
     assert uid == "r" and consumed == 1
     assert Stream.from_bytes(codec("gpt2", True), state).rules.max_new_tokens == big
+
+
+def test_a_recorded_id_a_message_refuses_is_still_a_requests_invalid_id_in_replay(tmp_path: Path) -> None:
+    """A trace is a recording: an id below 0 or past 2**63 - 1 in it is the request's invalid id,
+    named in its report, as before messages refused such ids; the replay goes on."""
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(
+        '{"uid": 1, "prompt": [9707], "tokens": [100024, -1, 119]}\n'
+        '{"uid": 2, "tokens": [374, 9223372036854775808]}\n'
+        '{"uid": 1, "tokens": [586], "finished": true}\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "puredetok.cli", "replay", str(trace)], capture_output=True, text=True
+    )
+    assert done.returncode == 2, done.stderr  # input errors, every request replayed
+    assert "invalid token id(s) -1 at position 1" in done.stdout
+    assert "invalid token id(s) 9223372036854775808 at position 1" in done.stdout
+    assert "2 requests" in done.stdout and "2 with input errors" in done.stdout

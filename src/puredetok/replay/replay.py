@@ -56,7 +56,15 @@ from puredetok.core import ID_LIMIT, Codec, DecodeState, clean_up_tokenization, 
 from puredetok.replay.incremental import Aligned, StopFinder, common_prefix
 from puredetok.replay.trace import TraceEvent
 from puredetok.serving.detokenize_manager import DEFAULT_REMEMBER_ENDED, CodecKey, DetokenizeManager
-from puredetok.serving.messages import DEFAULT_PARAMS, DetokenizeMsg, Opening, SamplingParams, Uid, UserReply
+from puredetok.serving.messages import (
+    DEFAULT_PARAMS,
+    DetokenizeBatch,
+    DetokenizeMsg,
+    Opening,
+    SamplingParams,
+    Uid,
+    UserReply,
+)
 from puredetok.stops import StopRules, Stream, advance, open_stream
 
 CHECKS = ("G1", "G2", "G4")
@@ -275,8 +283,11 @@ class Replayer:
         streamed = report.length
         replies = []
         if not event.abort or event.tokens or opening is not None:
-            msg = DetokenizeMsg(event.uid, event.tokens, event.finished, opening)
-            replies.append(self.manager.handle([msg])[0])
+            # As columns: a recorded id a message would refuse (< 0, or past what a saved state
+            # holds) is the request's invalid id, named in its report, as any id past the vocabulary.
+            finished, opens = (0,) if event.finished else (), () if opening is None else ((0, opening),)
+            batch = DetokenizeBatch((event.uid,), event.tokens, (len(event.tokens),), finished, opens)
+            replies.append(self.manager.handle_batch(batch).replies()[0])
             size = ID_LIMIT if report.codec.out_of_vocab == "ignore" else report.codec.vocab_size
             valid = [t for t in event.tokens if type(t) is int and 0 <= t < size]
             report.count += len(valid)
