@@ -283,11 +283,16 @@ class Replayer:
         streamed = report.length
         replies = []
         if not event.abort or event.tokens or opening is not None:
-            # As columns: a recorded id a message would refuse (< 0, or past what a saved state
-            # holds) is the request's invalid id, named in its report, as any id past the vocabulary.
-            finished, opens = (0,) if event.finished else (), () if opening is None else ((0, opening),)
-            batch = DetokenizeBatch((event.uid,), event.tokens, (len(event.tokens),), finished, opens)
-            replies.append(self.manager.handle_batch(batch).replies()[0])
+            try:
+                msg = DetokenizeMsg(event.uid, event.tokens, event.finished, opening)
+            except ValueError:  # a recorded id a message refuses (< 0, or past 2**63 - 1): sent as
+                # columns, it is the request's invalid id, named in its report as any id past the
+                # vocabulary is
+                finished, opens = (0,) if event.finished else (), () if opening is None else ((0, opening),)
+                batch = DetokenizeBatch((event.uid,), event.tokens, (len(event.tokens),), finished, opens)
+                replies.append(self.manager.handle_batch(batch).replies()[0])
+            else:
+                replies.append(self.manager.handle([msg])[0])
             size = ID_LIMIT if report.codec.out_of_vocab == "ignore" else report.codec.vocab_size
             valid = [t for t in event.tokens if type(t) is int and 0 <= t < size]
             report.count += len(valid)
