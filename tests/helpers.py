@@ -206,5 +206,5 @@ def forged(record: T, **fields: Any) -> T:
     """
     record = msgspec.structs.replace(record)
     for name, value in fields.items():
-        msgspec.structs.force_setattr(record, name, value)
+        getattr(type(record), name).__set__(record, value)  # the field's slot: on every msgspec
     return record

@@ -248,14 +248,14 @@ def test_invalid_ids_are_a_per_request_error_and_nothing_else_is_lost() -> None:
     good = encode("推理 naïve")
     size = m.codec().vocab_size
     batch = [
-        DetokenizeMsg(1, (good[0], -1, good[1], size, 2**63, *good[2:]), False, Opening()),
+        DetokenizeMsg(1, (good[0], 2**63 - 1, good[1], size, 10**12, *good[2:]), False, Opening()),
         DetokenizeMsg(2, tuple(good), False, Opening()),
         DetokenizeMsg(3, (size + 5,), False, Opening()),
     ]
     first, second, third = m.handle(batch)
     assert (
         first.error is not None
-        and "-1 at position 1" in first.error
+        and f"{2**63 - 1} at position 1" in first.error
         and f"{size} at position 3" in first.error
     )
     assert first.incremental_output == second.incremental_output and second.error is None
@@ -264,6 +264,11 @@ def test_invalid_ids_are_a_per_request_error_and_nothing_else_is_lost() -> None:
     replies = m.handle([DetokenizeMsg(uid, (), True) for uid in (1, 2, 3)])
     assert first.incremental_output + replies[0].incremental_output == "推理 naïve"
     assert replies[2].error is None and replies[2].finished and len(m) == 0
+    # A batch made directly has only its shape checked (its messages refuse a negative id): such an
+    # id reaching the manager is still the request's error, and the request goes on.
+    direct = DetokenizeBatch((4,), (good[0], -1), (2,), opens=((0, Opening()),))
+    [reply] = m.handle_batch(direct).replies()
+    assert reply.error is not None and "-1 at position 1" in reply.error and not reply.finished
 
 
 def test_late_messages_duplicate_openings_and_unknown_aborts_are_errors() -> None:
@@ -495,7 +500,11 @@ def test_100_000_requests_with_aborts_duplicates_and_unknown_uids_leave_nothing_
 
 
 _BYTES = byte_ids("qwen3")
-ONE_ID = st.one_of(st.sampled_from(sorted(_BYTES.values())), st.integers(0, 151_700), st.just(-1))
+PAST_VOCABULARY = 10**9
+"""An id no tokenizer here has (an id < 0 is refused where a message is made)."""
+ONE_ID = st.one_of(
+    st.sampled_from(sorted(_BYTES.values())), st.integers(0, 151_700), st.just(PAST_VOCABULARY)
+)
 SERVING = SamplingParams(stop=("\n", "e", "好"), min_tokens=2, max_new_tokens=9)
 """Stop strings that match often on random ids, min_tokens and a token limit within the steps."""
 
@@ -952,7 +961,7 @@ def test_a_hand_back_at_any_point_gives_every_request_its_text(name: str, data: 
     for i, (prompt, ids, params, _) in enumerate(reqs):
         ids = [*ids]
         if data.draw(st.booleans()):
-            ids.insert(data.draw(st.integers(0, len(ids))), -1)  # an invalid id: skipped, counted
+            ids.insert(data.draw(st.integers(0, len(ids))), PAST_VOCABULARY)  # invalid: skipped, counted
         sent[i] = ids
         cuts = sorted(data.draw(st.lists(st.integers(0, len(ids)), max_size=4)))
         chunks = [ids[a:b] for a, b in zip([0, *cuts], [*cuts, len(ids)])]
@@ -989,7 +998,7 @@ def test_a_hand_back_at_any_point_gives_every_request_its_text(name: str, data: 
     for index, (prompt, _, params, _) in enumerate(reqs):
         if not any(msg.uid == index for msg in queue[:stop_at]):
             continue  # never opened before the hand-back: nothing to continue
-        valid = [token for token in sent[index] if token >= 0]
+        valid = [token for token in sent[index] if token != PAST_VOCABULARY]
         assert texts[index] == pure_text(name, prompt, valid, params)
     assert len(first) == len(second) == 0
 

@@ -119,7 +119,7 @@ def test_detokenize_with_stops_and_aborts(harness: Harness, worker: WorkerPool) 
         ]
     )
     worker.send([DetokenizeMsg("s1", tuple(line[5:])), DetokenizeMsg("s2", tuple(line[3:6]))])
-    worker.send([DetokenizeMsg("s3", (32, -7, 33, 10**12), True, Opening())])  # vLLM 21951: invalid ids
+    worker.send([DetokenizeMsg("s3", (32, 2**40, 33, 10**12), True, Opening())])  # vLLM 21951: invalid ids
     worker.send([AbortMsg("s2"), AbortMsg("s-unknown")])
     worker.send([DetokenizeMsg("s2", (32,))])  # a late token from the scheduler, after the abort
     got = harness.receive(
@@ -143,7 +143,9 @@ def test_detokenize_with_stops_and_aborts(harness: Harness, worker: WorkerPool) 
     [bad_ids] = replies["s3"]
     assert bad_ids.incremental_output == "AB" and bad_ids.finished and bad_ids.finish_reason == "length"
     assert (
-        bad_ids.error is not None and "-7 at position 1" in bad_ids.error and "1000000000000" in bad_ids.error
+        bad_ids.error is not None
+        and f"{2**40} at position 1" in bad_ids.error
+        and "1000000000000" in bad_ids.error
     )
     # The scheduler hears of the stop found here, and of both aborts.
     aborts = harness.receive(harness.backend, lambda got: len(got) >= 3)

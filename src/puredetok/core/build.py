@@ -42,7 +42,7 @@ from puredetok.core.pyclasses.mistral import Native, read_native, unreadable
 from puredetok.core.reading import backend_of, override, vocabulary
 from puredetok.core.verify import Oracle, check_model, fast_path_disagreement, mark_probes
 from puredetok.core.window import build_window
-from puredetok.errors import UnsupportedTokenizerError
+from puredetok.errors import UnsupportedTokenizerError, choice, flag, optional_flag, optional_whole
 
 MAX_VOCAB = 1 << 24
 """The largest vocabulary (largest id + 1) a codec is built for: 16,777,216. A codec holds
@@ -408,32 +408,32 @@ def codec_for(
     the generic fallback (``codec.exact is False``; ``codec.reason`` says why, naming the first ids
     the model got wrong if the check failed).
     Raises :class:`UnsupportedTokenizerError` for an object that is not a tokenizer, or one with an
-    empty vocabulary or an id past :data:`MAX_VOCAB`.
+    empty vocabulary or an id past :data:`MAX_VOCAB`; :class:`~puredetok.errors.OptionTypeError` for
+    an option of the wrong type (``skip_special_tokens="false"``), ``ValueError`` for one out of range.
     """
-    if max_byte_run is not None and (type(max_byte_run) is not int or max_byte_run < 1):
-        raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
-    if out_of_vocab not in OUT_OF_VOCAB:
-        raise ValueError(f"out_of_vocab must be 'raise' or 'ignore', not {out_of_vocab!r}")
+    flag("skip_special_tokens", skip_special_tokens)
+    optional_flag("clean_up_tokenization_spaces", clean_up_tokenization_spaces)
+    optional_flag("spaces_between_special_tokens", spaces_between_special_tokens)
+    flag("window", window)
+    max_byte_run = optional_whole("max_byte_run", max_byte_run, 1)
+    choice("out_of_vocab", out_of_vocab, OUT_OF_VOCAB)
     try:
         source = _read(
             tokenizer,
-            bool(skip_special_tokens),
+            skip_special_tokens,
             clean_up_tokenization_spaces,
             spaces_between_special_tokens,
             vocabulary,
         )
-    except (AttributeError, TypeError, LookupError) as error:
-        if isinstance(error, UnsupportedTokenizerError):
-            raise
-        raise unreadable(tokenizer, error) from error
-    if source.size == 0:
-        raise UnsupportedTokenizerError(f"{source.name} has an empty vocabulary: there is no id to decode")
-    if source.size > MAX_VOCAB:
-        raise UnsupportedTokenizerError(
-            f"{source.name} has an id of {source.size - 1:,}: a codec holds tables as long as the largest "
-            f"id, and ids above {MAX_VOCAB - 1:,} are not supported"
-        )
-    try:
+        if source.size == 0:
+            raise UnsupportedTokenizerError(
+                f"{source.name} has an empty vocabulary: there is no id to decode"
+            )
+        if source.size > MAX_VOCAB:
+            raise UnsupportedTokenizerError(
+                f"{source.name} has an id of {source.size - 1:,}: a codec holds tables as long as the "
+                f"largest id, and ids above {MAX_VOCAB - 1:,} are not supported"
+            )
         codec = _codec(source, max_byte_run, window)
     except (AttributeError, TypeError, LookupError) as error:
         if isinstance(error, UnsupportedTokenizerError):

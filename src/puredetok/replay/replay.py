@@ -59,7 +59,14 @@ from puredetok.core import ID_LIMIT, Codec, DecodeState, clean_up_tokenization, 
 from puredetok.replay.incremental import Aligned, StopFinder, common_prefix
 from puredetok.replay.trace import TraceError, TraceEvent
 from puredetok.serving.detokenize_manager import DEFAULT_REMEMBER_ENDED, CodecKey, DetokenizeManager
-from puredetok.serving.messages import DEFAULT_PARAMS, DetokenizeMsg, Opening, SamplingParams, Uid, UserReply
+from puredetok.serving.messages import (
+    DEFAULT_PARAMS,
+    DetokenizeMsg,
+    Opening,
+    SamplingParams,
+    Uid,
+    UserReply,
+)
 from puredetok.stops import StopRules, Stream, advance, open_stream
 
 CHECKS = ("G1", "G2", "G4")

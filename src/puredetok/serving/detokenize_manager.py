@@ -41,7 +41,7 @@ from typing import Any, TypeAlias, cast
 import attrs
 
 from puredetok.core import OUT_OF_VOCAB, Codec, OutOfVocab, codec_for, read_vocabulary, with_max_byte_run
-from puredetok.errors import InvalidTokenError
+from puredetok.errors import InvalidTokenError, choice, flag, optional_flag, optional_whole, whole
 from puredetok.serving.eos import eos_token_ids
 from puredetok.serving.messages import (
     DEFAULT_PARAMS,
@@ -132,19 +132,13 @@ class DetokenizeManager:
         max_codecs: int = DEFAULT_MAX_CODECS,
         vocabulary: Mapping[str, int] | None = None,
     ) -> None:
-        if remember_ended < 0:
-            raise ValueError(f"remember_ended must be >= 0, got {remember_ended}")
-        if type(max_live) is not int or max_live < 1:
-            raise ValueError(f"max_live must be an int >= 1, not {max_live!r}")
-        if type(max_codecs) is not int or max_codecs < 1:
-            raise ValueError(f"max_codecs must be an int >= 1, not {max_codecs!r}")
-        for name, limit in (("max_stops", max_stops), ("max_stop_chars", max_stop_chars)):
-            if type(limit) is not int or limit < 0:
-                raise ValueError(f"{name} must be an int >= 0, not {limit!r}")
-        if max_byte_run is not None and (type(max_byte_run) is not int or max_byte_run < 1):
-            raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
-        if out_of_vocab not in OUT_OF_VOCAB:
-            raise ValueError(f"out_of_vocab must be 'raise' or 'ignore', not {out_of_vocab!r}")
+        whole("remember_ended", remember_ended, 0)
+        whole("max_live", max_live, 1)
+        whole("max_codecs", max_codecs, 1)
+        whole("max_stops", max_stops, 0)
+        whole("max_stop_chars", max_stop_chars, 0)
+        optional_whole("max_byte_run", max_byte_run, 1)
+        choice("out_of_vocab", out_of_vocab, OUT_OF_VOCAB)
         self.tokenizer = tokenizer
         self.remember_ended = remember_ended
         self.max_live = max_live
@@ -198,12 +192,19 @@ class DetokenizeManager:
     ) -> Codec:
         """The shared codec for these decode options (built on first use). ``max_byte_run`` and
         ``out_of_vocab`` as in :class:`SamplingParams`: None for the manager's setting, and
-        ``max_byte_run=0`` for no cap. Raises ``ValueError`` for an invalid option.
+        ``max_byte_run=0`` for no cap. Raises ``ValueError`` for an invalid option
+        (:class:`~puredetok.errors.OptionTypeError`, one, for an option of the wrong type).
 
         ``spaces_between_special_tokens`` only matters to a tokenizer whose class overrides
         transformers' decode (see :func:`~puredetok.codec_for`); for every other one the codec
         built without it is shared.
         """
+        flag("skip_special_tokens", skip_special_tokens)
+        optional_flag("clean_up_tokenization_spaces", clean_up_tokenization_spaces)
+        optional_flag("spaces_between_special_tokens", spaces_between_special_tokens)
+        optional_whole("max_byte_run", max_byte_run, 0)
+        if out_of_vocab is not None:
+            choice("out_of_vocab", out_of_vocab, OUT_OF_VOCAB)
         key = self._key(
             skip_special_tokens,
             clean_up_tokenization_spaces,
@@ -680,13 +681,44 @@ class DetokenizeManager:
         included; counting on from its opening's ``consumed``): an :class:`Opening` with the state
         and that count, in a message with the request's ids from there on, continues it exactly
         (here or in any manager of the same tokenizer). The uids are remembered as handed back, so
-        a late message for one gets an error here.
+        a late message for one gets an error here. All or nothing: if a request's stream cannot
+        be saved, raises :class:`ValueError` naming it and hands none back (:meth:`hand_back`
+        hands back every other one).
         """
-        drained = [(uid, stream.to_bytes(), self._consumed.pop(uid, 0)) for uid, stream in self._live.items()]
-        for uid, _, _ in drained:
-            del self._live[uid]
-            self._remember(uid, "handed back")
-        return drained
+        saved = [(uid, _saved(stream)) for uid, stream in self._live.items()]
+        for uid, state in saved:
+            if not isinstance(state, bytes):
+                raise ValueError(
+                    f"request {uid!r} cannot be handed back: its state cannot be saved ({state})"
+                )
+        return self._hand_over(saved)[0]
+
+    def hand_back(self) -> tuple[list[tuple[Uid, bytes, int]], list[tuple[Uid, str]]]:
+        """:meth:`drain`, request by request: ``(handed, failed)``, every live request in one or
+        the other, and none held after. ``handed`` as :meth:`drain` returns it; ``failed``, each
+        request whose stream cannot be saved and why: it ends here (remembered as ended), and
+        costs no other request its hand-back.
+        """
+        return self._hand_over([(uid, _saved(stream)) for uid, stream in self._live.items()])
+
+    def _hand_over(
+        self, saved: list[tuple[Uid, bytes | str]]
+    ) -> tuple[list[tuple[Uid, bytes, int]], list[tuple[Uid, str]]]:
+        """End every live request as handed back (``saved``: each one's state, or why it has none)."""
+        handed: list[tuple[Uid, bytes, int]] = []
+        failed: list[tuple[Uid, str]] = []
+        for uid, state in saved:
+            consumed = self._consumed.pop(uid, 0)
+            if isinstance(state, bytes):
+                handed.append((uid, state, consumed))
+                self._remember(uid, "handed back")
+            else:
+                failed.append(
+                    (uid, f"request {uid!r} could not be handed back: its state cannot be saved ({state})")
+                )
+                self._remember(uid, "not handed back")
+        self._live.clear()
+        return handed, failed
 
     def _opening(self, uid: Uid, opening: Opening | None, stream: Stream | None) -> Stream | tuple[bool, str]:
         """The record for a message that opens a request or names a uid that is not live (not yet
@@ -783,6 +815,14 @@ class DetokenizeManager:
         ended.move_to_end(uid)
         while len(ended) > self.remember_ended:
             ended.popitem(last=False)
+
+
+def _saved(stream: Stream) -> bytes | str:
+    """``stream.to_bytes()``, or why it cannot be saved."""
+    try:
+        return stream.to_bytes()
+    except (ValueError, TypeError, OverflowError) as error:
+        return str(error) or type(error).__name__
 
 
 @attrs.define

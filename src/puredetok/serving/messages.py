@@ -2,8 +2,9 @@
 
 Every message is a frozen ``msgspec.Struct`` whose type annotations are its wire schema, value
 constraints included (``Annotated[int, Meta(ge=1)]``): decoding checks them, and so does
-construction (:func:`_checked`, run by each record's ``__post_init__``), so a record that exists is
-valid, wherever it was made. Sequence fields take lists and store tuples (records are values). Each
+construction (``check``, msgspec's ``convert`` against the same annotations, run by each record's
+``__post_init__``), so a record that exists is valid, wherever it was made. Sequence fields take
+lists and store tuples (records are values). Each
 class has a ``KIND`` tag; a frame on the wire is ``[kind, version, batch]``: a batch of messages of
 one kind, tagged with :data:`PROTOCOL_VERSION` (see :mod:`puredetok.worker.wire`). The two kinds
 that flow per token travel column by column, so that a frame of a thousand messages is a handful of
@@ -55,14 +56,12 @@ __all__ = [
     "TO_BACKEND",
     "TO_FRONTEND",
     "KINDS",
-    "decoding",
 ]
 
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain, compress
-from operator import attrgetter, contains
+from types import UnionType
 from typing import (
     Annotated,
     Any,
@@ -78,7 +77,9 @@ from typing import (
 
 import msgspec
 from msgspec import Meta, Struct, field
-from msgspec.structs import astuple, force_setattr
+from msgspec.structs import astuple
+
+from puredetok.errors import MAX_INT, OptionTypeError
 
 PROTOCOL_VERSION: Final = 2
 """The version of the wire protocol: every frame carries it (``[kind, version, batch]``) and the
@@ -92,16 +93,14 @@ Uid = int | str
 FinishKind: TypeAlias = Literal["stop", "length", "abort"]
 """Why a request ended: a stop string, stop token or EOS; its token limit; or an abort."""
 
-TokenId: TypeAlias = Annotated[int, Meta(ge=0)]
-"""A token id of a prompt or of a stop rule (an int >= 0)."""
+TokenId: TypeAlias = Annotated[int, Meta(ge=0, le=MAX_INT)]
+"""A token id (an int in ``[0, 2**63 - 1]``: every int a handed-back state holds)."""
 StopString: TypeAlias = Annotated[str, Meta(min_length=1)]
 """A stop string (never empty)."""
-Limit: TypeAlias = Annotated[int, Meta(ge=1)]
-"""A token limit (an int >= 1)."""
-Count: TypeAlias = Annotated[int, Meta(ge=0)]
-"""A count (an int >= 0)."""
-
-_encode_fields = msgspec.msgpack.Encoder().encode
+Limit: TypeAlias = Annotated[int, Meta(ge=1, le=MAX_INT)]
+"""A token limit (an int in ``[1, 2**63 - 1]``)."""
+Count: TypeAlias = Annotated[int, Meta(ge=0, le=MAX_INT)]
+"""A count (an int in ``[0, 2**63 - 1]``)."""
 
 
 def _as_stored(hint: Any) -> Any:
@@ -111,139 +110,92 @@ def _as_stored(hint: Any) -> Any:
     origin = get_origin(hint)
     if origin is Sequence:
         return tuple[(_as_stored(get_args(hint)[0]), ...)]  # type: ignore[misc]
-    if origin is Union or origin is type(int | str):
+    if origin is Union or origin is UnionType:
         return Union[tuple(map(_as_stored, get_args(hint)))]  # noqa: UP007
     return hint
 
 
-def _unchecked(hint: Any) -> bool:
-    """Fields not checked by decoding their values again: records (checked when they were made),
-    values of any shape (kept as they are; decoding bounds them, see :mod:`puredetok.worker.wire`)
-    and those of a plain type (checked by type: :data:`_PLAIN`).
-    """
-    if hint is Any or hint in _PLAIN:
-        return True
-    args = get_args(hint)
-    if get_origin(hint) in (dict, Sequence) and args and args[-1] is Any:
-        return True
-    if get_origin(hint) in (Union, type(int | str)):
-        return all(arg is type(None) or _unchecked(arg) for arg in args)
-    return isinstance(hint, type) and issubclass(hint, Struct)
+def _records_in(hint: Any) -> tuple[type, ...]:
+    """The record classes a field holds (``Opening | None``: Opening and NoneType), if it holds records."""
+    options = get_args(hint) if get_origin(hint) in (Union, UnionType) else (hint,)
+    if not any(isinstance(option, type) and issubclass(option, Struct) for option in options):
+        return ()
+    return tuple(option for option in options if isinstance(option, type))
 
 
-_PLAIN: dict[Any, tuple[type, ...]] = {
-    str: (str,),
-    str | None: (str, type(None)),
-    bool: (bool,),
-    bool | None: (bool, type(None)),
-    int: (int,),
-    Uid: (int, str),
-}
-"""Field types checked by the exact type of their value (never a bool for an int)."""
-
-_DECODING = threading.local()
-"""``active`` while this thread's decoders build records (see :func:`decoding`)."""
+_Schema: TypeAlias = tuple[type[Struct], tuple[str, ...], tuple[tuple[str, tuple[type, ...]], ...]]
+_SCHEMAS: dict[type[Struct], _Schema] = {}
 
 
-@contextmanager
-def decoding() -> Iterator[None]:
-    """Around msgspec decoding of messages: the records it builds are checked once, by decoding.
-
-    msgspec checks a decoded record's fields against their annotations, then runs its
-    ``__post_init__``, which checks a record made in Python against the same annotations: inside
-    this block (in this thread) it does not check them again. Only for decoders of these
-    messages' own types (:class:`~puredetok.worker.wire.FrameDecoder`).
-    """
-    previous = getattr(_DECODING, "active", False)
-    _DECODING.active = True
-    try:
-        yield
-    finally:
-        _DECODING.active = previous
-
-
-_Checker: TypeAlias = tuple[
-    Callable[[Struct], tuple[Any, ...]],
-    tuple[tuple[type, ...], ...],
-    tuple[str, ...],
-    Callable[[Struct], tuple[Any, ...]],
-    tuple[tuple[int, str], ...],
-    type[Struct],
-    msgspec.msgpack.Decoder[Any],
-]
-_CHECKERS: dict[type[Struct], _Checker] = {}
-
-
-def _checker(cls: type[Struct]) -> _Checker:
-    """What :func:`_checked` needs for ``cls``: the plain fields (a getter of their values, their
-    types, their names), the fields decoding checks (a getter of their values), the positions of
-    the sequence fields among those, and a Struct of those fields in their stored types with its
-    decoder.
+def _schema(cls: type[Struct]) -> _Schema:
+    """What :func:`check` reads of ``cls``: its fields as msgspec checks them (an ``array_like``
+    Struct of the same fields and annotations in the same order, each ``Sequence[X]`` as
+    ``tuple[X, ...]``; built once, so that msgspec keeps what it learnt of the types), the names
+    of its sequence fields, and its fields that hold records with their classes (those are
+    ``Any`` in the Struct and checked by class: msgspec would build a record from a dict).
     """
     hints = get_type_hints(cls, include_extras=True)
-    names = tuple(name for name in cls.__struct_fields__ if not _unchecked(hints[name]))
-    plain = tuple(name for name in cls.__struct_fields__ if hints[name] in _PLAIN)
-    sequences = tuple(
-        (position, name) for position, name in enumerate(names) if _as_stored(hints[name]) != hints[name]
-    )
-    shadow = msgspec.defstruct(f"{cls.__name__}Fields", [(name, _as_stored(hints[name])) for name in names])
-    return (
-        _values_of(plain),
-        tuple(_PLAIN[hints[name]] for name in plain),
-        plain,
-        _values_of(names),
-        sequences,
-        shadow,
-        msgspec.msgpack.Decoder(shadow),
-    )
+    fields: list[tuple[str, Any]] = []
+    sequences: list[str] = []
+    records: list[tuple[str, tuple[type, ...]]] = []
+    for name in cls.__struct_fields__:
+        classes = _records_in(hints[name])
+        stored = Any if classes else _as_stored(hints[name])
+        fields.append((name, stored))
+        if classes:
+            records.append((name, classes))
+        elif stored != hints[name]:
+            sequences.append(name)
+    checked = msgspec.defstruct(f"{cls.__name__}Fields", fields, array_like=True)
+    return checked, tuple(sequences), tuple(records)
 
 
-def _values_of(names: tuple[str, ...]) -> Callable[[Struct], tuple[Any, ...]]:
-    """A getter of these fields' values, as a tuple (one C-level call)."""
-    if len(names) > 1:
-        return attrgetter(*names)
-    if names:
-        one = attrgetter(names[0])
-        return lambda record: (one(record),)
-    return lambda record: ()
+def check(record: Struct) -> None:
+    """Check ``record``'s fields against their annotations, types and constraints, with
+    ``msgspec.convert``, and store each sequence given as a list as a tuple. A value of the wrong
+    type raises :class:`~puredetok.errors.OptionTypeError`, one out of its constraints a
+    :class:`ValueError`, each naming the record and the field.
 
-
-def _checked(record: Struct) -> None:
-    """Check ``record``'s fields against their declared types and constraints, as decoding does,
-    and store each sequence given as a list as a tuple; raises :class:`ValueError` naming the field.
-
-    The one place the annotations are enforced on records built in Python (msgspec checks them
-    only when decoding): run by the ``__post_init__`` of each record that carries parameters. The
-    plain fields' types are compared in C-level passes; the other checked fields are put in a
-    Struct of their stored types, encoded and decoded (what decoding a frame checks). Records that
-    a decoder builds (msgspec runs ``__post_init__`` after decoding too) were checked by decoding,
-    against the same annotations: inside :func:`decoding`, only their lists are stored as tuples.
+    The records' one check: every record that carries values runs it in its ``__post_init__``,
+    which msgspec runs both when a record is made in Python and when a decoder builds one from a
+    frame (after checking the same annotations itself); the rules between fields follow it there.
     """
     cls = type(record)
-    checker = _CHECKERS.get(cls)
-    if checker is None:
-        checker = _CHECKERS[cls] = _checker(cls)
-    plain, types_, plain_names, checked, sequences, shadow, decoder = checker
-    if getattr(_DECODING, "active", False):  # msgspec has checked every field against the same types
-        for _, name in sequences:
-            value = getattr(record, name)
-            if type(value) is list:
-                force_setattr(record, name, tuple(value))
-        return
-    if not all(map(contains, types_, map(type, plain(record)))):
-        for name, allowed in zip(plain_names, types_):
-            value = getattr(record, name)
-            if type(value) not in allowed:
-                expected = " or ".join(kind.__name__ for kind in allowed)
-                raise ValueError(f"invalid {cls.__name__}: {name} must be {expected}, not {value!r}")
-    values = checked(record)
+    schema = _SCHEMAS.get(cls)
+    if schema is None:
+        schema = _SCHEMAS[cls] = _schema(cls)
+    fields, sequences, records = schema
+    for name, classes in records:
+        value = getattr(record, name)
+        if not isinstance(value, classes):
+            expected = " or ".join("None" if kind is type(None) else kind.__name__ for kind in classes)
+            raise OptionTypeError(f"invalid {cls.__name__}: {name} must be {expected}, not {value!r:.80}")
     try:
-        fields = decoder.decode(_encode_fields(shadow(*values)))
-    except (msgspec.ValidationError, msgspec.EncodeError, TypeError, OverflowError, UnicodeError) as error:
-        raise ValueError(f"invalid {cls.__name__}: {error}".replace("`$.", "`")) from None
-    for position, name in sequences:
-        if type(values[position]) is not tuple:
-            force_setattr(record, name, getattr(fields, name))
+        checked = msgspec.convert(astuple(record), fields)
+    except msgspec.ValidationError as error:
+        names = cls.__struct_fields__
+        where = _POSITION.sub(lambda match: "`" + names[int(match[1])], str(error))
+        why = f"invalid {cls.__name__}: {where}"
+        raise (OptionTypeError(why) if _WRONG_TYPE.match(where) else ValueError(why)) from None
+    for name in sequences:
+        if type(getattr(record, name)) is list:
+            _store(record, name, getattr(checked, name))
+
+
+_POSITION = re.compile(r"`\$\[(\d+)\]")
+"""Where msgspec says a value of an ``array_like`` Struct is: its field's position."""
+_WRONG_TYPE = re.compile(r"Expected `[^`]*`, got `")
+"""How msgspec words a value of the wrong type (a value out of a constraint reads ``Expected
+`int` >= 1``; one out of a Literal, ``Invalid enum value``)."""
+
+
+def _store(record: Struct, name: str, value: object) -> None:
+    """Set field ``name`` of the frozen ``record`` while it is being made (in its ``__post_init__``).
+
+    Through the field's slot: msgspec's ``force_setattr`` does the same but is missing from the
+    oldest msgspec this package supports (0.18.0), and frozen Structs refuse ``object.__setattr__``.
+    """
+    getattr(type(record), name).__set__(record, value)
 
 
 def _frozen(value: Any) -> Any:
@@ -315,12 +267,12 @@ class SamplingParams(Struct, frozen=True, omit_defaults=True):
         return _record_hash(self)
 
     def __post_init__(self) -> None:
-        _checked(self)
-        extra = self.extra  # its keys looked at only when it has some: a generator costs ~2,000 instructions
-        if not isinstance(extra, dict) or (extra and not all(isinstance(key, str) for key in extra)):
-            raise ValueError(
-                f"invalid SamplingParams: extra must be a dict with str keys, not {self.extra!r}"
-            )
+        # None for no stop strings or ids, as vLLM and OpenAI-style requests say it (in Python; on
+        # the wire the field is left out).
+        for name in _NONE_IS_EMPTY:
+            if getattr(self, name) is None:
+                _store(self, name, ())
+        check(self)
         limit = self.max_new_tokens
         if self.max_tokens != limit:
             if limit is not None and self.max_tokens is not None:
@@ -329,8 +281,8 @@ class SamplingParams(Struct, frozen=True, omit_defaults=True):
                     f"different values ({self.max_tokens} and {limit})"
                 )
             limit = self.max_tokens if limit is None else limit
-            force_setattr(self, "max_new_tokens", limit)
-            force_setattr(self, "max_tokens", limit)
+            _store(self, "max_new_tokens", limit)
+            _store(self, "max_tokens", limit)
         if limit is not None and self.min_tokens > limit:
             raise ValueError(
                 f"invalid SamplingParams: min_tokens ({self.min_tokens}) must not exceed "
@@ -352,6 +304,9 @@ class SamplingParams(Struct, frozen=True, omit_defaults=True):
         return _from_openai(cls, body)
 
 
+_NONE_IS_EMPTY = ("stop", "stop_token_ids")
+"""The parameters that take None for none."""
+
 _OPENAI_KEYS = (
     "max_tokens",
     "max_completion_tokens",
@@ -371,6 +326,8 @@ def _openai_int(value: object, low: int) -> int:
         raise ValueError(f"must be an integer, got {type(value).__name__} {value!r}")
     if value < low:
         raise ValueError(f"must be >= {low}, got {value}")
+    if value > MAX_INT:
+        raise ValueError(f"must be <= 2**63 - 1 (the largest int a saved state holds), got {value}")
     return value
 
 
@@ -394,8 +351,8 @@ def _openai_ids(value: object) -> tuple[int, ...]:
     if not isinstance(value, list | tuple):
         raise ValueError(f"must be a list of token ids, got {type(value).__name__}")
     for token_id in value:
-        if type(token_id) is not int or token_id < 0:
-            raise ValueError(f"must hold token ids (integers >= 0), got {token_id!r}")
+        if type(token_id) is not int or not 0 <= token_id <= MAX_INT:
+            raise ValueError(f"must hold token ids (integers in [0, 2**63 - 1]), got {token_id!r:.40}")
     return tuple(value)
 
 
@@ -465,9 +422,7 @@ class Opening(Struct, frozen=True, omit_defaults=True):
     :attr:`UserReply.consumed`); the message carrying this opening brings the ids from there on."""
 
     def __post_init__(self) -> None:
-        _checked(self)
-        if not isinstance(self.params, SamplingParams):
-            raise ValueError(f"invalid Opening: params must be SamplingParams, not {self.params!r}")
+        check(self)
         if self.consumed and self.state is None:
             raise ValueError("consumed counts the ids a state has consumed: it needs a state")
 
@@ -507,13 +462,7 @@ class TokenizeMsg(Struct, frozen=True, omit_defaults=True):
         return _record_hash(self)
 
     def __post_init__(self) -> None:
-        _checked(self)
-        if not isinstance(self.params, SamplingParams):
-            raise ValueError(f"invalid TokenizeMsg: params must be SamplingParams, not {self.params!r}")
-        if type(self.messages) is list:
-            force_setattr(self, "messages", tuple(self.messages))
-        elif self.messages is not None and type(self.messages) is not tuple:
-            raise ValueError(f"invalid TokenizeMsg: messages must be a list, not {self.messages!r}")
+        check(self)
 
 
 class DetokenizeMsg(Struct, frozen=True, omit_defaults=True):
@@ -532,7 +481,7 @@ class DetokenizeMsg(Struct, frozen=True, omit_defaults=True):
 
     KIND: ClassVar[str] = "detokenize"
     uid: Uid
-    token_ids: Sequence[int] = ()
+    token_ids: Sequence[TokenId] = ()
     finished: bool = False
     open: Opening | None = None
     finish_reason: FinishKind | None = None
@@ -541,19 +490,23 @@ class DetokenizeMsg(Struct, frozen=True, omit_defaults=True):
     """The stop string or token id the scheduler stopped on (with ``finish_reason="stop"`` only)."""
 
     def __post_init__(self) -> None:
-        # The usual message (a step's ids, nothing else) is checked without the general check.
-        if not (
-            type(self.token_ids) is tuple
+        # The usual message (a step's one id, nothing else) is checked here, what check() would
+        # find of it, for a sixth of the cost: a client makes one per generated token.
+        ids = self.token_ids
+        if (
+            type(ids) is tuple
+            and len(ids) == 1
+            and type(ids[0]) is int
+            and 0 <= ids[0] <= MAX_INT
             and type(self.uid) in _UID_TYPES
             and self.finished is False
             and self.open is None
             and self.finish_reason is None
             and self.matched_stop is None
         ):
-            _checked(self)
-            if self.open is not None and not isinstance(self.open, Opening):
-                raise ValueError(f"invalid DetokenizeMsg: open must be an Opening, not {self.open!r}")
-            _check_reason(self.finished, self.finish_reason, self.matched_stop)
+            return
+        check(self)
+        _check_reason(self.finished, self.finish_reason, self.matched_stop)
 
 
 _UID_TYPES = (int, str)
@@ -574,6 +527,9 @@ class AbortMsg(Struct, frozen=True, gc=False):
     KIND: ClassVar[str] = "abort"
     uid: Uid
 
+    def __post_init__(self) -> None:
+        check(self)
+
 
 class HealthCheckMsg(Struct, frozen=True, gc=False):
     """Anyone -> worker: a probe answered with a :class:`HealthReply` through the same loop as work."""
@@ -581,18 +537,21 @@ class HealthCheckMsg(Struct, frozen=True, gc=False):
     KIND: ClassVar[str] = "health"
     probe: int = 0
 
+    def __post_init__(self) -> None:
+        check(self)
+
 
 class UserMsg(Struct, frozen=True, omit_defaults=True):
     """Worker -> backend: a tokenized request, ready to schedule."""
 
     KIND: ClassVar[str] = "user"
     uid: Uid
-    input_ids: Sequence[int]
+    input_ids: Sequence[TokenId]
     """The prompt's ids (a list is stored as a tuple)."""
     params: SamplingParams = DEFAULT_PARAMS
 
     def __post_init__(self) -> None:
-        _checked(self)
+        check(self)
 
 
 UNKNOWN_REQUEST = "unknown request"
@@ -641,6 +600,9 @@ class AbortBackendMsg(Struct, frozen=True, gc=False):
 
     KIND: ClassVar[str] = "abort_backend"
     uid: Uid
+
+    def __post_init__(self) -> None:
+        check(self)
 
 
 class HealthReply(Struct, frozen=True):
@@ -732,12 +694,17 @@ class DetokenizeBatch(Struct, frozen=True, omit_defaults=True):
     each when ``counts`` is None, the usual decode step); it ends its request when ``n`` is in
     ``finished``, with the scheduler's reason when ``n`` is in ``reasons``, and opens it with the
     :class:`Opening` paired with ``n`` in ``opens``.
+
+    Its shape (lengths, counts, positions, reasons) is checked when it is made; its cells where
+    they come from: by the frame decoder (the same annotations as :class:`DetokenizeMsg`'s, token
+    ids in ``[0, 2**63 - 1]`` included) or by the checked messages :meth:`of` takes. Checking every
+    cell again here would cost each token of a decoded frame a second pass over its ids.
     """
 
     KIND: ClassVar[str] = "detokenize"
     uids: tuple[Uid, ...]
-    token_ids: tuple[int, ...]
-    counts: tuple[int, ...] | None = None
+    token_ids: tuple[TokenId, ...]
+    counts: tuple[Count, ...] | None = None
     finished: tuple[int, ...] = ()
     opens: tuple[tuple[int, Opening], ...] = ()
     reasons: tuple[Reason, ...] = ()

@@ -4,36 +4,33 @@ from __future__ import annotations
 
 __all__ = ["StopRules", "FinishReason", "check_stop_limits"]
 
-import operator
 from collections.abc import Iterable
-from typing import Any, Literal, SupportsIndex, cast
+from typing import Any, Literal
 
 import attrs
 
 from puredetok.core import ADDED, ALL_CLASSES, class_of
+from puredetok.errors import OptionTypeError, flag, optional_whole, whole
 from puredetok.stops.matcher import Matcher, compile_stops
 
 
-def _count(name: str, value: object, low: int) -> int:
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-        raise ValueError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    number = operator.index(cast(SupportsIndex, value))
-    if number < low:
-        raise ValueError(f"{name} must be >= {low}, got {number}")
-    return number
-
-
-def _stop_strings(value: str | Iterable[str]) -> tuple[str, ...]:
-    """A lone string is one stop string (as in the OpenAI API), not a collection of characters."""
+def _stop_strings(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """A lone string is one stop string (as in the OpenAI API), not a collection of characters;
+    None (vLLM's and OpenAI's default) is none.
+    """
+    if value is None:
+        return ()
     if isinstance(value, str):
         value = (value,)
     try:
         stops = tuple(value)
     except TypeError:
-        raise ValueError(f"stop must be a string or a list of strings, got {type(value).__name__}") from None
+        raise OptionTypeError(
+            f"stop must be a string or a list of strings, got {type(value).__name__}"
+        ) from None
     for stop in stops:
         if not isinstance(stop, str):
-            raise ValueError(f"stop strings must be str, got {type(stop).__name__} {stop!r}")
+            raise OptionTypeError(f"stop strings must be str, got {type(stop).__name__} {stop!r}")
         if not stop:
             raise ValueError("stop strings must not be empty")
     return stops
@@ -62,37 +59,43 @@ def check_stop_limits(stop: object, max_stops: int, max_stop_chars: int, whose: 
         )
 
 
-def _token_ids(name: str, value: Iterable[int]) -> frozenset[int]:
+def _token_ids(name: str, value: Iterable[int] | None) -> frozenset[int]:
+    """None (vLLM's and OpenAI's default) is no ids."""
+    if value is None:
+        return frozenset()
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        raise ValueError(f"{name} must be a collection of token ids, got {type(value).__name__}")
-    return frozenset(_count(f"each {name} entry", token_id, 0) for token_id in value)
+        raise OptionTypeError(f"{name} must be a collection of token ids, got {type(value).__name__}")
+    return frozenset(whole(f"each {name} entry", token_id, 0) for token_id in value)
 
 
-def _stop_token_ids(value: Iterable[int]) -> frozenset[int]:
+def _stop_token_ids(value: Iterable[int] | None) -> frozenset[int]:
     return _token_ids("stop_token_ids", value)
 
 
-def _eos_token_ids(value: Iterable[int]) -> frozenset[int]:
+def _eos_token_ids(value: Iterable[int] | None) -> frozenset[int]:
     return _token_ids("eos_token_ids", value)
 
 
 def _max_new_tokens(value: int | None) -> int | None:
-    return None if value is None else _count("max_new_tokens", value, 1)
+    return optional_whole("max_new_tokens", value, 1)
 
 
 def _min_tokens(value: int) -> int:
-    return _count("min_tokens", value, 0)
+    return whole("min_tokens", value, 0)
 
 
 def _flag(instance: Any, attribute: attrs.Attribute[bool], value: object) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(f"{attribute.name} must be a bool, got {type(value).__name__} {value!r}")
+    flag(attribute.name, value)
 
 
 @attrs.frozen
 class StopRules:
     """How a request may stop, named as serving engines name the options. Validated on construction
-    (a clear :class:`ValueError` names the bad option); immutable, hashable, shareable.
+    (a clear :class:`ValueError` names the bad option; a value of the wrong type, an
+    :class:`~puredetok.errors.OptionTypeError`, which is one too); immutable, hashable, shareable.
+    ``stop``, ``stop_token_ids`` and ``eos_token_ids`` take None for none (as vLLM and OpenAI-style
+    requests send them); ids and token counts are at most ``2**63 - 1`` (the largest int a saved
+    stream holds, so that any stream can be handed back).
 
     ``skip_special_tokens`` is not here: it is an option of the codec
     (``codec_for(tokenizer, skip_special_tokens=...)``), and a stream follows its codec.

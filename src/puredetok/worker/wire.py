@@ -53,7 +53,6 @@ from puredetok.serving.messages import (
     TokenizeMsg,
     Uid,
     UserReply,
-    decoding,
 )
 from puredetok.worker.scan import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, ScanError, Scanner
 
@@ -71,6 +70,10 @@ _UNREADABLE = (msgspec.DecodeError, UnicodeDecodeError)
 string that is not UTF-8, the releases before it let ``UnicodeDecodeError`` through."""
 
 _encoder = msgspec.msgpack.Encoder()
+
+_UNREADABLE = (msgspec.DecodeError, UnicodeDecodeError)
+"""What decoding bytes that are not msgpack raises: msgspec 0.18 raises ``UnicodeDecodeError`` for
+a string that is not UTF-8, later versions a ``DecodeError``."""
 
 
 class FrameError(ValueError):
@@ -210,8 +213,7 @@ class FrameDecoder:
         if len(frame) > self.max_frame_bytes:
             raise FrameError("oversize", f"{len(frame):,} bytes > limit {self.max_frame_bytes:,}")
         try:
-            with decoding():  # the records are checked by decoding alone
-                return self._decode(memoryview(frame))
+            return self._decode(memoryview(frame))
         except RecursionError:  # only when called with the interpreter's stack nearly used up
             raise FrameError("too_deep", "the frame nests deeper than the stack left allows") from None
 

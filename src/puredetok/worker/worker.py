@@ -652,9 +652,12 @@ class Worker:
         return DetokenizeBatch.of([message for p, message in enumerate(items) if p not in over])
 
     def _hand_back(self) -> None:
-        """Send every open request back to the frontend, as its state and the ids it has consumed."""
-        drained = self.detokenize_manager.drain()
-        if not drained:
+        """Send every open request back to the frontend, as its state and the ids it has consumed;
+        one whose state cannot be saved ends alone, with an error reply (named in the log), and
+        the scheduler is told to drop it.
+        """
+        drained, failed = self.detokenize_manager.hand_back()
+        if not drained and not failed:
             return
         why = (
             f"{HANDED_BACK}: the worker is stopping; send a DetokenizeMsg with "
@@ -664,8 +667,13 @@ class Worker:
         replies = [
             UserReply(uid, "", True, None, None, why, state, consumed) for uid, state, consumed in drained
         ]
+        replies += [UserReply(uid, "", True, error=error) for uid, error in failed]
         self._send(self._frontend, ReplyBatch.of(replies))
-        logger.info("%s handed %d open requests back", self.name, len(replies))
+        if failed:
+            self._send(self._backend, [AbortBackendMsg(uid) for uid, _ in failed])
+            for _, error in failed:
+                logger.error("%s: %s", self.name, error)
+        logger.info("%s handed %d open requests back", self.name, len(drained))
 
     def _tokenize(self, msgs: list[TokenizeMsg], out: _Outbox) -> None:
         assert self._tokenizer is not None, "the tokenizing thread starts with serve()"
