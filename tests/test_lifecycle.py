@@ -197,9 +197,9 @@ class Lifecycle(RuleBasedStateMachine):
         return sum(state == "live" for state in self.state.values())
 
     def refuse(self, uid: Uid, *, opening: bool) -> None:
-        """A refusal from outside the manager (over max_ids): it ends the request unless it has had
-        its finished reply already."""
-        self.touch(uid, "a message over max_ids")
+        """A refusal from outside the manager (over max_ids, a negative id): it ends the request
+        unless it has had its finished reply already."""
+        self.touch(uid, "a message refused before the manager")
         state = self.state.get(uid)
         if uid in self.tokenizing:
             self.cancelled.add(uid)
@@ -245,9 +245,11 @@ class Lifecycle(RuleBasedStateMachine):
             self.end(uid, abort=False)
 
     def over(self, message: RawMsg) -> bool:
+        """Whether the worker refuses ``message`` before its manager sees it: more than max_ids
+        ids, or an id below 0 (the wire's schema refuses it, as any id no int64 holds)."""
         uid, ids, _, opening, _ = message
         prompt = len(opening_fields(opening)["prompt_ids"]) if opening else 0
-        return len(ids) + prompt > MAX_IDS
+        return len(ids) + prompt > MAX_IDS or any(i < 0 for i in ids)
 
     # --- driving the worker -------------------------------------------------------------------
 
