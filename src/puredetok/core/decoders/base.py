@@ -17,6 +17,13 @@ A stage may also offer ``push_lanes`` (:class:`LaneStage`): the same ``push`` fo
 each pushed alone from one hold. The codec builder uses it to find the text of every id of a
 vocabulary alone (:mod:`puredetok.core.lanes`); a stage without it is pushed one value at a time.
 
+A stage may also say what it will release next (``ahead``, :class:`AheadStage`: ``Strip`` holds a
+trailing run that any later text of its element starts with), and the stage right after it may use
+that to release what it held only because it could not see it (``release``,
+:class:`ReleasingStage`: ``Replace`` holding ``"a"`` of the pattern ``"ab"`` while ``"▁"`` is
+bound to come next). The chain asks after every step (:class:`puredetok.core.chain.Chain`), so
+that nothing certain stays held (G3).
+
 A stage may also offer ``settle`` (:class:`SettlingStage`): whether a step whose pieces end in a
 known way leaves the stage idle whatever it held before. A stream opened after a prompt starts from
 the last prompt id after which every stage is known to be idle, reading only the ids after it
@@ -30,6 +37,8 @@ __all__ = [
     "Group",
     "Stage",
     "LaneStage",
+    "AheadStage",
+    "ReleasingStage",
     "SettlingStage",
     "settles",
     "Lanes",
@@ -112,6 +121,27 @@ class LaneStage(Stage, Protocol):
         piece ``(out, glued_out)`` and leaves ``hold_out``, the same for every such value, ``out``;
         :data:`MISS` for every other value. Returns ``(outs, hold_out, glued_out)``, or None when
         this hold has no such common path (then every value is pushed alone).
+        """
+
+
+class AheadStage(Stage, Protocol):
+    """A stage that knows how the text it still holds back will go on, if it goes on."""
+
+    def ahead(self, hold: Any) -> str:
+        """Text that all this stage releases glued from ``hold`` on, joined, either begins with or
+        is a prefix of (until it releases an unglued piece, which starts a new element); "" when
+        it cannot tell.
+        """
+
+
+class ReleasingStage(Stage, Protocol):
+    """A stage that can release held text once it knows how the text coming to it begins."""
+
+    def release(self, hold: Any, ahead: str) -> tuple[Any, list[Piece]]:
+        """Told that the glued text still to come (until an unglued piece or the end), joined,
+        begins with ``ahead`` or is a prefix of it: the text certain in every such future,
+        released now, and the hold that leaves. Whatever comes, the pieces released here and
+        after give the same text, element by element, as from ``hold`` itself.
         """
 
 
