@@ -17,47 +17,25 @@ __all__ = ["Chain", "compile_chain"]
 from collections.abc import Sequence
 from itertools import compress, repeat
 from operator import index, is_, itemgetter
-from typing import Any, cast
+from typing import Any
 
 import attrs
 
 from puredetok.core.decoders.base import (
-    AheadStage,
     Decoder,
     Group,
     Piece,
-    ReleasingStage,
     Stage,
+    lookahead,
     map_all,
+    push_on,
+    release_ahead,
     settles,
 )
 from puredetok.core.lanes import texts_alone
 
 Hold = tuple[Any, ...]
 """``(first, *stage holds)``: ``first`` is True until a token reaches the decoders."""
-
-
-def _push_on(stages: Sequence[Stage], holds: list[Any], pieces: list[Piece], index: int = 1) -> list[Piece]:
-    """What the stage before ``index`` released (the first stage's, by default), through the
-    stages from ``index`` on (``holds``: every stage's hold, updated in place).
-
-    Written with an index: ``zip`` and star-arguments cost more here than the stages' own work.
-    """
-    count = len(stages)
-    while pieces and index < count:  # once nothing comes out, the later stages keep their holds
-        stage, hold = stages[index], holds[index]
-        if len(pieces) == 1:
-            piece_value, glued = pieces[0]
-            hold, pieces = stage.push(hold, piece_value, glued)
-        else:
-            out: list[Piece] = []
-            for piece_value, glued in pieces:
-                hold, produced = stage.push(hold, piece_value, glued)
-                out.extend(produced)
-            pieces = out
-        holds[index] = hold
-        index += 1
-    return pieces
 
 
 def _run_batch(
@@ -74,30 +52,6 @@ def _run_batch(
         new_holds.append(hold)
         groups = out
     return new_holds, groups
-
-
-def _release(stages: Sequence[Stage], pairs: Sequence[int], holds: list[Any]) -> list[Piece]:
-    """What the stages after each stage of ``pairs`` release once told what it will release next
-    (``ahead``, ``release``: see :mod:`puredetok.core.decoders.base`), through the stages after
-    them (``holds`` updated in place).
-    """
-    out: list[Piece] = []
-    for at in pairs:
-        ahead = cast(AheadStage, stages[at]).ahead(holds[at])
-        if ahead:
-            holds[at + 1], released = cast(ReleasingStage, stages[at + 1]).release(holds[at + 1], ahead)
-            if released:
-                out.extend(_push_on(stages, holds, released, at + 2))
-    return out
-
-
-def _lookahead(stages: Sequence[Stage]) -> tuple[int, ...]:
-    """The stages that say what they will release next and whose next stage can use it."""
-    return tuple(
-        at
-        for at, (stage, after) in enumerate(zip(stages, stages[1:]))
-        if hasattr(stage, "ahead") and hasattr(after, "release")
-    )
 
 
 @attrs.frozen(eq=False)
@@ -123,7 +77,7 @@ class Chain:
     step is pure, so it is computed once, when the chain is made)."""
 
     def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "lookahead", _lookahead(self.stages))
+        object.__setattr__(self, "lookahead", lookahead(self.stages))
         object.__setattr__(self, "exits", {})  # step reads it while the exits are computed
         leaving = compress(range(len(self.fast)), map(is_, self.fast, repeat(None)))
         object.__setattr__(self, "exits", {token_id: self.step(self.idle, token_id) for token_id in leaving})
@@ -156,9 +110,9 @@ class Chain:
             new = (False, first_hold) + hold[2:]
         else:
             holds = [first_hold, *hold[2:]]
-            pieces = _push_on(stages, holds, pieces)
+            pieces = push_on(stages, holds, pieces)
             if self.lookahead:
-                pieces = pieces + _release(stages, self.lookahead, holds)
+                pieces = pieces + release_ahead(stages, self.lookahead, holds)
             new = (False, *holds)
         if new == idle:
             new = idle
@@ -197,7 +151,7 @@ class Chain:
         else:
             holds, groups = _run_batch(stages, hold[1:], values)
             if self.lookahead:
-                groups.extend(([text], glued) for text, glued in _release(stages, self.lookahead, holds))
+                groups.extend(([text], glued) for text, glued in release_ahead(stages, self.lookahead, holds))
             new = (False, *holds)
         if new == self.idle:
             new = self.idle

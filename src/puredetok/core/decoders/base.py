@@ -48,10 +48,13 @@ __all__ = [
     "map_all",
     "Unmodelled",
     "push_each",
+    "push_on",
+    "lookahead",
+    "release_ahead",
 ]
 
 from collections.abc import Hashable, Iterable, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 Piece = tuple[Any, bool]
 """A value passed between stages (``str``, or ``bytes`` before ``ByteLevel``'s UTF-8 stage) and
@@ -228,3 +231,52 @@ def push_each(stage: Stage, hold: Any, values: Iterable[Any], glued: bool) -> tu
             else:
                 groups.append(([out], out_glued))
     return hold, groups
+
+
+def push_on(stages: Sequence[Stage], holds: list[Any], pieces: list[Piece], index: int = 1) -> list[Piece]:
+    """What the stage before ``index`` released (the first stage's, by default), through the
+    stages from ``index`` on (``holds``: every stage's hold, updated in place): a chain's step.
+
+    Written with an index: ``zip`` and star-arguments cost more here than the stages' own work.
+    """
+    count = len(stages)
+    while pieces and index < count:  # once nothing comes out, the later stages keep their holds
+        stage, hold = stages[index], holds[index]
+        if len(pieces) == 1:
+            piece_value, glued = pieces[0]
+            hold, pieces = stage.push(hold, piece_value, glued)
+        else:
+            out: list[Piece] = []
+            for piece_value, glued in pieces:
+                hold, produced = stage.push(hold, piece_value, glued)
+                out.extend(produced)
+            pieces = out
+        holds[index] = hold
+        index += 1
+    return pieces
+
+
+def release_ahead(stages: Sequence[Stage], pairs: Sequence[int], holds: list[Any]) -> list[Piece]:
+    """What the stage after each stage of ``pairs`` releases once told what that one will release
+    next (:class:`AheadStage`, :class:`ReleasingStage`), through the stages after them (``holds``
+    updated in place): a chain asks after every step that leaves its later stages holding text.
+    """
+    out: list[Piece] = []
+    for at in pairs:
+        ahead = cast(AheadStage, stages[at]).ahead(holds[at])
+        if ahead:
+            holds[at + 1], released = cast(ReleasingStage, stages[at + 1]).release(holds[at + 1], ahead)
+            if released:
+                out.extend(push_on(stages, holds, released, at + 2))
+    return out
+
+
+def lookahead(stages: Sequence[Stage]) -> tuple[int, ...]:
+    """The stages that say what they will release next and whose next stage can use it (what
+    :func:`release_ahead` takes).
+    """
+    return tuple(
+        at
+        for at, (stage, after) in enumerate(zip(stages, stages[1:]))
+        if hasattr(stage, "ahead") and hasattr(after, "release")
+    )
