@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import json
 import pickle
 from collections.abc import Sequence
@@ -225,6 +226,7 @@ def check_stage(stage: Stage, pieces: Sequence[Piece], cuts: Sequence[int] = ())
     * ``push_lanes``, where the stage has it, from every hold reached here, glued or not, over all
       the values: each value it does not leave to another path (:data:`MISS`) comes out exactly as
       ``push`` gives it (one piece, the hold it says), and it changes neither the hold nor the values.
+    * ``ahead`` and ``release``, where the stage has them (:func:`check_ahead`, :func:`check_release`).
     """
     for boundary in (stage.initial, stage.idle):
         _check_hold(boundary)
@@ -256,6 +258,8 @@ def check_stage(stage: Stage, pieces: Sequence[Piece], cuts: Sequence[int] = ())
         assert merged(ran_out) == merged(expected_out), (pieces[:position], ran_out, expected_out)
     assert ran == hold
     check_lanes(stage, [stage.initial, stage.idle, *holds], [value for value, _ in pieces])
+    check_ahead(stage, pieces)
+    check_release(stage, [stage.initial, stage.idle, *holds], [value for value, _ in pieces])
     flushed = stage.flush(hold)
     assert stage.flush(copy.deepcopy(hold)) == flushed
     return released + flushed
@@ -289,8 +293,55 @@ def check_lanes(stage: Stage, holds: Sequence[Any], values: Sequence[Any]) -> in
     return passed
 
 
-def _replay(stage: Stage, pieces: Sequence[Piece]) -> tuple[Any, list[Piece]]:
-    hold: Any = stage.initial
+def check_ahead(stage: Stage, pieces: Sequence[Piece]) -> None:
+    """``ahead`` (:class:`~puredetok.core.decoders.base.AheadStage`), where the stage has it: after
+    each piece, what the stage releases glued from there on (the rest of ``pieces``, then its
+    flush), joined up to its first unglued piece, begins with ``ahead`` or is a prefix of it."""
+    ahead_of = getattr(stage, "ahead", None)
+    if ahead_of is None:
+        return
+    for cut in range(len(pieces) + 1):
+        hold, _ = _replay(stage, pieces[:cut])
+        ahead = ahead_of(hold)
+        rest, out = _replay(stage, pieces[cut:], hold)
+        out.extend(stage.flush(rest))
+        glued = "".join(value for value, _ in itertools.takewhile(lambda piece: piece[1], out))
+        assert glued.startswith(ahead) or ahead.startswith(glued), (pieces, cut, ahead, out)
+
+
+def check_release(stage: Stage, holds: Sequence[Any], values: Sequence[Any]) -> None:
+    """``release`` (:class:`~puredetok.core.decoders.base.ReleasingStage`), where the stage has it:
+    from each hold, told each value as what comes next, what it releases then and after gives the
+    same elements as the hold itself, whatever follows that fits (a part of the value and the
+    end, the value and another, pushed whole or a character at a time, then the end or an unglued
+    piece); and the hold it leaves is one the stage takes."""
+    release = getattr(stage, "release", None)
+    if release is None:
+        return
+    aheads = sorted({value for value in values if isinstance(value, str) and value})
+    for hold in holds:
+        for ahead in aheads:
+            before = copy.deepcopy(hold)
+            released_hold, released = release(hold, ahead)
+            assert hold == before and stage.is_hold(released_hold), (hold, ahead, released_hold)
+            _check_hold(released_hold)
+            follows = [ahead[:cut] for cut in range(len(ahead))] + [ahead + other for other in aheads]
+            for text in follows:
+                for chars in ([text], list(text)):
+                    for end in ([], [("x", False)]):
+                        more = [(char, True) for char in chars if char] + end
+                        expected = _replay(stage, more, hold)
+                        got = _replay(stage, more, released_hold)
+                        assert elements(released + got[1] + stage.flush(got[0])) == elements(
+                            expected[1] + stage.flush(expected[0])
+                        ), (hold, ahead, more, released)
+
+
+_INITIAL: Any = object()
+
+
+def _replay(stage: Stage, pieces: Sequence[Piece], hold: Any = _INITIAL) -> tuple[Any, list[Piece]]:
+    hold = stage.initial if hold is _INITIAL else hold
     out: list[Piece] = []
     for value, glued in pieces:
         hold, produced = stage.push(hold, value, glued)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from helpers import tokenizer, vocabulary
@@ -105,24 +105,38 @@ def _markers(text: str) -> list[str]:
     return [marker for marker in (START, END) if marker in text]
 
 
-def _output(data: st.DataObject) -> tuple[list[int], list[int], int, int]:
+THINK = (151667, 151668)
+"""Qwen3's ids of ``<think>`` and ``</think>`` (the drawn outputs check them)."""
+
+
+def _output(draw: Callable[[st.SearchStrategy[Any]], Any]) -> tuple[list[int], list[int], int, int]:
     """A prompt and an output: text, maybe ``<think>``, text, maybe ``</think>``, text."""
     tok = tokenizer("qwen3")
     vocab = vocabulary("qwen3")
     start, end = tok.convert_tokens_to_ids(START), tok.convert_tokens_to_ids(END)
+    assert (start, end) == THINK
     prompt = tok.encode("Translate: cat")
-    before = data.draw(st.sampled_from([[], data.draw(text_ids(vocab, max_size=8))]), label="before")
-    opened = data.draw(st.booleans(), label="<think>")
-    closed = data.draw(st.booleans(), label="</think>")
+    before = draw(st.sampled_from([[], draw(text_ids(vocab, max_size=8))]))
+    opened = draw(st.booleans())
+    closed = draw(st.booleans())
     ids = [
         *before,
         *([start] if opened else []),
-        *data.draw(text_ids(vocab, max_size=20)),
+        *draw(text_ids(vocab, max_size=20)),
         *([end] if closed else []),
-        *data.draw(text_ids(vocab, max_size=20)),
+        *draw(text_ids(vocab, max_size=20)),
     ]
     assume(ids)
     return prompt, ids, start, end
+
+
+@st.composite
+def _split_streams(draw: st.DrawFn) -> tuple[list[int], str, list[int]]:
+    """An output (:func:`_output`), the streamed parser that splits it, and where it is cut."""
+    _, ids, _, _ = _output(draw)
+    style = draw(st.sampled_from(STYLES))
+    cuts = sorted(set(draw(st.lists(st.integers(1, max(1, len(ids) - 1)), max_size=8))))
+    return ids, style, [c for c in cuts if c < len(ids)]
 
 
 @functools.cache
@@ -137,16 +151,25 @@ def _check(lines: list[tuple[int, bytes]]) -> tuple[Request, Difference | None]:
     return request, _auditor().check(request)
 
 
-@given(data=st.data())
-def test_a_stream_split_by_a_parser_is_never_a_difference(data: st.DataObject) -> None:
+S, E = THINK
+
+
+@given(case=_split_streams())
+# Found on new seeds (issue 35): a piece that fits both before <think> and after </think> by
+# chance, placed before it, left the text after the markers unplaced ("lost tail").
+@example(case=([16, S, E, 16], "base", []))
+@example(case=([16, S, E, 16], "deepseek_r1", [1]))
+@example(case=([16, 16, S, 16], "qwen3", [1]))
+@example(case=([16, 16, S, E, 16], "qwen3", [1]))
+@example(case=([16, 16, S, E, 16, 16], "qwen3", [1]))
+@example(case=([16, 17, S, E, 16], "qwen3", [1]))
+def test_a_stream_split_by_a_parser_is_never_a_difference(case: tuple[list[int], str, list[int]]) -> None:
     """Any output, cut anywhere, split by each streamed parser: equal, or (the text before
     ``<think>`` in the delta that holds it, which Qwen3's parser drops, and the others when the
     delta holds ``</think>`` too) kind "parser split" naming the dropped stretch, which ends at
     the marker."""
-    prompt, ids, start, end = _output(data)
-    style = data.draw(st.sampled_from(STYLES), label="style")
-    cuts = sorted(set(data.draw(st.lists(st.integers(1, max(1, len(ids) - 1)), max_size=8), label="cuts")))
-    cuts = [c for c in cuts if c < len(ids)]
+    ids, style, cuts = case
+    prompt, (start, end) = tokenizer("qwen3").encode("Translate: cat"), THINK
     lines = _stream("s", style, prompt, ids, cuts, start, end)
     text = exact("qwen3", prompt, ids)
     # A parser that sent no reasoning at all, only dropped lone markers, left no sign of a split:
@@ -166,7 +189,7 @@ def test_a_wrong_chunk_of_a_split_stream_is_the_one_named(data: st.DataObject) -
     """A piece of one chunk changed (a character added at its end): it is counted as a
     difference, never as the parser's split, and the chunk named is that one (or, where a
     reasoning piece could be placed before or after the start marker, an earlier one)."""
-    prompt, ids, start, end = _output(data)
+    prompt, ids, start, end = _output(data.draw)
     style = data.draw(st.sampled_from(STYLES), label="style")
     cuts = sorted(
         {c for c in data.draw(st.lists(st.integers(1, max(1, len(ids) - 1)), max_size=8)) if c < len(ids)}

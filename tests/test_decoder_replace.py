@@ -10,15 +10,19 @@ from tokenizers import Regex, decoders
 
 from decoder_contract import (
     check_idle,
+    check_release,
     check_stage,
     check_stream_against_library,
     check_vector,
+    codec_with,
     elements,
     library_decode,
     models_of,
     pieces_of,
     text_of,
 )
+from helpers import assert_streams_exactly
+from puredetok import feed, finish, start
 from puredetok.core.decoders import Unmodelled
 from puredetok.core.decoders.replace import Replace, ReplaceStage
 
@@ -78,3 +82,33 @@ def test_stage_contract(rule: tuple[str, str], pieces: list[tuple[str, bool]], d
     # the same elements, less those that became empty
     assert [e for e in elements(released) if e] == [e for e in replaced if e]
     check_idle(stage, "x")
+
+
+def test_release_gives_up_what_the_text_to_come_rules_out() -> None:
+    stage = ReplaceStage((("ab", "X"),))
+    assert stage.release(("a", False), "▁") == (("", False), [("a", True)])
+    assert stage.release(("a", True), "▁") == (("", False), [("a", False)])  # it starts an element
+    assert stage.release(("a", False), "b") == (("a", False), [])  # "ab" may still come
+    assert stage.release(("a", False), "") == (("a", False), [])  # nothing known
+    longer = ReplaceStage((("aba", "-"),))
+    assert longer.release(("ab", False), "a") == (("ab", False), [])
+    assert longer.release(("ab", False), "ba") == (("", False), [("ab", True)])
+    # "ab" + "a..." cannot start at "a", but "b" + "a" cannot start "aba" either: all of it goes
+    assert longer.release(("ab", False), "x") == (("", False), [("ab", True)])
+    tail = ReplaceStage((("aab", "-"),))
+    assert tail.release(("aa", False), "ab") == (("a", False), [("a", True)])
+    check_release(tail, [("aa", False), ("a", True)], ["ab", "b", "x"])
+
+
+def test_a_match_that_a_held_strip_rules_out_is_not_held() -> None:
+    """After a Strip that holds the last "▁" (the end of the output is stripped), the "a" before it
+    cannot become part of "ab": it is sent at once (issue 35, G3)."""
+    chain = decoders.Sequence([decoders.Fuse(), decoders.Strip("▁", 2, 1), decoders.Replace("ab", "X")])
+    pool = ["▁a", "▁", "b", "ab", "x"]
+    c = codec_with(chain, pool)
+    assert c.exact, c.reason
+    state, emitted = feed(start(c), [0, 1])
+    assert (emitted, finish(state)) == ("a", "")
+    for more in ([], [2], [1, 2], [3], [1], [4, 0]):
+        ids = [0, 1, *more]
+        assert_streams_exactly(c, ids, library_decode(chain, [pool[i] for i in ids]))

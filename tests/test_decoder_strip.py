@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from tokenizers import decoders
 
 from decoder_contract import (
+    check_ahead,
     check_idle,
     check_stage,
     check_stream_against_library,
@@ -62,3 +63,14 @@ def test_the_per_token_map_is_the_crates_strip() -> None:
     model = Strip(" ", 2, 1)
     assert [model.map_token(t, False) for t in ("   a  ", " ", "", "a ")] == [" a ", "", "", "a"]
     assert Strip(" ", 1, 0).stage() is None
+
+
+def test_a_new_element_is_one_for_the_stages_after_even_when_all_stripped() -> None:
+    """An unglued piece that strips to nothing still starts an element: the held run of the one
+    before is dropped, and a stage after it must not take what follows as that element's text."""
+    stage = StripStage("y", 0, 1)
+    hold, out = stage.push(stage.initial, "y", False)
+    assert (hold, out) == ((0, "y"), [("", False)])
+    assert stage.ahead(hold) == "y"
+    assert stage.push(hold, "", False) == ((0, ""), [("", False)])
+    check_ahead(stage, [("y", False), ("", False), ("a", True)])

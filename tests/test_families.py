@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 import families
@@ -247,6 +247,14 @@ EXACT_CASES = [(n, s) for n, s, w in CASES if not w]
 EXACT_IDS = [i for i, case in zip(IDS, CASES) if not case[2]]
 
 
+G3_FOUND: dict[str, list[list[str]]] = {
+    # Strip held the last "▁" (the end of the output is stripped) and Replace("ab") held the "a"
+    # before it as if a "b" could still follow (issue 35): nothing can change that "a".
+    "synthetic:fragment_stages": [["▁a", "▁"]],
+}
+"""Counterexamples the property found, as tokens of the tokenizer named: run on every run."""
+
+
 @pytest.mark.parametrize(("name", "skip"), EXACT_CASES, ids=EXACT_IDS)
 def test_g3_what_an_exact_codec_holds_can_still_change(name: str, skip: bool) -> None:
     """Whatever an exact codec holds could still change. The ids end with a tail that holds
@@ -265,6 +273,9 @@ def test_g3_what_an_exact_codec_holds_can_still_change(name: str, skip: bool) ->
         if not tails:
             assert held == ""
 
+    for tokens in G3_FOUND.get(name, []):
+        ids = [tokenizer(name).token_to_id(token) for token in tokens]
+        what_is_held_can_change = example(ids=ids)(what_is_held_can_change)
     what_is_held_can_change()
     if tails:
         tally.assert_mostly_held(f"{name} skip={skip}")

@@ -17,6 +17,8 @@ Stop conditions (stop strings, stop and EOS tokens, token limits) are a pure lay
 A state (and a stream) is a value that travels without its codec: ``state.to_bytes()`` is a few
 dozen bytes, ``DecodeState.from_bytes(codec, data)`` resumes it where the codec is, and a pickled
 state unpickles as a ``SavedState`` to ``resume(codec)``.
+
+``puredetok.__version__`` is the installed distribution's version.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ __all__ = [
     "step",
 ]
 
+from importlib import metadata as _metadata
+
 from puredetok.core import (
     Codec,
     DecodeState,
@@ -76,3 +80,15 @@ from puredetok.stops import (
     close,
     open_stream,
 )
+
+
+def _version() -> str:
+    try:
+        return _metadata.version("puredetok")
+    except _metadata.PackageNotFoundError:  # a source tree on the path that was never installed
+        return "0+unknown"
+
+
+__version__: str = _version()
+"""The installed distribution's version (``pyproject.toml``'s, read from the package metadata):
+``"0+unknown"`` where puredetok runs from a source tree that was never installed."""

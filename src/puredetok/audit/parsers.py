@@ -161,11 +161,18 @@ class _Joiner:
 
 
 def rejoin(exact: str, parts: Sequence[tuple[str, str]]) -> Joined | None:
-    """The engine's text as the parser split it from its output, joined again (see
-    :func:`_rejoin`): a stream's reasoning can fit both before the start marker (the text before
+    """The engine's text as the parser split it from its output, joined again.
+
+    Where the pieces are ``exact`` without its markers (and maybe without the text just before
+    its first start marker, which the parser dropped), they are placed where they can only go
+    (:func:`_placed`). Else, to say where they differ, each piece is placed where it fits
+    (:func:`_rejoin`): a stream's reasoning can fit both before the start marker (the text before
     it, sent as reasoning) and after it; of the two joins, the one that agrees with ``exact``
     longer is taken (the first when they agree as long).
     """
+    placed = _placed(exact, parts)
+    if placed is not None:
+        return placed
     joined = _rejoin(exact, parts, False)
     if joined is None or joined.text == exact or not any(k == "reasoning" for k, _ in parts):
         return joined
@@ -173,6 +180,75 @@ def rejoin(exact: str, parts: Sequence[tuple[str, str]]) -> Joined | None:
     if other is not None and _agree(other.text, exact) > _agree(joined.text, exact):
         return other
     return joined
+
+
+def _placed(exact: str, parts: Sequence[tuple[str, str]]) -> Joined | None:
+    """The pieces joined with ``exact``'s markers put back between them, if that is ``exact``
+    itself, or ``exact`` less a stretch that ends at its first start marker (the text the
+    parser dropped: how long it is, the pieces say); else None (tool calls, and reasoning and
+    content with no marker between them, too, are left to :func:`_rejoin`).
+
+    A piece may hold a marker at its start (a parser that passes it on), where the exact text has
+    it; a piece is never placed across a marker it does not hold. So a piece that fits both before
+    and after a marker by chance ("1" in ``"1<think></think>1"``) can only go where the lengths
+    put it.
+    """
+    kinds = {kind for kind, text in parts if text or kind == "tool"}
+    pair = _pair(exact)
+    if "tool" in kinds or (pair is None and "reasoning" in kinds and kinds - {"reasoning"}):
+        return None
+    markers = pair or ()
+    joined = "".join(text for _, text in parts)
+    missing = len(_bare(exact, markers)) - len(_bare(joined, markers))
+    drop: tuple[int, int] | None = None
+    if missing:
+        first = -1 if pair is None else exact.find(pair[0])
+        if missing < 0 or first < missing:
+            return None
+        drop = (first - missing, missing)
+    out: list[str] = []
+    offsets: list[int] = []
+    at = length = 0
+    dropped = drop is None
+
+    def put_back(text: str) -> None:
+        nonlocal at, length, dropped
+        moved = True
+        while moved:
+            moved = False
+            if drop is not None and at == drop[0] and not dropped:
+                out.append(exact[at : at + drop[1]])
+                at, length, moved, dropped = at + drop[1], length + drop[1], True, True
+            for marker in markers:
+                if exact.startswith(marker, at) and not text.startswith(marker):
+                    out.append(marker)
+                    at, length, moved = at + len(marker), length + len(marker), True
+
+    for _, text in parts:
+        if text:
+            put_back(text)
+            if not exact.startswith(text, at):
+                return None
+            out.append(text)
+            at += len(text)
+        offsets.append(length)
+        length += len(text)
+    put_back("")
+    if at != len(exact) or not dropped:
+        return None
+    return Joined("".join(out), tuple(offsets), drop)
+
+
+def _pair(exact: str) -> tuple[str, str] | None:
+    """The reasoning markers of ``exact``: the first pair of which it has either."""
+    return next(((s, e) for s, e in REASONING_MARKERS if s in exact or e in exact), None)
+
+
+def _bare(text: str, markers: Sequence[str]) -> str:
+    """``text`` without ``markers``."""
+    for marker in markers:
+        text = text.replace(marker, "")
+    return text
 
 
 def _agree(a: str, b: str) -> int:
@@ -192,7 +268,7 @@ def _rejoin(exact: str, parts: Sequence[tuple[str, str]], after: bool) -> Joined
     the content in order, or pieces that differ from ``exact``'s own only by spaces at their
     ends (a parser that trims them).
     """
-    pair = next(((s, e) for s, e in REASONING_MARKERS if s in exact or e in exact), None)
+    pair = _pair(exact)
     kinds = {kind for kind, text in parts if text or kind == "tool"}
     if pair is None and "reasoning" in kinds and kinds - {"reasoning"}:
         return None

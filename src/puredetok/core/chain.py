@@ -21,34 +21,21 @@ from typing import Any
 
 import attrs
 
-from puredetok.core.decoders.base import Decoder, Group, Piece, Stage, map_all, settles
+from puredetok.core.decoders.base import (
+    Decoder,
+    Group,
+    Piece,
+    Stage,
+    lookahead,
+    map_all,
+    push_on,
+    release_ahead,
+    settles,
+)
 from puredetok.core.lanes import texts_alone
 
 Hold = tuple[Any, ...]
 """``(first, *stage holds)``: ``first`` is True until a token reaches the decoders."""
-
-
-def _push_on(stages: Sequence[Stage], holds: list[Any], pieces: list[Piece]) -> list[Piece]:
-    """What the first stage released, through the stages after it (``holds``: every stage's hold,
-    updated in place).
-
-    Written with an index: ``zip`` and star-arguments cost more here than the stages' own work.
-    """
-    index, count = 1, len(stages)
-    while pieces and index < count:  # once nothing comes out, the later stages keep their holds
-        stage, hold = stages[index], holds[index]
-        if len(pieces) == 1:
-            piece_value, glued = pieces[0]
-            hold, pieces = stage.push(hold, piece_value, glued)
-        else:
-            out: list[Piece] = []
-            for piece_value, glued in pieces:
-                hold, produced = stage.push(hold, piece_value, glued)
-                out.extend(produced)
-            pieces = out
-        holds[index] = hold
-        index += 1
-    return pieces
 
 
 def _run_batch(
@@ -82,11 +69,15 @@ class Chain:
     """Ids whose table entry is None."""
     initial: Hold
     idle: Hold
+    lookahead: tuple[int, ...] = attrs.field(init=False, repr=False)
+    """The stages whose next stage releases what it held once told what they will release next:
+    after a step that leaves them holding something, it is asked (derived from ``stages``)."""
     exits: dict[int, tuple[Hold, str]] = attrs.field(init=False, repr=False)
     """Per id whose ``fast`` text is None, its step from ``idle``: ``(hold, text)`` (derived: a
     step is pure, so it is computed once, when the chain is made)."""
 
     def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "lookahead", lookahead(self.stages))
         object.__setattr__(self, "exits", {})  # step reads it while the exits are computed
         leaving = compress(range(len(self.fast)), map(is_, self.fast, repeat(None)))
         object.__setattr__(self, "exits", {token_id: self.step(self.idle, token_id) for token_id in leaving})
@@ -119,7 +110,9 @@ class Chain:
             new = (False, first_hold) + hold[2:]
         else:
             holds = [first_hold, *hold[2:]]
-            pieces = _push_on(stages, holds, pieces)
+            pieces = push_on(stages, holds, pieces)
+            if self.lookahead:
+                pieces = pieces + release_ahead(stages, self.lookahead, holds)
             new = (False, *holds)
         if new == idle:
             new = idle
@@ -157,6 +150,8 @@ class Chain:
             new: Hold = (False, stage_hold)
         else:
             holds, groups = _run_batch(stages, hold[1:], values)
+            if self.lookahead:
+                groups.extend(([text], glued) for text, glued in release_ahead(stages, self.lookahead, holds))
             new = (False, *holds)
         if new == self.idle:
             new = self.idle

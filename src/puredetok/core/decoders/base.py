@@ -17,6 +17,13 @@ A stage may also offer ``push_lanes`` (:class:`LaneStage`): the same ``push`` fo
 each pushed alone from one hold. The codec builder uses it to find the text of every id of a
 vocabulary alone (:mod:`puredetok.core.lanes`); a stage without it is pushed one value at a time.
 
+A stage may also say what it will release next (``ahead``, :class:`AheadStage`: ``Strip`` holds a
+trailing run that any later text of its element starts with), and the stage right after it may use
+that to release what it held only because it could not see it (``release``,
+:class:`ReleasingStage`: ``Replace`` holding ``"a"`` of the pattern ``"ab"`` while ``"▁"`` is
+bound to come next). The chain asks after every step (:class:`puredetok.core.chain.Chain`), so
+that nothing certain stays held (G3).
+
 A stage may also offer ``settle`` (:class:`SettlingStage`): whether a step whose pieces end in a
 known way leaves the stage idle whatever it held before. A stream opened after a prompt starts from
 the last prompt id after which every stage is known to be idle, reading only the ids after it
@@ -30,6 +37,8 @@ __all__ = [
     "Group",
     "Stage",
     "LaneStage",
+    "AheadStage",
+    "ReleasingStage",
     "SettlingStage",
     "settles",
     "Lanes",
@@ -39,10 +48,13 @@ __all__ = [
     "map_all",
     "Unmodelled",
     "push_each",
+    "push_on",
+    "lookahead",
+    "release_ahead",
 ]
 
 from collections.abc import Hashable, Iterable, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 Piece = tuple[Any, bool]
 """A value passed between stages (``str``, or ``bytes`` before ``ByteLevel``'s UTF-8 stage) and
@@ -112,6 +124,27 @@ class LaneStage(Stage, Protocol):
         piece ``(out, glued_out)`` and leaves ``hold_out``, the same for every such value, ``out``;
         :data:`MISS` for every other value. Returns ``(outs, hold_out, glued_out)``, or None when
         this hold has no such common path (then every value is pushed alone).
+        """
+
+
+class AheadStage(Stage, Protocol):
+    """A stage that knows how the text it still holds back will go on, if it goes on."""
+
+    def ahead(self, hold: Any) -> str:
+        """Text that all this stage releases glued from ``hold`` on, joined, either begins with or
+        is a prefix of (until it releases an unglued piece, which starts a new element); "" when
+        it cannot tell.
+        """
+
+
+class ReleasingStage(Stage, Protocol):
+    """A stage that can release held text once it knows how the text coming to it begins."""
+
+    def release(self, hold: Any, ahead: str) -> tuple[Any, list[Piece]]:
+        """Told that the glued text still to come (until an unglued piece or the end), joined,
+        begins with ``ahead`` or is a prefix of it: the text certain in every such future,
+        released now, and the hold that leaves. Whatever comes, the pieces released here and
+        after give the same text, element by element, as from ``hold`` itself.
         """
 
 
@@ -198,3 +231,52 @@ def push_each(stage: Stage, hold: Any, values: Iterable[Any], glued: bool) -> tu
             else:
                 groups.append(([out], out_glued))
     return hold, groups
+
+
+def push_on(stages: Sequence[Stage], holds: list[Any], pieces: list[Piece], index: int = 1) -> list[Piece]:
+    """What the stage before ``index`` released (the first stage's, by default), through the
+    stages from ``index`` on (``holds``: every stage's hold, updated in place): a chain's step.
+
+    Written with an index: ``zip`` and star-arguments cost more here than the stages' own work.
+    """
+    count = len(stages)
+    while pieces and index < count:  # once nothing comes out, the later stages keep their holds
+        stage, hold = stages[index], holds[index]
+        if len(pieces) == 1:
+            piece_value, glued = pieces[0]
+            hold, pieces = stage.push(hold, piece_value, glued)
+        else:
+            out: list[Piece] = []
+            for piece_value, glued in pieces:
+                hold, produced = stage.push(hold, piece_value, glued)
+                out.extend(produced)
+            pieces = out
+        holds[index] = hold
+        index += 1
+    return pieces
+
+
+def release_ahead(stages: Sequence[Stage], pairs: Sequence[int], holds: list[Any]) -> list[Piece]:
+    """What the stage after each stage of ``pairs`` releases once told what that one will release
+    next (:class:`AheadStage`, :class:`ReleasingStage`), through the stages after them (``holds``
+    updated in place): a chain asks after every step that leaves its later stages holding text.
+    """
+    out: list[Piece] = []
+    for at in pairs:
+        ahead = cast(AheadStage, stages[at]).ahead(holds[at])
+        if ahead:
+            holds[at + 1], released = cast(ReleasingStage, stages[at + 1]).release(holds[at + 1], ahead)
+            if released:
+                out.extend(push_on(stages, holds, released, at + 2))
+    return out
+
+
+def lookahead(stages: Sequence[Stage]) -> tuple[int, ...]:
+    """The stages that say what they will release next and whose next stage can use it (what
+    :func:`release_ahead` takes).
+    """
+    return tuple(
+        at
+        for at, (stage, after) in enumerate(zip(stages, stages[1:]))
+        if hasattr(stage, "ahead") and hasattr(after, "release")
+    )

@@ -137,6 +137,26 @@ class ReplaceStage:
             kept -= 1
         return tail[kept:], True
 
+    def release(self, hold: tuple[str, bool], ahead: str) -> tuple[tuple[str, bool], list[Piece]]:
+        """The held text up to the first place where, followed by ``ahead`` (or by a part of it
+        and then the end), it could still begin a match: before that place no match can start in
+        any future, and without one the held text is released as it is (see
+        :meth:`~puredetok.core.decoders.base.ReleasingStage.release`).
+        """
+        buf, fresh = hold
+        if not buf or not ahead:
+            return hold, []
+        patterns = self._replacement
+        cut = 0
+        while cut < len(buf):
+            seen = buf[cut:] + ahead
+            if any(seen.startswith(pattern) or pattern.startswith(seen) for pattern in patterns):
+                break
+            cut += 1
+        if not cut:
+            return hold, []
+        return (buf[cut:], False), [(buf[:cut], not fresh)]
+
     def flush(self, hold: tuple[str, bool]) -> list[Piece]:
         """A held tail that never completed the pattern is text."""
         buf, fresh = hold

@@ -56,7 +56,8 @@ class StripStage:
             while k < self.stop and k < len(text) and text[-1 - k] == self.content:
                 k += 1
             text, trail = text[: len(text) - k], text[len(text) - k :]
-        return (left, trail), ([(text, glued)] if text else [])
+        # A new element is one for the stages after, even with no text yet (its start ends theirs).
+        return (left, trail), ([(text, glued)] if text or not glued else [])
 
     def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
         """One at a time."""
@@ -100,6 +101,12 @@ class StripStage:
             return None
         rest = tail[tail.rfind(self.content) + 1 :]
         return (rest, True) if rest else None
+
+    def ahead(self, hold: tuple[int, str]) -> str:
+        """The held trailing run: text after it releases it (or as much of it as a longer run
+        pushes out), and if nothing follows it is stripped.
+        """
+        return hold[1]
 
     def flush(self, hold: tuple[int, str]) -> list[Piece]:
         """The element ends: its held trailing run is stripped."""
