@@ -22,7 +22,9 @@ The rules, stated once (the code below is their consequence):
 
 The steady path reads one record, :class:`_SteadyPath`, which a steady stream carries and a stream
 that is not carries as None; the per-id class summaries (:mod:`puredetok.core.classes`) tell
-most quiet tokens from the rest without looking at their text.
+most quiet tokens from the rest without looking at their text. They cannot tell an ending id that
+is not an added token from other tokens: with one, no stream carries the record, and every token
+takes the general path (with the same result).
 """
 
 from __future__ import annotations
@@ -61,10 +63,9 @@ _new = object.__new__
 
 
 # The two records below are plain classes with slots, filled once when built (their fields are
-# Final to mypy), as the stream's own record is: reading a slot is what a tuple's unpacking costs,
-# where a NamedTuple's fields, read by name or unpacked, cost three to four times as much on this
-# Python (3.11), and building a frozen attrs record more than doubles open_stream's cost
-# (docs/benchmarks.md, "The stop layer's records").
+# Final to mypy), as the stream's own record is. On Python 3.11 a NamedTuple costs 3.4 x a tuple
+# to unpack and 3.6 x a slotted class to read by name, and a frozen attrs record, read as fast as
+# a slotted class, costs 4 x as much to build (docs/benchmarks.md, "The stop layer's records").
 class _SteadyPath:
     """What the steady path reads (rule 3), shared by the records of a stream and of the streams
     opened alike.
@@ -102,8 +103,8 @@ class _SteadyPath:
         self.ending = rules.ending_ids
 
     def __iter__(self) -> Iterator[Any]:
-        """The fields in the order above: :func:`advance_each` unpacks them when a batch's tables
-        change (a short unpacking keeps its loop's jumps short: see docs/benchmarks.md).
+        """The fields in the order above: :func:`advance_each` unpacks them, in one statement, when
+        a batch's tables change.
         """
         return iter(
             (self.texts, self.classes, self.loud, self.size, self.hand_over, self.openers, self.ending)
@@ -470,8 +471,9 @@ def advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
             count = stream._count + 1
             if count != hand_over:
                 # The next record, as _record would build it: only the count changes, and the
-                # stream stays steady with the same tables. A call of _record here costs 8 - 13 %
-                # of advance's instructions with max_new_tokens (docs/benchmarks.md).
+                # stream stays steady with the same tables. A call of _record here costs 8 - 14 %
+                # more of advance's instructions with max_new_tokens (docs/benchmarks.md, "The stop
+                # layer's records").
                 new: Stream = _new(Stream)
                 new._context = stream._context
                 new._hold = stream._hold
@@ -523,8 +525,8 @@ def _advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
     if count == max_end:
         ended, tail = _end(stream, hold, count, held, finish_hold(codec, hold))
         return ended, delta + tail
-    # _record, written out: its one copy. A fifth of the tokens come here, and the call cost 2 - 3 %
-    # of the instructions of advance and advance_each (docs/benchmarks.md).
+    # _record, written out, as before the records had names: a fifth of a mixed-script trace's
+    # tokens come here, and a call would add a frame to each.
     new: Stream = _new(Stream)
     new._context = context
     new._hold = hold
@@ -702,8 +704,9 @@ def advance_each(
         last: _SteadyPath | None = None
         for stream, token_id in zip(streams, messages):
             # advance's steady path, written out: its one copy. A call of advance per message costs
-            # 6 - 27 % more instructions (docs/benchmarks.md). The streams of a batch mostly share
-            # their tables: their fields are read again only when they change.
+            # 18 - 58 % more instructions (docs/benchmarks.md, "The stop layer's records"). The
+            # streams of a batch mostly share their tables: their fields are read again only when
+            # they change.
             path = stream._steady
             if path is not None and type(token_id) is int:
                 if path is not last:
