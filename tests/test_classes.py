@@ -1,6 +1,6 @@
-"""Character classes (``puredetok.core.classes``) and the stop layer's quiet path built on them.
+"""Character classes (``puredetok.core.classes``) and the stop layer's steady path built on them.
 
-The quiet path of ``advance`` returns a token's text without looking at it when its summary shares
+The steady path of ``advance`` returns a token's text without looking at it when its summary shares
 no class with a stop string's first character. That is only sound if a summary never misses a
 character the text holds, which is what these properties check; the stop layer's own properties
 (tests/test_stops.py) then show the streamed text is unchanged.
@@ -29,7 +29,9 @@ def test_a_summary_is_the_union_of_its_characters_classes(text: str) -> None:
 
 
 @given(st.lists(st.text(min_size=1, max_size=4), max_size=4), TEXTS)
-def test_a_quiet_text_holds_no_first_character_of_a_stop_string(stops: list[str], text: str) -> None:
+def test_a_text_of_a_quiet_summary_holds_no_first_character_of_a_stop_string(
+    stops: list[str], text: str
+) -> None:
     rules = StopRules(stop=stops)
     if not rules.loud[class_of(text)]:
         assert not {stop[0] for stop in stops} & set(text)
@@ -58,7 +60,7 @@ def test_every_codec_summarises_its_fast_texts(name: str) -> None:
         assert c.classes[token_id] == want
 
 
-def test_the_quiet_path_is_taken_and_turned_off_by_an_ending_id_that_is_not_an_added_token() -> None:
+def test_the_steady_path_is_taken_and_turned_off_by_an_ending_id_that_is_not_an_added_token() -> None:
     c = codec("qwen3")
     newline = 198  # "\n": an ordinary token
     assert newline not in c.added_ids and 151645 in c.added_ids
@@ -67,10 +69,10 @@ def test_the_quiet_path_is_taken_and_turned_off_by_an_ending_id_that_is_not_an_a
     odd = StopRules(stop=["User:"], eos_token_ids={151645}, stop_token_ids={newline})
     stream = open_stream(c, usual)
     stream, _ = advance(stream, ids[0])
-    assert stream._quiet is not None  # the per-token path is on
+    assert stream._steady is not None  # the steady path is on
     odd_stream = open_stream(c, odd)
-    assert odd_stream._quiet is None
-    # The slow path gives what the quiet one would: the text up to the stop token.
+    assert odd_stream._steady is None
+    # The general path gives what the steady one would: the text up to the stop token.
     for rules in (usual, odd):
         stepped, texts = open_stream(c, rules), []
         for token_id in ids:

@@ -32,13 +32,14 @@ from puredetok import (
     finish,
     open_stream,
 )
+from puredetok.core import steady
 from puredetok.stops import advance_each, open_like
 from puredetok.stops.stream import _advance
 from puredetok.testing.strategies import MULTILINGUAL
 from sources import EXTRA, FALLBACKS, Source, source
 from stop_reference import expected, longest_hold
 
-FAMILIES = [*TOKENIZERS, *EXTRA]  # every real tokenizer: the quiet path reads each codec's own summaries
+FAMILIES = [*TOKENIZERS, *EXTRA]  # every real tokenizer: the steady path reads each codec's own summaries
 CASES = [(name, skip) for name in FAMILIES for skip in (False, True)]
 IDS = [f"{name}-{'skip' if skip else 'keep'}" for name, skip in CASES]
 SPECIAL_TEXTS = ("<|im_end|>", "<|endoftext|>", "</s>", "<s>", "[SEP]", "<unk>")
@@ -139,27 +140,33 @@ def general(stream: Stream, token_id: int) -> tuple[Stream, str] | type[Exceptio
 
 @pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
 @given(data=st.data())
-def test_the_per_token_path_gives_what_the_general_path_gives(
+def test_the_steady_path_gives_what_the_general_path_gives(
     name: str, skip: bool, data: st.DataObject
 ) -> None:
-    """advance's per-token path (from the core's steady hold or any other: a byte held, a prompt's
-    echo) gives, on every token of every stream on the way, the same stream (its fields, and the
-    same per-token tables, so it goes on alike) and text as the general path, or the same error:
+    """advance (its steady path, or the general one from any other core hold: a byte held, a
+    prompt's echo) gives, on every token of every stream on the way, the same stream (its fields,
+    and the same steady path's tables, so it goes on alike) and text as the general path, or the
+    same error:
     stop strings across many ids and inside one, specials, min_tokens, include_stop_str_in_output,
-    ending ids, limits, ids past the vocabulary."""
+    ending ids, limits, ids past the vocabulary. Each stream on the way carries the steady path's
+    tables exactly when it is steady (rule 3 of puredetok.stops.stream)."""
     src = source(name)
     prompt, ids, rules = data.draw(scenarios(src, skip))
     size = src.codec(skip).vocab_size
     extra = data.draw(st.lists(st.sampled_from([-1, size, size + 3]), max_size=2))
     stream = open_stream(src.codec(skip), rules, prompt)
+    steady_hold, _ = steady(stream.codec)
+    summarised = rules.ending_ids <= stream.codec.added_ids  # else no token is told quiet
     for token_id in [*ids, *extra]:
         want = general(stream, token_id)
         got = advanced(stream, token_id)
         assert got == want
         if not isinstance(got, tuple) or not isinstance(want, tuple):
             continue
-        assert got[0]._quiet is want[0]._quiet
+        assert got[0]._steady is want[0]._steady
         stream = got[0]
+        is_steady = not stream.finished and stream.hold is steady_hold and not stream.held
+        assert (stream._steady is not None) == (summarised and is_steady)
         if stream.finished:
             break
 

@@ -342,7 +342,7 @@ def test_streams_are_values() -> None:
 
 
 def test_a_counting_record_is_the_record_the_constructor_builds() -> None:
-    """The per-token path builds records directly: each is the stream ``Stream(*fields)`` builds,
+    """The steady path builds records directly: each is the stream ``Stream(*fields)`` builds,
     with the same future."""
     rules = StopRules(stop=["held!"], eos_token_ids={151645}, max_new_tokens=9, min_tokens=2)
     stream = open_stream(codec("qwen3"), rules)
@@ -354,6 +354,65 @@ def test_a_counting_record_is_the_record_the_constructor_builds() -> None:
         assert advance_many(rebuilt, ids_of("x held!")) == advance_many(stream, ids_of("x held!"))
     with pytest.raises(AttributeError):
         stream.held = "x"  # type: ignore[misc]  # read-only: the point of the test
+
+
+def test_a_quiet_token_returns_a_steady_stream_as_it_is_or_changes_only_its_count() -> None:
+    """The steady path (rule 3 of puredetok.stops.stream): a steady stream that counts nothing is
+    returned as it is; one that counts gets a record whose count alone changed, still steady; the
+    token reaching ``min_tokens``, when nothing counts after it, hands over, and from there the
+    stream is returned as it is."""
+    hello, world = ids_of("Hello world")  # quiet for these rules: neither holds a "U" nor ends
+    plain = open_stream(codec("qwen3"), StopRules(stop=["User:"], eos_token_ids={IM_END}))
+    assert plain._steady is not None
+    same, text = advance(plain, hello)
+    assert same is plain and text == "Hello"
+    counted = open_stream(codec("qwen3"), StopRules(stop=["User:"], eos_token_ids={IM_END}, max_new_tokens=5))
+    after, text = advance(counted, world)
+    assert after is not counted and text == " world" and after._steady is counted._steady
+    assert after.fields() == (*counted.fields()[:5], 4, None)  # max_left 5 -> 4, nothing else
+    early = open_stream(codec("qwen3"), StopRules(stop=["User:"], eos_token_ids={IM_END}, min_tokens=2))
+    one, _ = advance(early, hello)
+    two, _ = advance(one, world)
+    assert (one.min_left, two.min_left) == (1, 0) and one._steady is early._steady
+    assert two._steady is not None and two._steady is not early._steady  # the tables after min_tokens
+    assert advance(two, hello)[0] is two
+
+
+SAVED_BEFORE = {
+    # Streams saved by the stop layer of commit 889916d, whose tables were positional tuples:
+    # (their rules' EOS id, the ids advanced, the bytes, the ids that continue them).
+    "qwen3": (
+        IM_END,
+        [785, 4226, 374, 220, 19, 3918, 596],  # "The answer is 4.</ans": "</ans" held
+        "02aaa721cc0ff5d5720606060201050004053c2f616e73406b000607060204093c2f616e737765723e04020a0a"
+        "0600060103bac11201724201d9082cfc",
+        [6566, 29, 2814],  # "wer> done": the stop string completes
+    ),
+    "llama2": (
+        2,
+        [673, 29901, 29871, 236, 180, 190, 231, 171],  # "Answer: " and a byte run held
+        "023e32c23b3b60fc2f0606060401060407000403e9b1bb0502e4a8450006024004000400406a00060706020409"
+        "3c2f616e737765723e04020a0a060006014201724201029f9085",
+        [190, 29991, 2],  # the run's last byte (its two characters), "!", EOS
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAVED_BEFORE))
+def test_a_stream_saved_by_an_earlier_version_resumes_and_goes_on_alike(name: str) -> None:
+    """A saved stream's bytes follow its fields, not its record's layout: bytes an earlier version
+    saved resume equal to the stream advanced now, and continue alike."""
+    eos, ids, data, more = SAVED_BEFORE[name]
+    rules = StopRules(stop=["</answer>", "\n\n"], eos_token_ids={eos}, min_tokens=2, max_new_tokens=50)
+    now, _ = advance_many(open_stream(codec(name), rules), ids)
+    resumed = Stream.from_bytes(codec(name), bytes.fromhex(data))
+    assert resumed == now and resumed.to_bytes().hex() == data
+    ended, text = advance_many(resumed, more)
+    assert (ended, text) == advance_many(now, more)
+    assert (text, ended.finish_reason) == {
+        "qwen3": ("", FinishReason("stop", "</answer>")),
+        "llama2": ("鱻䨻!", FinishReason("stop", 2)),
+    }[name]
 
 
 def test_a_record_cannot_hold_text_that_starts_no_stop_string() -> None:

@@ -5,8 +5,9 @@ same one, when nothing changed) with the text that became certain.
 
 A layer that keeps the core's hold in a record of its own (the stop layer's
 :class:`~puredetok.stops.Stream`) uses the same functions on a bare hold (``step_hold``,
-``feed_hold``, ``finish_hold``) and the core's one fast path, :func:`steady`: for the hold most
-tokens leave behind, the delta of every id that leaves it so, one tuple lookup per token.
+``feed_hold``, ``finish_hold``) and the core's steady path, :func:`steady`: for the hold most
+tokens leave behind (the steady hold), the delta of every id that leaves it so (its steady text),
+one tuple lookup per token.
 """
 
 from __future__ import annotations
@@ -93,9 +94,9 @@ def admit_token(codec: Codec, token_id: object, position: int | None = None) -> 
 
 
 def steady(codec: Codec) -> tuple[Hashable, Sequence[str | None]]:
-    """The core's one fast path: ``(hold, texts)``, the steady hold (the one most tokens leave
-    behind) and, per id, the text of a step from it that leaves the hold as it is (None for an id
-    that changes it).
+    """The core's steady path: ``(hold, texts)``, the steady hold (the one most tokens leave
+    behind) and, per id, its steady text: the text of a step from it that leaves the hold as it is
+    (None for an id that changes it).
 
     While a stream's hold *is* that object (identity, not equality), an id ``i`` inside the
     vocabulary with ``texts[i]`` not None steps to the same hold with delta ``texts[i]``: one tuple
@@ -163,7 +164,8 @@ def step(state: DecodeState, token_id: int) -> tuple[DecodeState, str]:
         raise StateTypeError("step", "DecodeState", state) from None
     decoding = codec.decoding
     old = state.hold
-    # steady, written out: a function call would cost as much as the rest of this path.
+    # The steady path (see steady), written out: a function call would cost as much as the rest
+    # of this path.
     if old is decoding.idle and type(token_id) is int and 0 <= token_id < codec.vocab_size:
         text = decoding.fast[token_id]
         if text is not None:
@@ -193,7 +195,7 @@ def step_hold(codec: Codec, hold: Hashable, token_id: int) -> tuple[Hashable, st
     if type(hold) is Echo:
         new, delta = codec.decoding.step(hold.hold, token_id)
         return consume(hold, new, delta)
-    return codec.decoding.step(hold, token_id)  # the decoding takes its own fast path
+    return codec.decoding.step(hold, token_id)  # the decoding takes its own steady path
 
 
 _INTS = {int}
@@ -202,7 +204,7 @@ _INTEGER_ARRAY_CODES = frozenset("bBhHiIlLqQ")
 BATCH = 20
 """From this many ids on, :func:`feed` hands them to the decoding model as one run (each decoder
 takes the run at once: one UTF-8 decode for all of its bytes, one join); below it, it takes them
-one by one on the fast path of :func:`step`, which costs less until then (the crossover measured on
+one by one on :func:`step`'s steady path, which costs less until then (the crossover measured on
 Qwen3 and Llama-2 is in docs/benchmarks.md)."""
 
 
@@ -272,13 +274,13 @@ def feed(state: DecodeState, token_ids: Iterable[int]) -> tuple[DecodeState, str
         else:
             hold, delta = decoding.feed(old, ids)
     else:
-        idle, fast, size = decoding.idle, decoding.fast, codec.vocab_size
+        steady_hold, steady_texts, size = decoding.idle, decoding.fast, codec.vocab_size
         delta = ""
         for token_id in ids:
-            # step's path, written out (see steady): a call per id would cost more.
+            # step's steady path, written out (see steady): a call per id would cost more.
             if type(token_id) is int and 0 <= token_id < size:
-                if hold is idle:
-                    text = fast[token_id]
+                if hold is steady_hold:
+                    text = steady_texts[token_id]
                     if text is None:
                         hold, text = decoding.step(hold, token_id)
                 elif type(hold) is Echo:

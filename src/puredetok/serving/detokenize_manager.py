@@ -422,7 +422,7 @@ class DetokenizeManager:
                     stop = _run_end(uids, position, special, live)
                 else:
                     stop = special if known is None else _live_to(known, position, special)
-                if stop - position < SHORT_RUN:
+                if stop - position < _RUN_FROM:
                     for at in range(position, max(stop, position + 1)):
                         self._one(at, uids[at], messages[at], None, ends.get(at), replies)
                     position = at + 1
@@ -883,8 +883,10 @@ def _rules_key(params: SamplingParams) -> tuple[object, ...]:
     )
 
 
-SHORT_RUN = 4
-"""A run of fewer messages takes the per-message path: it costs less than a run's setting up."""
+_RUN_FROM = 4
+"""From this many messages of live requests on, :meth:`DetokenizeManager.handle_batch` hands them
+to the stop layer as one run (:func:`~puredetok.stops.advance_each`); fewer take the per-message
+path, which costs less than a run's setting up."""
 
 RUN_PROBE = 16
 """The first stretch of a batch a run looks at, in uids: each next stretch is twice as long, so
@@ -899,7 +901,7 @@ def _run_end(uids: Sequence[Uid], begin: int, end: int, live: dict[Uid, Stream])
     # The shortest runs (a uid that is not live, one repeated at once) are settled first: they are
     # what a batch of many messages for few or unknown requests is made of.
     seen: set[Uid] = set()
-    for position in range(begin, min(end, begin + SHORT_RUN)):
+    for position in range(begin, min(end, begin + _RUN_FROM)):
         uid = uids[position]
         if uid in seen or uid not in live:
             return position

@@ -54,7 +54,7 @@ class Matcher:
     """Finds the first character of any stop string: while nothing is held, :func:`scan` skips to
     it (it never matches when there are no stop strings)."""
     openers: frozenset[str]
-    """The first characters of the stop strings (the per-token fast check: ``isdisjoint``)."""
+    """The first characters of the stop strings (the steady path's check: ``isdisjoint``)."""
     longest: int
     """The length of the longest stop string (0 when there is none)."""
     shortest: int

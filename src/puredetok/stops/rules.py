@@ -123,8 +123,9 @@ class StopRules:
     loud: tuple[bool, ...] = attrs.field(init=False, eq=False, repr=False)
     """Per token summary (see :mod:`puredetok.core.classes`), whether a token with it may need
     the stop check (derived): its text shares a class with a stop string's first character, or
-    it is an added token while there are ending ids. A quiet token cannot start or complete a stop
-    string by itself, nor end the stream when every ending id is an added token."""
+    it is an added token while there are ending ids. A token whose summary is not loud is quiet
+    (:mod:`puredetok.stops.stream`, rule 3) when every ending id is an added token: its text holds
+    no first character of a stop string, and it is no ending id."""
 
     def __attrs_post_init__(self) -> None:
         if self.max_new_tokens is not None and self.min_tokens > self.max_new_tokens:

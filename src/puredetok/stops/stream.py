@@ -1,14 +1,30 @@
 """The stream record (the core's hold plus stop state) and the pure functions that advance it.
 
-Text flows in two stages. The core turns ids into certain text; this layer then holds back the
-longest suffix of that text that could still start a stop string, and releases it as soon as it
-cannot. A stream ends on a stop token or EOS, a stop string, its token limit, :func:`close`
-(no more tokens) or :func:`abort`; after that it emits nothing and refuses tokens.
+The rules, stated once (the code below is their consequence):
 
-The per-token path is the core's one fast path (:func:`puredetok.core.steady`) and one more
-lookup: a token whose text cannot start a stop string nor end the stream costs :func:`advance`
-about what it costs :func:`puredetok.step`, plus, while the stream counts its tokens
-(``min_tokens``, ``max_new_tokens``), a new record of six slots.
+1. **Two stages.** The core turns ids into certain text; this layer then holds back the longest
+   suffix of that text that could still start a stop string (the *held* text), and releases it as
+   soon as it cannot.
+2. **Ends.** A stream ends on an *ending id* (a stop token, or EOS unless ``ignore_eos``), a stop
+   string completing in its text, its token limit (``max_new_tokens``), :func:`close` (no more
+   tokens) or :func:`abort`; within its first ``min_tokens`` tokens no ending id nor stop string
+   ends it. Once ended it emits nothing and refuses tokens.
+3. **Steady.** A stream is *steady* while it runs, its core hold is the core's steady hold
+   (:func:`puredetok.core.steady`) and it holds no text. A token is *quiet* when its text holds
+   no first character of a stop string and it is not an ending id: it can neither start a stop
+   string nor end the stream. A steady stream given a quiet token whose step leaves the core's
+   hold as it is stays steady and emits the token's steady text as it is; only its count changes,
+   while it counts its tokens (``min_tokens`` not yet reached, or ``max_new_tokens`` set). That is
+   the **steady path**, most tokens' path: :func:`advance` takes it. Every other token takes the
+   **general path** (:func:`_advance`: the core's step, then the stop check), and so does the
+   token at which the count hands over: the one reaching ``min_tokens`` (when nothing counts after
+   it) or the token limit.
+
+The steady path reads one record, :class:`_SteadyPath`, which a steady stream carries and a stream
+that is not carries as None; the per-id class summaries (:mod:`puredetok.core.classes`) tell
+most quiet tokens from the rest without looking at their text. They cannot tell an ending id that
+is not an added token from other tokens: with one, no stream carries the record, and every token
+takes the general path (with the same result).
 """
 
 from __future__ import annotations
@@ -23,13 +39,12 @@ __all__ = [
     "advance_each",
     "close",
     "abort",
-    "SHORT_RUN",
     "SavedStream",
 ]
 
 import sys
-from collections.abc import Hashable, Iterable, Sequence
-from typing import Any, TypeAlias
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from typing import Any, Final
 
 import attrs
 
@@ -46,34 +61,111 @@ _ABORT = FinishReason("abort")
 _UNSET: Any = object()
 _new = object.__new__
 
-_Quiet: TypeAlias = tuple[
-    Sequence[str | None], tuple[int, ...], tuple[bool, ...], int, "int | None", frozenset[str], frozenset[int]
-]
-"""The per-token path's tables: the core's steady texts (:func:`puredetok.core.steady`), the
-codec's per-id summaries, the rules' verdict per summary, how many ids these cover, the count
-at which the path must hand over to :func:`_advance` (the token limit, or the end of
-``min_tokens`` when nothing else needs a count; None when the stream does not count its tokens),
-and, for a token the summaries call loud, the first characters of the stop strings and the ending
-ids (a loud token whose text has none of those characters and that ends nothing is quiet too)."""
 
-_Context: TypeAlias = tuple[
-    Codec,
-    StopRules,
-    int,
-    "int | None",
-    Hashable,
-    Sequence["str | None"],
-    "_Quiet | None",
-    "_Quiet | None",
-    Matcher,
-    frozenset[int],
-]
-"""What a stream keeps from its opening to its end, shared by all its records: ``(codec, rules,
-min_end, max_end, idle, texts, early, late, matcher, ending_ids)``. ``min_end`` and ``max_end``
-are the counts at which ``min_tokens`` and ``max_new_tokens`` are reached; ``idle`` and ``texts``
-the core's fast path; ``early`` and ``late`` the per-token tables while fewer than ``min_end``
-tokens were counted and after (None when an ending id is not an added token, which the per-id
-summaries cannot tell apart); ``matcher`` and ``ending_ids`` the rules'."""
+# The two records below are plain classes with slots, filled once when built (their fields are
+# Final to mypy), as the stream's own record is. On Python 3.11 a NamedTuple costs 3.4 x a tuple
+# to unpack and 3.6 x a slotted class to read by name, and a frozen attrs record, read as fast as
+# a slotted class, costs 4 x as much to build (docs/benchmarks.md, "The stop layer's records").
+class _SteadyPath:
+    """What the steady path reads (rule 3), shared by the records of a stream and of the streams
+    opened alike.
+    """
+
+    __slots__ = ("texts", "classes", "loud", "size", "hand_over", "openers", "ending")
+    texts: Final[Sequence[str | None]]
+    """The core's steady texts (:func:`puredetok.core.steady`): per id, its text from the steady
+    hold, or None for an id whose step leaves it."""
+    classes: Final[Sequence[int]]
+    """The codec's per-id class summaries (:attr:`puredetok.core.Codec.classes`)."""
+    loud: Final[Sequence[bool]]
+    """The rules' verdict per summary (:attr:`StopRules.loud`): False for a summary every token of
+    which is quiet; a token whose summary is loud is quiet if its text holds none of
+    :attr:`openers` and it is not one of :attr:`ending`."""
+    size: Final[int]
+    """How many ids the tables cover (a larger id takes the general path)."""
+    hand_over: Final[int | None]
+    """The count whose token takes the general path: ``max_new_tokens``' end, or ``min_tokens``'
+    when nothing counts after it; None when the stream counts no tokens."""
+    openers: Final[frozenset[str]]
+    """The first characters of the stop strings."""
+    ending: Final[frozenset[int]]
+    """The ending ids."""
+
+    def __init__(
+        self, texts: Sequence[str | None], codec: Codec, rules: StopRules, hand_over: int | None
+    ) -> None:
+        self.texts = texts
+        self.classes = codec.classes
+        self.loud = rules.loud
+        self.size = min(len(codec.classes), codec.vocab_size)
+        self.hand_over = hand_over
+        self.openers = rules.matcher.openers
+        self.ending = rules.ending_ids
+
+    def __iter__(self) -> Iterator[Any]:
+        """The fields in the order above: :func:`advance_each` unpacks them, in one statement, when
+        a batch's tables change.
+        """
+        return iter(
+            (self.texts, self.classes, self.loud, self.size, self.hand_over, self.openers, self.ending)
+        )
+
+
+class _Context:
+    """What a stream keeps from its opening to its end, shared by all its records (and by the
+    streams opened alike: :func:`open_like`).
+    """
+
+    __slots__ = (
+        "codec",
+        "rules",
+        "matcher",
+        "ending_ids",
+        "min_end",
+        "max_end",
+        "steady_hold",
+        "steady_texts",
+        "early",
+        "late",
+    )
+    codec: Final[Codec]
+    """How the stream's tokens decode."""
+    rules: Final[StopRules]
+    """The stream's stop rules."""
+    matcher: Final[Matcher]
+    """The rules' :attr:`~StopRules.matcher`, for the general path."""
+    ending_ids: Final[frozenset[int]]
+    """The rules' :attr:`~StopRules.ending_ids`, for the general path."""
+    min_end: Final[int]
+    """The count at which ``min_tokens`` is reached."""
+    max_end: Final[int | None]
+    """The count at which ``max_new_tokens`` is reached (None: no limit)."""
+    steady_hold: Final[Hashable]
+    """The core's steady hold (:func:`puredetok.core.steady`); the core's steady path tests it by
+    identity."""
+    steady_texts: Final[Sequence[str | None]]
+    """The core's steady texts, for the general path's step."""
+    early: Final[_SteadyPath | None]
+    """The steady path's tables while fewer than :attr:`min_end` tokens were counted (None when an
+    ending id is not an added token, which the class summaries cannot tell apart)."""
+    late: Final[_SteadyPath | None]
+    """The same from :attr:`min_end` on."""
+
+    def __init__(self, codec: Codec, rules: StopRules, min_end: int, max_end: int | None) -> None:
+        self.codec = codec
+        self.rules = rules
+        self.matcher = rules.matcher
+        self.ending_ids = rules.ending_ids
+        self.min_end = min_end
+        self.max_end = max_end
+        self.steady_hold, self.steady_texts = steady(codec)
+        late = early = None
+        if rules.ending_ids <= codec.added_ids:
+            late = early = _SteadyPath(self.steady_texts, codec, rules, max_end)
+            if max_end is None and min_end:  # counted only until min_tokens is reached
+                early = _SteadyPath(self.steady_texts, codec, rules, min_end)
+        self.early = early
+        self.late = late
 
 
 class Stream:
@@ -89,21 +181,23 @@ class Stream:
     holds only what decides its future: two streams that compare equal continue identically.
 
     A stream that counts its tokens is a new record on every token, so the record is six private
-    slots, filled by this module only (an object and six stores, no constructor call): what the
-    stream keeps from start to end (one tuple, shared by all its records), the core's hold, the
-    held text, the finish reason, a count of tokens, and the tables of the per-token path. See
+    slots, filled by this module only (an object and six stores, no constructor call). See
     docs/benchmarks.md.
     """
 
-    __slots__ = ("_context", "_hold", "_held", "_reason", "_count", "_quiet", "__weakref__")
+    __slots__ = ("_context", "_hold", "_held", "_reason", "_count", "_steady", "__weakref__")
     _context: _Context
+    """What the stream keeps from its opening to its end."""
     _hold: Hashable
+    """The core's hold."""
     _held: str
+    """The held text (rule 1)."""
     _reason: FinishReason | None
+    """Why the stream ended (None while it runs)."""
     _count: int
     """Tokens counted (only while ``min_tokens`` or ``max_new_tokens`` needs a count)."""
-    _quiet: _Quiet | None
-    """The per-token path's tables while the stream runs, its core hold steady and no text held."""
+    _steady: _SteadyPath | None
+    """The steady path's tables while the stream is steady (rule 3), else None."""
 
     def __new__(
         cls,
@@ -126,28 +220,13 @@ class Stream:
             raise TypeError(f"rules must be a StopRules, got {type(rules).__name__}")
         if held and held not in rules.matcher.prefixes:
             raise ValueError(f"held text {held!r} is not a proper prefix of a stop string")
-        idle, texts = steady(codec)
-        if hold is _UNSET:
-            hold = codec.decoding.initial
-        elif hold == idle:  # the core's fast path tests identity, not equality
-            hold = idle
         min_end = rules.min_tokens if min_left is _UNSET else min_left
         max_end = rules.max_new_tokens if max_left is _UNSET else max_left
-        early = late = None
-        if rules.ending_ids <= codec.added_ids:
-            size = min(len(codec.classes), codec.vocab_size)
-            openers, ending = rules.matcher.openers, rules.ending_ids
-            late = (
-                texts,
-                codec.classes,
-                rules.loud,
-                size,
-                max_end,
-                openers,
-                ending,
-            )  # max_end None: no count
-            early = late if max_end is not None or not min_end else (*late[:4], min_end, openers, ending)
-        context = (codec, rules, min_end, max_end, idle, texts, early, late, rules.matcher, rules.ending_ids)
+        context = _Context(codec, rules, min_end, max_end)
+        if hold is _UNSET:
+            hold = codec.decoding.initial
+        elif hold == context.steady_hold:  # the core's steady path tests identity, not equality
+            hold = context.steady_hold
         stream: Stream = _new(Stream)
         stream._context = context
         return _record(stream, hold, held, 0, finish_reason)
@@ -155,12 +234,12 @@ class Stream:
     @property
     def codec(self) -> Codec:
         """How the request's tokens decode."""
-        return self._context[0]
+        return self._context.codec
 
     @property
     def rules(self) -> StopRules:
         """The request's stop rules."""
-        return self._context[1]
+        return self._context.rules
 
     @property
     def hold(self) -> Hashable:
@@ -184,14 +263,14 @@ class Stream:
     @property
     def min_left(self) -> int:
         """Generated tokens still to come before stops apply (counts down from ``min_tokens`` to 0)."""
-        return max(0, self._context[2] - self._count)
+        return max(0, self._context.min_end - self._count)
 
     @property
     def max_left(self) -> int | None:
         """Tokens left before the stream ends with ``"length"`` (counts down from ``max_new_tokens``;
         None without a limit).
         """
-        end = self._context[3]
+        end = self._context.max_end
         return None if end is None else end - self._count
 
     @property
@@ -202,14 +281,22 @@ class Stream:
     @property
     def decode(self) -> DecodeState:
         """The core's state: this stream's codec and hold."""
-        return DecodeState(self._context[0], self._hold)
+        return DecodeState(self._context.codec, self._hold)
 
     def fields(self) -> tuple[Codec, StopRules, Hashable, str, int, int | None, FinishReason | None]:
         """``(codec, rules, hold, held, min_left, max_left, finish_reason)``: what the stream is
         (``Stream(*stream.fields()) == stream``).
         """
         context = self._context
-        return (context[0], context[1], self._hold, self._held, self.min_left, self.max_left, self._reason)
+        return (
+            context.codec,
+            context.rules,
+            self._hold,
+            self._held,
+            self.min_left,
+            self.max_left,
+            self._reason,
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Stream):
@@ -269,7 +356,9 @@ class Stream:
 def _record(
     stream: Stream, hold: Hashable, held: str, count: int, reason: FinishReason | None = None
 ) -> Stream:
-    """``stream`` with these values: a new record, its six slots filled directly."""
+    """``stream`` with these values: a new record, its six slots filled directly, steady or not as
+    rule 3 says.
+    """
     context = stream._context
     new: Stream = _new(Stream)
     new._context = context
@@ -277,10 +366,10 @@ def _record(
     new._held = held
     new._reason = reason
     new._count = count
-    if hold is not context[4] or held or reason is not None:
-        new._quiet = None
+    if hold is not context.steady_hold or held or reason is not None:
+        new._steady = None
     else:
-        new._quiet = context[6] if count < context[2] else context[7]
+        new._steady = context.early if count < context.min_end else context.late
     return new
 
 
@@ -304,11 +393,12 @@ def open_like(stream: Stream, prompt_ids: Iterable[int] = ()) -> Stream:
         context = stream._context
     except AttributeError:
         raise StateTypeError("open_like", "Stream", stream) from None
-    codec, rules = context[0], context[1]
+    codec, rules = context.codec, context.rules
     hold = start(codec, prompt_ids).hold
-    if context[2:4] != (rules.min_tokens, rules.max_new_tokens):  # a stream resumed mid-way
+    if (context.min_end, context.max_end) != (rules.min_tokens, rules.max_new_tokens):  # resumed mid-way
         return Stream(codec, rules, hold)
-    return _record(stream, context[4] if hold == context[4] else hold, "", 0)
+    steady_hold = context.steady_hold
+    return _record(stream, steady_hold if hold == steady_hold else hold, "", 0)
 
 
 def _refuse(stream: Stream) -> StreamFinishedError:
@@ -323,8 +413,9 @@ def _end(stream: Stream, hold: Hashable, count: int, held: str, tail: str) -> tu
     cut at a stop string completing in ``tail`` (unless within ``min_tokens``), else end with
     ``"length"``.
     """
-    if tail and count >= stream._context[2]:  # held alone completes no stop string
-        match, _ = scan(stream._context[1].matcher, held, tail)
+    context = stream._context
+    if tail and count >= context.min_end:  # held alone completes no stop string
+        match, _ = scan(context.matcher, held, tail)
         if match is not None:
             return _stopped(stream, hold, count, held + tail, match)
     return _record(stream, hold, "", count, _LENGTH), held + tail
@@ -332,21 +423,21 @@ def _end(stream: Stream, hold: Hashable, count: int, held: str, tail: str) -> tu
 
 def _stopped(stream: Stream, hold: Hashable, count: int, text: str, match: Match) -> tuple[Stream, str]:
     """A stop string completed: emit ``text`` up to it (or through it), nothing after it."""
-    cut = match.end if stream._context[1].include_stop_str_in_output else match.start
+    cut = match.end if stream._context.rules.include_stop_str_in_output else match.start
     return _record(stream, hold, "", count, FinishReason("stop", match.stop)), text[:cut]
 
 
 def _end_on_token(
     stream: Stream, hold: Hashable, count: int, delta: str, token_id: int
 ) -> tuple[Stream, str]:
-    """A stop or EOS token: the text before it is final; the token's own text only if included.
+    """An ending id: the text before it is final; the token's own text only if included.
     A stop string completing in that final text comes first, and wins.
     """
-    codec, rules = stream._context[:2]
-    if rules.include_stop_str_in_output:
-        tail = delta + finish_hold(codec, hold)
+    context = stream._context
+    if context.rules.include_stop_str_in_output:
+        tail = delta + finish_hold(context.codec, hold)
     else:
-        tail = finish_hold(codec, stream._hold)
+        tail = finish_hold(context.codec, stream._hold)
     ended, emitted = _end(stream, hold, count, stream._held, tail)
     if ended._reason is _LENGTH:
         ended = _record(stream, hold, "", count, FinishReason("stop", int(token_id)))
@@ -361,53 +452,56 @@ def advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
     Raises :class:`~puredetok.errors.StateTypeError` for a ``stream`` that is not a :class:`Stream`
     (a :class:`SavedStream`: resume it first).
     """
-    # Most tokens meet a running stream that holds no text and leave its core hold as it is: their
-    # text comes from the core's steady texts when it can neither end the stream nor start a stop
-    # string. Then at most the count changes, and a function call would cost a third of this
-    # path, so that record is built here (as _record builds it); everything else is _advance.
-    # Only a Stream has the slot: a wrong object is told from the error it raises (a check of its
-    # type would cost this path, where the try costs nothing).
+    # The steady path (rule 3 of the module's docstring); every other token is _advance's. Only a
+    # Stream has the slot: a wrong object is told from the error it raises (a check of its type
+    # would cost this path, where the try costs nothing).
     try:
-        quiet = stream._quiet
+        path = stream._steady
     except AttributeError:
         raise StateTypeError("advance", "Stream", stream) from None
-    if quiet is not None and type(token_id) is int:
-        texts, classes, loud, size, stop_at, openers, ending = quiet
-        if 0 <= token_id < size:
-            delta = texts[token_id]
-            if delta is not None and (
-                not loud[classes[token_id]] or (openers.isdisjoint(delta) and token_id not in ending)
-            ):
-                if stop_at is None:
-                    return stream, delta
-                count = stream._count + 1
-                if count != stop_at:
-                    new: Stream = _new(Stream)
-                    new._context = stream._context
-                    new._hold = stream._hold
-                    new._held = ""
-                    new._reason = None
-                    new._count = count
-                    new._quiet = quiet
-                    return new, delta
+    if path is not None and type(token_id) is int and 0 <= token_id < path.size:
+        delta = path.texts[token_id]
+        if delta is not None and (
+            not path.loud[path.classes[token_id]]
+            or (path.openers.isdisjoint(delta) and token_id not in path.ending)
+        ):
+            hand_over = path.hand_over
+            if hand_over is None:
+                return stream, delta
+            count = stream._count + 1
+            if count != hand_over:
+                # The next record, as _record would build it: only the count changes, and the
+                # stream stays steady with the same tables. A call of _record here costs 8 - 14 %
+                # more of advance's instructions with max_new_tokens (docs/benchmarks.md, "The stop
+                # layer's records").
+                new: Stream = _new(Stream)
+                new._context = stream._context
+                new._hold = stream._hold
+                new._held = ""
+                new._reason = None
+                new._count = count
+                new._steady = path
+                return new, delta
     return _advance(stream, token_id)
 
 
 def _advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
+    """The general path: the core's step, then the stop check (rules 1 and 2)."""
     if stream._reason is not None:
         raise _refuse(stream)
     context = stream._context
-    codec, rules, min_end, max_end, idle, texts, early_quiet, late_quiet, matcher, ending = context
+    codec, steady_hold = context.codec, context.steady_hold
     old = stream._hold
     if (
-        old is idle
+        old is steady_hold
         and type(token_id) is int
         and 0 <= token_id < codec.vocab_size
-        and (delta := texts[token_id]) is not None
+        and (delta := context.steady_texts[token_id]) is not None
     ):
-        hold = old  # the core's fast path, as in advance
+        hold = old  # the core's steady path (see puredetok.core.steady)
     else:
         hold, delta = step_hold(codec, old, token_id)  # an ignored id past the vocabulary counts too
+    matcher, min_end, max_end = context.matcher, context.min_end, context.max_end
     held = stream._held
     count = stream._count
     if count < min_end:  # one of the first min_tokens: it ends nothing, its text is not searched
@@ -420,7 +514,7 @@ def _advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
     else:
         if max_end is not None:
             count += 1
-        if token_id in ending:
+        if token_id in context.ending_ids:
             return _end_on_token(stream, hold, count, delta, token_id)
         if held or (delta and not matcher.openers.isdisjoint(delta)):
             text = held + delta
@@ -431,16 +525,18 @@ def _advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
     if count == max_end:
         ended, tail = _end(stream, hold, count, held, finish_hold(codec, hold))
         return ended, delta + tail
-    new: Stream = _new(Stream)  # _record, written out: this is a fifth of the tokens
+    # _record, written out, as before the records had names: a fifth of a mixed-script trace's
+    # tokens come here, and a call would add a frame to each.
+    new: Stream = _new(Stream)
     new._context = context
     new._hold = hold
     new._held = held
     new._reason = None
     new._count = count
-    if hold is not idle or held:
-        new._quiet = None
+    if hold is not steady_hold or held:
+        new._steady = None
     else:
-        new._quiet = early_quiet if count < min_end else late_quiet
+        new._steady = context.early if count < min_end else context.late
     return new, delta
 
 
@@ -457,7 +553,7 @@ def close(stream: Stream) -> tuple[Stream, str]:
     except AttributeError:
         raise StateTypeError("close", "Stream", stream) from None
     hold = stream._hold
-    return _end(stream, hold, stream._count, stream._held, finish_hold(stream._context[0], hold))
+    return _end(stream, hold, stream._count, stream._held, finish_hold(stream._context.codec, hold))
 
 
 def abort(stream: Stream) -> Stream:
@@ -487,10 +583,10 @@ def _one_by_one(stream: Stream, ids: list[Any], begin: int, end: int) -> tuple[S
     return stream, "".join(texts)
 
 
-def _quiet_end(stream: Stream, ids: list[Any], begin: int) -> int | None:
+def _run_end(stream: Stream, ids: list[Any], begin: int) -> int | None:
     """The end of the longest run from ``begin`` in which no single token can end the stream (no
-    stop or EOS token that counts, not the token reaching the limit) and that does not straddle
-    the ``min_tokens`` threshold; None if the ids hold a value that is not even hashable.
+    ending id that counts, not the token reaching the limit) and that does not straddle the
+    ``min_tokens`` threshold; None if the ids hold a value that is not even hashable.
     """
     end = len(ids)
     max_left, min_left = stream.max_left, stream.min_left
@@ -498,7 +594,7 @@ def _quiet_end(stream: Stream, ids: list[Any], begin: int) -> int | None:
         end = min(end, begin + max_left - 1)
     if min_left:
         return min(end, begin + min_left)
-    ending = stream._context[1].ending_ids
+    ending = stream._context.ending_ids
     if ending and begin < end:
         window = ids[begin:end]
         try:
@@ -514,13 +610,14 @@ def _run(stream: Stream, ids: list[Any], begin: int, end: int) -> tuple[Stream, 
     """Tokens that cannot end the stream by themselves, fed to the core at once. Only when a stop
     string completes (or an id is invalid) are they replayed one by one, to end where that does.
     """
-    codec, rules, min_end, max_end = stream._context[:4]
+    context = stream._context
+    min_end = context.min_end
     old, held = stream._hold, stream._held
     try:
-        hold, delta = feed_hold(codec, old, ids if begin == 0 and end == len(ids) else ids[begin:end])
+        hold, delta = feed_hold(context.codec, old, ids if begin == 0 and end == len(ids) else ids[begin:end])
     except InvalidTokenError:
         return _one_by_one(stream, ids, begin, end)
-    matcher = rules.matcher
+    matcher = context.matcher
     count = stream._count
     if held or (delta and not matcher.openers.isdisjoint(delta)):
         text = held + delta
@@ -528,14 +625,14 @@ def _run(stream: Stream, ids: list[Any], begin: int, end: int) -> tuple[Stream, 
         if match is not None:
             return _one_by_one(stream, ids, begin, end)
         delta = text[: len(text) - len(held)]
-    if count < min_end or max_end is not None:
+    if count < min_end or context.max_end is not None:
         count += end - begin
     return _record(stream, hold, held, count), delta
 
 
-SHORT_RUN = 8
-"""Up to this many ids, :func:`advance_many` advances them one by one: handing a run to the core
-at once costs more until then (see docs/benchmarks.md)."""
+_FEED_FROM = 9
+"""From this many ids on, :func:`advance_many` hands them to the core's ``feed`` in runs; fewer
+it advances one by one, which costs less until then (see docs/benchmarks.md)."""
 
 
 def advance_many(stream: Stream, token_ids: Iterable[int]) -> tuple[Stream, str]:
@@ -554,7 +651,7 @@ def advance_many(stream: Stream, token_ids: Iterable[int]) -> tuple[Stream, str]
         if ids:
             raise _refuse(stream)
         return stream, ""
-    if len(ids) <= SHORT_RUN:
+    if len(ids) < _FEED_FROM:
         text = ""
         for token_id in ids:
             try:
@@ -571,7 +668,7 @@ def advance_many(stream: Stream, token_ids: Iterable[int]) -> tuple[Stream, str]
     texts = []
     position = 0
     while position < len(ids) and stream._reason is None:
-        end = _quiet_end(stream, ids, position)
+        end = _run_end(stream, ids, position)
         if end is None:  # one by one, so that the error names the bad value where it stands
             end = len(ids)
             stream, text = _one_by_one(stream, ids, position, end)
@@ -604,32 +701,34 @@ def advance_each(
     ended: list[int] = []
     keep, say = news.append, texts.append
     try:
-        last: _Quiet | None = None
+        last: _SteadyPath | None = None
         for stream, token_id in zip(streams, messages):
-            # advance's quiet path, written out: a call per token would cost a third of it. The
-            # streams of a batch mostly share their tables: they are unpacked when they change.
-            quiet = stream._quiet
-            if quiet is not None and type(token_id) is int:
-                if quiet is not last:
-                    steady_texts, classes, loud, size, stop_at, openers, ending = last = quiet
+            # advance's steady path, written out: its one copy. A call of advance per message costs
+            # 18 - 58 % more instructions (docs/benchmarks.md, "The stop layer's records"). The
+            # streams of a batch mostly share their tables: their fields are read again only when
+            # they change.
+            path = stream._steady
+            if path is not None and type(token_id) is int:
+                if path is not last:
+                    steady_texts, classes, loud, size, hand_over, openers, ending = last = path
                 if 0 <= token_id < size:
                     delta = steady_texts[token_id]
                     if delta is not None and (
                         not loud[classes[token_id]] or (openers.isdisjoint(delta) and token_id not in ending)
                     ):
-                        if stop_at is None:
+                        if hand_over is None:
                             keep(stream)
                             say(delta)
                             continue
                         count = stream._count + 1
-                        if count != stop_at:
+                        if count != hand_over:
                             new: Stream = _new(Stream)
                             new._context = stream._context
                             new._hold = stream._hold
                             new._held = ""
                             new._reason = None
                             new._count = count
-                            new._quiet = quiet
+                            new._steady = path
                             keep(new)
                             say(delta)
                             continue
