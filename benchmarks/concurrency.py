@@ -12,16 +12,21 @@ process, on the same ids (the manager section's workload, :mod:`benchmarks.manag
 * **puredetok**: ``DetokenizeManager.handle_batch`` with the serving parameters (4 stop strings,
   the tokenizer's EOS ids, ``min_tokens``, ``max_new_tokens``), one batch per step, made beforehand;
 * **two-window**: the engines' two-window algorithm batched as engines batch it (two
-  ``batch_decode`` calls per step over all streams: :class:`~benchmarks.manager.BatchedTwoWindow`).
+  ``batch_decode`` calls per step over all streams: :class:`~benchmarks.manager.BatchedTwoWindow`);
+
+and, against the first, the same manager with Python's garbage collector held to between steps, as
+puredetok's worker holds it (the process has frozen its start-up objects in both: ``gc.freeze``).
 
 Every round runs every side at every concurrency in turn, each on ``--tokens`` ids (``tokens /
 streams`` steps, continuing its streams from the round before), so that machine noise hits them
 all alike; the best round of each is kept, and the whole is repeated (``--repeats``), every figure
 printed as its range over the repeats: per step, milliseconds; per stream, the step's time over
 the streams (flat across concurrencies: O(1) per token); the ratio of the two sides; and the growth
-of each side's per-stream cost from the smallest concurrency to the largest (flat: 1.0). Then the
-memory each side holds per live stream (tracemalloc, after ``length`` steps: every stream is past
-its first request).
+of each side's per-stream cost from the smallest concurrency to the largest (flat: 1.0). Each is
+printed in wall-clock time, then in CPU time (of the measuring thread; a side in another process,
+that process's own), which other jobs on a shared machine disturb much less. Then the memory each
+side holds per live stream (tracemalloc, after ``length`` steps: every stream is past its first
+request).
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ __all__ = [
     "Churn",
     "Level",
     "Pair",
+    "IN_PROCESS",
+    "COLLECTOR",
+    "Samples",
+    "process_clock",
     "in_process_levels",
     "measure",
     "report",
@@ -45,8 +54,10 @@ import gc
 import os
 import platform
 import sys
+import time
 import tracemalloc
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -57,6 +68,7 @@ from puredetok.cli._timing import Result, ratio_result, repeated
 from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
 from puredetok.serving.loading import load_tokenizer
 from puredetok.serving.messages import DetokenizeBatch, Opening
+from puredetok.worker.worker import _Collector
 
 CONCURRENCIES = (256, 1_024, 4_096)
 """The concurrent streams measured by default."""
@@ -125,13 +137,25 @@ class Level:
     """One concurrency of a benchmark: its streams, the steps per round, and the runs.
 
     ``prepare`` makes a round's input (timed apart, and not shown); each of ``sides`` runs the
-    round prepared last, continuing its own streams.
+    round prepared last, continuing its own streams. ``clocks`` reads, in nanoseconds, the CPU
+    time of where a side runs (the measuring thread by default; another process's own).
     """
 
     streams: int
     steps: int
     prepare: Callable[[], object]
     sides: Mapping[str, Callable[[], object]]
+    clocks: Mapping[str, Callable[[], int]] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Samples:
+    """Per repeat, the best nanoseconds per step of every side at every level (keyed ``"SIDE
+    STREAMS"``), in wall-clock time and in CPU time.
+    """
+
+    wall: list[dict[str, float]]
+    cpu: list[dict[str, float]]
 
 
 @attrs.frozen
@@ -146,6 +170,7 @@ class Pair:
 
 
 MANAGER = "puredetok"
+BETWEEN = "puredetok, collector between steps"
 TWO_WINDOW = "two-window"
 IN_PROCESS = Pair(
     "in process: DetokenizeManager.handle_batch (4 stops + EOS + min/max tokens) against the two-window "
@@ -157,10 +182,20 @@ IN_PROCESS = Pair(
 )
 """The in-process pair."""
 
+COLLECTOR = Pair(
+    "in process: DetokenizeManager.handle_batch with Python's garbage collector held to between steps, as "
+    "puredetok's worker holds it, against with the collector as it comes (both after gc.freeze)",
+    BETWEEN,
+    MANAGER,
+    "between steps",
+    "as it comes",
+)
+"""The manager with the worker's collector against the manager with the default one."""
+
 
 class _InProcess:
-    """Both in-process sides at one concurrency: the manager and the batched two-window
-    algorithm, fed the same steps.
+    """The in-process sides at one concurrency, fed the same steps: the manager (twice: with the
+    garbage collector as it comes, and held to between steps) and the batched two-window algorithm.
     """
 
     def __init__(
@@ -169,9 +204,12 @@ class _InProcess:
         self.churn = Churn(trace, streams, length)
         self.opening = Opening((), serving_params(length))
         self.manager = DetokenizeManager(tokenizer, codecs=codecs, remember_ended=0)
+        self.between = DetokenizeManager(tokenizer, codecs=codecs, remember_ended=0)
         self.two_window = BatchedTwoWindow(tokenizer, streams)
         self.steps: list[Step] = []
         self.batches: list[DetokenizeBatch] = []
+        self.collections = 0
+        """Collections run between steps (:meth:`run_between`)."""
 
     def prepare(self, steps: int) -> None:
         """Make the next ``steps`` steps (both sides run them next)."""
@@ -185,6 +223,27 @@ class _InProcess:
             errors = handle(batch).errors
             if errors:
                 raise AssertionError(f"the manager refused a message: {errors[0]}")
+
+    def run_between(self) -> None:
+        """The prepared steps through ``handle_batch`` of the second manager, with the collector
+        off during a step and run between two steps once ``_Collector.BUSY`` objects have piled up
+        (every ``FULL_EVERY``-th collection the oldest generation too), as puredetok's worker runs
+        it (docs/worker.md).
+        """
+        handle, busy, full = self.between.handle_batch, _Collector.BUSY, _Collector.FULL_EVERY
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for batch in self.batches:
+                errors = handle(batch).errors
+                if errors:
+                    raise AssertionError(f"the manager refused a message: {errors[0]}")
+                if gc.get_count()[0] > busy:
+                    self.collections += 1
+                    gc.collect(2 if self.collections % full == 0 else 1)
+        finally:
+            if enabled:
+                gc.enable()
 
     def run_two_window(self) -> None:
         """The prepared steps through the two-window algorithm (a new request starts a new row)."""
@@ -214,6 +273,7 @@ def in_process_levels(
         sides = _InProcess(tokenizer, trace, streams, length, codecs)
         sides.prepare(1)
         sides.run_manager()
+        sides.run_between()
         sides.run_two_window()
         steps = max(1, tokens // streams)
         levels.append(
@@ -221,7 +281,7 @@ def in_process_levels(
                 streams,
                 steps,
                 functools.partial(sides.prepare, steps),
-                {MANAGER: sides.run_manager, TWO_WINDOW: sides.run_two_window},
+                {MANAGER: sides.run_manager, BETWEEN: sides.run_between, TWO_WINDOW: sides.run_two_window},
             )
         )
     return levels
@@ -231,23 +291,65 @@ def _key(side: str, streams: int) -> str:
     return f"{side} {streams}"
 
 
-def measure(levels: Sequence[Level], rounds: int, repeats: int) -> list[dict[str, float]]:
-    """Per repeat, the best nanoseconds per step of every side at every level (keyed
-    ``"SIDE STREAMS"``): the rounds interleave every level's preparation and sides.
+def measure(levels: Sequence[Level], rounds: int, repeats: int) -> Samples:
+    """Every side at every level: the rounds interleave every level's preparation and sides
+    (:func:`~puredetok.cli._timing.repeated`, wall-clock), and each side's CPU time is read
+    around each of its runs.
     """
+    spent: dict[str, list[int]] = {}
     runs: list[tuple[str, Callable[[], object]]] = []
     for level in levels:
         runs.append((f"prepare {level.streams}", level.prepare))
-        runs += [(_key(side, level.streams), run) for side, run in level.sides.items()]
+        for side, run in level.sides.items():
+            key = _key(side, level.streams)
+            spent[key] = []
+            runs.append((key, _clocked(run, level.clocks.get(side, time.thread_time_ns), spent[key])))
     per_round = repeated(runs, 1, rounds, repeats)
-    return [
-        {
-            _key(side, level.streams): sample[_key(side, level.streams)] / level.steps
-            for level in levels
-            for side in level.sides
-        }
-        for sample in per_round
+    steps = {_key(side, level.streams): level.steps for level in levels for side in level.sides}
+    wall = [{key: sample[key] / steps[key] for key in steps} for sample in per_round]
+    cpu = [
+        {key: min(spent[key][repeat * rounds : (repeat + 1) * rounds]) / steps[key] for key in steps}
+        for repeat in range(len(per_round))
     ]
+    return Samples(wall, cpu)
+
+
+def _clocked(run: Callable[[], object], clock: Callable[[], int], spent: list[int]) -> Callable[[], None]:
+    """``run``, adding the CPU time it took to ``spent``."""
+
+    def clocked() -> None:
+        began = clock()
+        run()
+        spent.append(clock() - began)
+
+    return clocked
+
+
+def process_clock(pid: int) -> Callable[[], int]:
+    """The CPU time of process ``pid`` (all its threads), in nanoseconds: from Linux's
+    ``/proc/PID/task/*/schedstat``, or, where the kernel does not keep it, ``/proc/PID/stat``'s
+    clock ticks (10 ms each, usually).
+    """
+    tasks = Path(f"/proc/{pid}/task")
+
+    def exact() -> int:
+        total = 0
+        for task in tasks.iterdir():
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+                pass
+        return total
+
+    def ticks() -> int:
+        # the fields after the command's closing parenthesis; utime and stime are the 12th and 13th
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+    try:
+        return exact if exact() > 0 else ticks
+    except OSError:
+        return ticks
 
 
 def _span(values: Sequence[float], scale: float, digits: int) -> str:
@@ -267,18 +369,34 @@ def per_stream(samples: Sequence[dict[str, float]]) -> list[dict[str, float]]:
 
 def report(
     pair: Pair,
-    samples: Sequence[dict[str, float]],
+    samples: Samples,
     concurrencies: Sequence[int],
     memory: Mapping[int, tuple[float, float]] | None = None,
 ) -> str:
-    """The pair's table: per concurrency, each side's milliseconds per step and microseconds per
-    stream, ``ours / theirs`` and the bytes each holds per stream (``memory``, if measured); then
-    the growth of each side's per-stream cost from the first concurrency to the last. Every
-    figure is its range over the repeats.
+    """The pair's tables, in wall-clock time then in CPU time: per concurrency, each side's
+    milliseconds per step and microseconds per stream, ``ours / theirs`` (and the bytes each
+    holds per stream, ``memory``, if measured); then the growth of each side's per-stream cost from
+    the first concurrency to the last. Every figure is its range over the repeats.
     """
+    return "\n".join(
+        [
+            pair.title,
+            *_table("wall-clock", pair, samples.wall, concurrencies, memory),
+            *_table("CPU time (of this thread; of a process, its own)", pair, samples.cpu, concurrencies),
+        ]
+    )
+
+
+def _table(
+    clock: str,
+    pair: Pair,
+    samples: Sequence[dict[str, float]],
+    concurrencies: Sequence[int],
+    memory: Mapping[int, tuple[float, float]] | None = None,
+) -> list[str]:
     streams_samples = per_stream(samples)
     lines = [
-        pair.title,
+        f"  {clock}",
         f"  {'streams':>7}  {pair.ours_label + ' ms/step':>22} {'us/stream':>13}"
         f"  {pair.theirs_label + ' ms/step':>22} {'us/stream':>13}  {'ours / theirs':>13}"
         + ("  memory/stream (ours, theirs)" if memory else ""),
@@ -302,7 +420,7 @@ def report(
             for side, label in ((pair.ours, pair.ours_label), (pair.theirs, pair.theirs_label))
         ]
         lines.append(f"  per-stream cost at {last:,} / at {first:,} streams (flat: 1.0): {', '.join(growth)}")
-    return "\n".join(lines)
+    return lines
 
 
 def memory_per_stream(
@@ -399,6 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             streams: memory_per_stream(tokenizer, streams, args.length, codecs) for streams in concurrencies
         }
     print(report(IN_PROCESS, samples, concurrencies, memory))
+    print(report(COLLECTOR, samples, concurrencies))
     return 0
 
 

@@ -16,6 +16,7 @@ from benchmarks.concurrency import (
     main,
     measure,
     memory_per_stream,
+    process_clock,
     report,
 )
 from benchmarks.manager import serving_params
@@ -82,21 +83,84 @@ def test_every_side_is_measured_at_every_concurrency_and_printed_as_ranges() -> 
     levels = in_process_levels(tok, (4, 16), length=8, tokens=32)
     assert [(level.streams, level.steps) for level in levels] == [(4, 8), (16, 2)]
     samples = measure(levels, rounds=2, repeats=2)
-    assert len(samples) == 2
-    for sample in samples:
-        assert sorted(sample) == ["puredetok 16", "puredetok 4", "two-window 16", "two-window 4"]
+    assert len(samples.wall) == len(samples.cpu) == 2
+    for sample in (*samples.wall, *samples.cpu):
+        assert sorted(sample) == [
+            "puredetok 16",
+            "puredetok 4",
+            "puredetok, collector between steps 16",
+            "puredetok, collector between steps 4",
+            "two-window 16",
+            "two-window 4",
+        ]
         assert all(value > 0 for value in sample.values())
     table = report(IN_PROCESS, samples, (4, 16), {4: (100.0, 200.0), 16: (50.0, 400.0)}).splitlines()
     span = r"\d[\d,]*\.\d+ - \d[\d,]*\.\d+"
     assert table[0] == IN_PROCESS.title
-    for line, streams in zip(table[2:4], (4, 16)):
+    assert table[1].strip() == "wall-clock" and table[6].strip().startswith("CPU time")
+    for line, streams in zip([*table[3:5], *table[8:10]], (4, 16, 4, 16)):
+        assert re.match(rf" +{streams} +{span} +{span} +{span} +{span} +\d\.\d\d - \d+\.\d\d", line)
+    assert table[3].endswith("100 B, 200 B") and table[4].endswith("50 B, 400 B")
+    assert "B" not in table[8] + table[9]  # memory is shown once
+    for line in (table[5], table[10]):
         assert re.fullmatch(
-            rf" +{streams} +{span} +{span} +{span} +{span} +\d\.\d\d - \d+\.\d\d +.*B, .*B", line
+            rf"  per-stream cost at 16 / at 4 streams \(flat: 1\.0\): handle_batch {span}, two-window {span}",
+            line,
         )
-    assert re.fullmatch(
-        rf"  per-stream cost at 16 / at 4 streams \(flat: 1\.0\): handle_batch {span}, two-window {span}",
-        table[4],
-    )
+
+
+def test_the_cpu_time_of_another_process_is_its_own() -> None:
+    import subprocess
+    import sys
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: pass"])
+    try:
+        clock = process_clock(child.pid)
+        began, waited = clock(), time.perf_counter()
+        time.sleep(0.5)
+        spent = clock() - began
+        assert 0 < spent <= (time.perf_counter() - waited) * 1e9 * 2  # at most both cores
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_collector_is_held_to_between_steps_and_left_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from puredetok.worker.worker import _Collector
+
+    [level] = in_process_levels(tokenizer("qwen3"), (8,), length=8, tokens=64)
+    between = level.sides["puredetok, collector between steps"]
+    manager = between.__self__.between  # type: ignore[attr-defined]
+    handle, enabled_during = manager.handle_batch, []
+
+    def watched(batch: DetokenizeBatch) -> object:
+        enabled_during.append(gc.isenabled())
+        return handle(batch)
+
+    monkeypatch.setattr(manager, "handle_batch", watched)
+    monkeypatch.setattr(_Collector, "BUSY", -1)  # a collection after every step
+    collections: list[str] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(phase)
+
+    gc.callbacks.append(count)
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            level.prepare()
+            collections.clear()
+            between()
+            assert gc.isenabled() is enabled
+            assert len(collections) >= 8  # between the 8 steps
+    finally:
+        gc.callbacks.remove(count)
+        gc.enable()
+    assert enabled_during == [False] * 16
 
 
 def test_the_memory_per_stream_is_what_the_live_streams_hold() -> None:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.concurrency import (
+    COLLECTOR,
     IN_PROCESS,
     Level,
     Pair,
@@ -48,6 +49,7 @@ from benchmarks.concurrency import (
     measure,
     memory_per_stream,
     parser,
+    process_clock,
     report,
 )
 from benchmarks.engines.sglang import OFF, default_tokenizers, workload
@@ -128,10 +130,17 @@ class _Processes:
         self.iterations: Iterator[list[Row]] = iterations(requests, decode)
         self.frames: list[bytes] = []
 
-    def start(self) -> None:
-        """Wait for both processes, and give each the first iteration (every request opening)."""
+    def start(self, freeze_gc: bool) -> None:
+        """Wait for both processes (with ``freeze_gc``, then have them freeze their garbage
+        collector, as SGLang's ``/freeze_gc`` does), and give each the first iteration (every
+        request opening).
+        """
+        from sglang.srt.managers.io_struct import FreezeGCReq
+
         for process in (self.own, self.plugin):
             process.wait_ready()
+            if freeze_gc:
+                process.send(FreezeGCReq())  # handled before the next frame; no reply
         self.prepare(1)
         self.run_own()
         self.run_plugin()
@@ -178,9 +187,11 @@ def sglang_levels(
     rounds: int,
     repeats: int,
     stack: ExitStack,
+    freeze_gc: bool = False,
 ) -> list[Level]:
     """The process pair's levels, one per concurrency (its processes closed with ``stack``), each
-    with its first iteration run.
+    with its first iteration run; their CPU clocks are the processes' own (where the system counts
+    them).
     """
     made = []
     for streams in concurrencies:
@@ -190,13 +201,17 @@ def sglang_levels(
         made.append((streams, steps, processes))
     levels = []
     for streams, steps, processes in made:  # the processes import SGLang at once
-        processes.start()
+        processes.start(freeze_gc)
         levels.append(
             Level(
                 streams,
                 steps,
                 functools.partial(processes.prepare, steps),
                 {OWN: processes.run_own, PLUGIN: processes.run_plugin},
+                {
+                    OWN: process_clock(processes.own.process.pid),
+                    PLUGIN: process_clock(processes.plugin.process.pid),
+                },
             )
         )
     return levels
@@ -210,6 +225,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         metavar="NAME=FOLDER",
         help="a tokenizer folder (default: the packaged Qwen3 and the repository's Llama-2)",
+    )
+    made.add_argument(
+        "--freeze-gc",
+        action="store_true",
+        help="have SGLang's processes freeze their garbage collector once started (SGLang's /freeze_gc)",
     )
     args = made.parse_args(argv)
     concurrencies = concurrencies_of(args, made)
@@ -235,6 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.rounds,
                     args.repeats,
                     stack,
+                    args.freeze_gc,
                 )
                 gc.freeze()
                 samples = measure(levels, args.rounds, args.repeats)
@@ -245,6 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if not args.no_memory:
                     memory = {n: memory_per_stream(tokenizer, n, args.length) for n in concurrencies}
                 print(report(IN_PROCESS, samples, concurrencies, memory))
+                print(report(COLLECTOR, samples, concurrencies))
                 print(report(SGLANG_PROCESS, samples, concurrencies))
     return 0
 
