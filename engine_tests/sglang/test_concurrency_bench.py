@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import pytest
 
-from benchmarks.concurrency import IN_PROCESS
+from benchmarks.concurrency import COLLECTOR, IN_PROCESS
 from benchmarks.engines.sglang_concurrency import MIN_CUT, SGLANG_PROCESS, churned, main
 from sglang_helpers import TOKENIZERS, decoder, detokenizer, exact_text, needs_plugin, tokenizer
 from sglang_process import Request, iterations
@@ -62,17 +62,21 @@ def test_the_process_with_puredetok_gives_every_churned_request_its_exact_text(n
         assert texts[request.rid] == sent + final[len(sent) :], request.rid
 
 
-def test_the_bench_prints_both_pairs_at_every_concurrency(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_bench_prints_every_pair_at_every_concurrency(capsys: pytest.CaptureFixture[str]) -> None:
     arguments = ["--streams", "4,8", "--tokens", "32", "--length", "16", "--rounds", "1", "--repeats", "1"]
-    assert main([*arguments, "--no-memory", "--tokenizer", f"llama2={TOKENIZERS / 'llama2'}"]) == 0
+    # --freeze-gc: the processes take SGLang's FreezeGCReq (no reply) and go on answering
+    arguments += ["--no-memory", "--freeze-gc", "--tokenizer", f"llama2={TOKENIZERS / 'llama2'}"]
+    assert main(arguments) == 0
     out = capsys.readouterr().out
     span = r"\d[\d,]*\.\d+ - \d[\d,]*\.\d+"
-    for pair in (IN_PROCESS, SGLANG_PROCESS):
+    for pair in (IN_PROCESS, COLLECTOR, SGLANG_PROCESS):
         table = out[out.index(pair.title) :].splitlines()
-        for line, streams in zip(table[2:4], (4, 8)):
+        assert table[1].strip() == "wall-clock" and table[6].strip().startswith("CPU time")
+        for line, streams in zip([*table[3:5], *table[8:10]], (4, 8, 4, 8)):
             assert re.fullmatch(rf" +{streams} +{span} +{span} +{span} +{span} +{span}", line)
-        assert re.fullmatch(
-            rf"  per-stream cost at 8 / at 4 streams \(flat: 1\.0\): {pair.ours_label} {span},"
-            rf" {pair.theirs_label} {span}",
-            table[4],
-        )
+        for line in (table[5], table[10]):
+            assert re.fullmatch(
+                rf"  per-stream cost at 8 / at 4 streams \(flat: 1\.0\): {pair.ours_label} {span},"
+                rf" {pair.theirs_label} {span}",
+                line,
+            )
