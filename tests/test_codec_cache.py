@@ -19,7 +19,7 @@ import pytest
 
 import sources
 import synthetic
-from helpers import codec, tokenizer
+from helpers import _folder, codec, tokenizer
 from puredetok import Codec, codec_for, feed, finish, start
 from puredetok.cli.serve import _codec_options, _spelled
 from puredetok.core import read_vocabulary
@@ -33,6 +33,7 @@ from puredetok.serving._codec_cache import (
     ignores_spaces_option,
 )
 from puredetok.serving.detokenize_manager import DetokenizeManager
+from puredetok.serving.loading import load_tokenizer
 from puredetok.serving.messages import (
     AbortBackendMsg,
     AbortMsg,
@@ -326,6 +327,27 @@ def test_options_that_decode_alike_share_one_codec() -> None:
     llama = DetokenizeManager(tokenizer("llama2"))
     capped = llama.codec(max_byte_run=4)
     assert capped != llama.codec() and capped.decoding.fast is llama.codec().decoding.fast
+
+
+def test_a_fallback_codec_is_shared_by_its_own_tokenizer_only() -> None:
+    """Equal codecs are one object, but a fallback calls its tokenizer's ``decode``: two objects of
+    a class puredetok does not model get a fallback each, one of each decoding with its own; two
+    loads of one tokenizer share their exact codec."""
+    from transformers import PreTrainedTokenizerFast
+
+    class OverridingDecode(PreTrainedTokenizerFast):  # type: ignore[misc]
+        def decode(self, *args: Any, **kwargs: Any) -> Any:
+            return PreTrainedTokenizerFast.decode(self, *args, **kwargs)
+
+    backend = tokenizer("qwen3").backend_tokenizer
+    first, second = (OverridingDecode(tokenizer_object=backend.from_str(backend.to_str())) for _ in "ab")
+    cache = CodecCache()
+    one, other = cache.codec(first, CodecOptions()), cache.codec(second, CodecOptions())
+    assert not one.exact and one == other and one is not other
+    assert cache.codec(first, CodecOptions(max_byte_run=4)) is one  # its own options still share it
+    exact = cache.codec(tokenizer("qwen3"), CodecOptions())
+    again = load_tokenizer(_folder("qwen3"))
+    assert cache.codec(again, CodecOptions()) is exact
 
 
 def test_a_manager_handed_the_vocabulary_builds_the_same_codecs_from_it() -> None:

@@ -45,7 +45,7 @@ from typing import Any
 from puredetok.core import Codec, feed_hold, finish_hold, start, steady, step_hold
 from puredetok.engines._versions import announce, installed
 from puredetok.errors import InvalidTokenError
-from puredetok.serving._codec_cache import CodecCache, CodecOptions, exact_or_why
+from puredetok.serving._codec_cache import CodecCache, exact_or_why, plain_options
 
 logger = logging.getLogger(__name__)
 
@@ -256,7 +256,7 @@ class SGLangDetokenizer:
 
     def codec(self, skip_special_tokens: bool, spaces_between_special_tokens: bool) -> Codec | None:
         """The codec for these options, or None if puredetok has no exact one (logged once)."""
-        options = CodecOptions(bool(skip_special_tokens), None, bool(spaces_between_special_tokens))
+        options = plain_options(bool(skip_special_tokens), None, bool(spaces_between_special_tokens))
         codec, reason = exact_or_why(self.codecs.built(self.tokenizer, options))
         key = (options.skip_special_tokens, bool(options.spaces_between_special_tokens))
         if codec is None and key not in self._unmodelled:

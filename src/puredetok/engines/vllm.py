@@ -34,7 +34,7 @@ from puredetok.core import Codec, codec_for, finish
 from puredetok.engines import _vllm_derender
 from puredetok.engines._versions import announce, installed
 from puredetok.errors import InvalidTokenError
-from puredetok.serving._codec_cache import CodecCache, CodecOptions, exact_or_why
+from puredetok.serving._codec_cache import CodecCache, exact_or_why, plain_options
 from puredetok.stops import StopRules, Stream, advance, close, open_like, open_stream
 
 __all__ = [
@@ -103,13 +103,11 @@ def codec_of(
     tokenizer exactly (the reason is logged once). Ids past the vocabulary decode to nothing, as in
     vLLM, when the tokenizer's decode skips them.
     """
-    options = CodecOptions(
-        skip_special_tokens, None, spaces_between_special_tokens, max_byte_run, out_of_vocab="ignore"
-    )
+    options = plain_options(skip_special_tokens, None, spaces_between_special_tokens, max_byte_run, "ignore")
     got = _CODECS.built(tokenizer, options)
     if isinstance(got, ValueError):  # this tokenizer's decode does not skip ids past its vocabulary
         got = _CODECS.built(
-            tokenizer, CodecOptions(skip_special_tokens, None, spaces_between_special_tokens, max_byte_run)
+            tokenizer, plain_options(skip_special_tokens, None, spaces_between_special_tokens, max_byte_run)
         )
     codec, reason = exact_or_why(got)
     if codec is None:

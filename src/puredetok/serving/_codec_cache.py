@@ -9,6 +9,7 @@ build's error as its answer. docs/adapters.md ("How codecs are cached and shared
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections import OrderedDict
@@ -82,14 +83,27 @@ class Setting:
         )
 
     def options_of(self, params: SamplingParams) -> CodecOptions:
-        """:meth:`options` of a request's parameters."""
-        return self.options(
+        """:meth:`options` of a request's parameters (checked when the parameters were made, so
+        each distinct set is made once: this runs as every request opens).
+        """
+        return _options_of(
+            self,
             params.skip_special_tokens,
             params.clean_up_tokenization_spaces,
             params.spaces_between_special_tokens,
             params.max_byte_run,
             params.out_of_vocab,
         )
+
+
+@functools.lru_cache(maxsize=256)
+def _options_of(setting: Setting, *fields: Any) -> CodecOptions:
+    return setting.options(*fields)
+
+
+plain_options = functools.lru_cache(maxsize=256)(CodecOptions)
+""":class:`CodecOptions`, made once per distinct set of (hashable) options: for callers that make
+them as each request opens, from values already checked (an engine plugin's flags)."""
 
 
 def ignores_spaces_option(tokenizer: Any) -> bool:
@@ -206,6 +220,11 @@ class CodecCache:
     def built(self, tokenizer: Any, options: CodecOptions) -> Codec | Exception:
         """:meth:`codec`, with the error its build raised returned instead of raised."""
         key = self._key(tokenizer, options)
+        with self._lock:  # the usual answer (a request's opening), before the loop below
+            found = self._kept.get(key)
+            if found is not None:
+                self._kept.move_to_end(key)
+                return found
         while True:
             with self._lock:
                 found = self._at_hand(key)
@@ -247,7 +266,9 @@ class CodecCache:
             return found
 
     def _key(self, tokenizer: Any, options: CodecOptions) -> _Key:
-        source = self._source(tokenizer)
+        source = self._sources.get(id(tokenizer))
+        if source is None or source.named() is not tokenizer:
+            source = self._source(tokenizer)
         spaces = None if source.ignores_spaces else options.spaces_between_special_tokens
         return (
             source,
@@ -306,10 +327,19 @@ class CodecCache:
 
     def _keep(self, key: _Key, entry: Codec | Exception) -> Codec | Exception:
         """Keep ``entry`` for ``key`` (under the lock) and return it, or the equal codec already
-        given out; past :attr:`max_codecs`, drop the least recently used entries but this one.
+        given out (for a fallback, one of the same tokenizer); past :attr:`max_codecs`, drop the
+        least recently used entries but this one.
         """
         if isinstance(entry, Codec):
-            entry = next((other for other in self._alive.values() if other == entry), entry)
+            # a fallback calls its own tokenizer's decode: shared by that tokenizer's options only
+            entry = next(
+                (
+                    other
+                    for at, other in self._alive.items()
+                    if other == entry and (other.exact or at[0] is key[0])
+                ),
+                entry,
+            )
             self._alive[key] = entry
         kept = self._kept
         kept[key] = entry
