@@ -42,8 +42,9 @@ import zmq
 from benchmarks.inputs import events_section, tokenize_section, wire_section
 from puredetok.cli._measure import trace_ids
 from puredetok.cli._timing import Result, format_table
-from puredetok.core import Codec, codec_for, feed, finish, start
-from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
+from puredetok.core import codec_for, feed, finish, start
+from puredetok.serving._codec_cache import CodecCache
+from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.messages import (
     TO_FRONTEND,
     DetokenizeBatch,
@@ -139,9 +140,7 @@ SHAPES = (
 """The batch shapes: distinct live requests (the reference), then the adversarial ones."""
 
 
-def _time_shape(
-    tokenizer: Any, codecs: dict[CodecKey, Codec], shape: str, size: int, ids: list[int]
-) -> float:
+def _time_shape(tokenizer: Any, codecs: CodecCache, shape: str, size: int, ids: list[int]) -> float:
     """Best of five: CPU nanoseconds per message of ``handle_batch`` on a fresh manager."""
     setup, messages = shape_batch(shape, size, ids)
     batch = DetokenizeBatch.of(messages)
@@ -165,7 +164,7 @@ def manager_shapes_section(tokenizer: Any, sizes: tuple[int, int] = SIZES) -> li
     and, on a second line, the shape against the all-live batch at the large size.
     """
     ids = trace_ids(tokenizer, 4_096)
-    codecs: dict[CodecKey, Codec] = {}
+    codecs = CodecCache()
     small, large = sizes
     times = {
         (shape, size): _time_shape(tokenizer, codecs, shape, size, ids) for shape in SHAPES for size in sizes

@@ -31,6 +31,7 @@ from typing import Any
 
 from benchmarks.worker import _Served
 from puredetok.core import codec_for
+from puredetok.serving._codec_cache import CodecCache, Setting
 from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.loading import load_tokenizer
 from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams
@@ -87,8 +88,10 @@ def _latencies(served: _Served, ids: Sequence[int], options: SamplingParams) -> 
 
 def _build_seconds(manager: DetokenizeManager, options: SamplingParams) -> float:
     """How long building the codec of ``options`` takes (what the worker's loop stalled for)."""
+    codecs = CodecCache()  # a cache of its own: the build is not found in the manager's
+    codecs.read(manager.tokenizer)  # as the worker's manager read it, before the loop
     began = time.perf_counter()
-    manager.build_codec(manager.codec_key(options))
+    codecs.codec(manager.tokenizer, Setting().options_of(options))
     return time.perf_counter() - began
 
 

@@ -65,7 +65,8 @@ import attrs
 from benchmarks.manager import BatchedTwoWindow, serving_params
 from puredetok.cli._measure import trace_ids
 from puredetok.cli._timing import Result, ratio_result, repeated
-from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
+from puredetok.serving._codec_cache import CodecCache
+from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.loading import load_tokenizer
 from puredetok.serving.messages import DetokenizeBatch, Opening
 from puredetok.worker.worker import _Collector
@@ -199,7 +200,7 @@ class _InProcess:
     """
 
     def __init__(
-        self, tokenizer: Any, trace: Sequence[int], streams: int, length: int, codecs: dict[CodecKey, Any]
+        self, tokenizer: Any, trace: Sequence[int], streams: int, length: int, codecs: CodecCache
     ) -> None:
         self.churn = Churn(trace, streams, length)
         self.opening = Opening((), serving_params(length))
@@ -261,13 +262,13 @@ def in_process_levels(
     concurrencies: Sequence[int] = CONCURRENCIES,
     length: int = LENGTH,
     tokens: int = TOKENS,
-    codecs: dict[CodecKey, Any] | None = None,
+    codecs: CodecCache | None = None,
 ) -> list[Level]:
     """The in-process pair's levels, one per concurrency; each has run its first step (every
     request opening) untimed.
     """
     trace = trace_ids(tokenizer, 4_096)
-    codecs = {} if codecs is None else codecs
+    codecs = CodecCache() if codecs is None else codecs
     levels = []
     for streams in concurrencies:
         sides = _InProcess(tokenizer, trace, streams, length, codecs)
@@ -424,7 +425,7 @@ def _table(
 
 
 def memory_per_stream(
-    tokenizer: Any, streams: int, length: int = LENGTH, codecs: dict[CodecKey, Any] | None = None
+    tokenizer: Any, streams: int, length: int = LENGTH, codecs: CodecCache | None = None
 ) -> tuple[float, float]:
     """Bytes each in-process side holds per live stream (tracemalloc) after ``length + 1`` steps
     (every stream is then past its first request, at any point of its second): the manager's,
@@ -433,7 +434,7 @@ def memory_per_stream(
     trace = trace_ids(tokenizer, 4_096)
     held = []
     for run in ("run_manager", "run_two_window"):
-        sides = _InProcess(tokenizer, trace, streams, length, {} if codecs is None else codecs)
+        sides = _InProcess(tokenizer, trace, streams, length, CodecCache() if codecs is None else codecs)
         gc.collect()
         tracemalloc.start()
         try:
@@ -507,7 +508,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     concurrencies = concurrencies_of(args, made)
     tokenizer = load_tokenizer(args.tokenizer)
     print(header("concurrency", concurrencies, args.length, args.tokens, args.rounds, args.repeats))
-    codecs: dict[CodecKey, Any] = {}
+    codecs = CodecCache()
     levels = in_process_levels(tokenizer, concurrencies, args.length, args.tokens, codecs)
     gc.freeze()  # a serving process freezes its start-up objects (see the worker)
     samples = measure(levels, args.rounds, args.repeats)

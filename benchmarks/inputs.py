@@ -58,6 +58,7 @@ import msgspec
 
 from puredetok.cli._timing import TEXT, Result, format_table
 from puredetok.core import Codec, codec_for, finish, start, step
+from puredetok.serving._codec_cache import CodecCache
 from puredetok.serving.messages import (
     HANDED_BACK,
     PROTOCOL_VERSION,
@@ -423,7 +424,7 @@ def _run(shape: str, path: str, tokenizer: Any, shared: dict[str, Any]) -> tuple
         from puredetok.replay.replay import Replayer
         from puredetok.replay.trace import TraceEvent, read_trace
 
-        replayer = Replayer(tokenizer, codecs=shared.setdefault("codecs", {}))
+        replayer = Replayer(tokenizer, codecs=shared.setdefault("codecs", CodecCache()))
         with open(path, "rb") as source:
             for event in read_trace(source):
                 assert isinstance(event, TraceEvent)

@@ -15,7 +15,7 @@ import attrs
 
 from puredetok.cli._measure import MIN_TOKENS, STOPS, trace_ids
 from puredetok.cli._timing import Result, ratio_result, repeated
-from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
+from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.messages import DetokenizeBatch, DetokenizeMsg, Opening, SamplingParams
 
 
@@ -84,8 +84,7 @@ def manager_section(tokenizer: Any, requests: int = 256, steps: int = 64, repeat
     ``handle``) and of the batched two-window algorithm, same run, same ids; with no parameters and
     with the serving ones (ratios over ``repeats`` repeats).
     """
-    codecs: dict[CodecKey, Any] = {}
-    DetokenizeManager(tokenizer, codecs=codecs)  # build the shared codec outside the timings
+    codecs = DetokenizeManager(tokenizer).codecs  # the shared codec, built outside the timings
     single = _steps(tokenizer, requests, steps, 1)
     four = _steps(tokenizer, requests, steps // 4, 4)
     serving = serving_params(steps)

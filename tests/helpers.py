@@ -23,6 +23,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import puredetok  # noqa: E402
 from puredetok.core import continuation_text  # noqa: E402
+from puredetok.serving._codec_cache import CodecCache  # noqa: E402
 from puredetok.serving.loading import default_tokenizer_path, load_tokenizer  # noqa: E402
 from puredetok.testing.strategies import (  # noqa: E402
     Vocabulary,
@@ -83,6 +84,13 @@ def _folder(name: str) -> Path:
 def tokenizer(name: str) -> Any:
     """The transformers tokenizer, loaded offline once per test session."""
     return load_tokenizer(_folder(name))
+
+
+@functools.cache
+def shared_codecs() -> CodecCache:
+    """One codec cache for the tests' managers that need no cache of their own: keyed by the
+    tokenizer object, so each codec of a tokenizer is built once per test session."""
+    return CodecCache(max_codecs=256)
 
 
 @functools.cache

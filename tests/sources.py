@@ -24,7 +24,8 @@ import helpers
 import puredetok
 import synthetic
 from puredetok.core import continuation_text, read_vocabulary
-from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
+from puredetok.serving._codec_cache import CodecCache
+from puredetok.serving.detokenize_manager import DetokenizeManager
 
 
 @attrs.frozen(eq=False)
@@ -176,20 +177,10 @@ def vocabulary_of(label: str) -> dict[str, int] | None:
     return read_vocabulary(source(label).tokenizer)
 
 
-_SHARED: dict[str, dict[CodecKey, puredetok.Codec]] = {}
-
-
-def _codecs(label: str) -> dict[CodecKey, puredetok.Codec]:
-    """The codecs every manager of a source shares; for a forced fallback, the window codecs under
-    the keys a manager builds for the default options (a manager uses the codecs it is handed)."""
-    codecs = _SHARED.get(label)
-    if codecs is None:
-        codecs = _SHARED[label] = {}
-        found = source(label)
-        if found.window:
-            probe = DetokenizeManager(found.tokenizer, codecs=codecs)
-            for skip in (False, True):
-                probe.codec(skip)
-            for key in list(codecs):
-                codecs[key] = found.codec(key[0])
-    return codecs
+@functools.cache
+def _codecs(label: str) -> CodecCache:
+    """The codecs every manager of a source shares; for a forced fallback, a cache that builds the
+    window codecs (``codec_for(..., window=True)``)."""
+    if source(label).window:
+        return CodecCache(64, build=functools.partial(puredetok.codec_for, window=True))
+    return CodecCache(64)

@@ -21,7 +21,7 @@ import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import tokenizer
+from helpers import shared_codecs, tokenizer
 from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.messages import (
     AbortMsg,
@@ -88,10 +88,6 @@ def rounds(draw: st.DrawFn) -> list[tuple[list[int], list[DetokenizeMsg]]]:
     )
 
 
-CODECS: dict[Any, Any] = {}
-"""Shared by the tests' managers (built once)."""
-
-
 def managers(opened: list[int]) -> tuple[DetokenizeManager, DetokenizeManager]:
     pair = tuple(
         DetokenizeManager(
@@ -99,7 +95,7 @@ def managers(opened: list[int]) -> tuple[DetokenizeManager, DetokenizeManager]:
             max_live=6,
             max_stop_chars=100,
             remember_ended=3,
-            codecs=CODECS,
+            codecs=shared_codecs(),
             vocabulary=vocabulary_of("qwen3"),  # not read again for each example's two managers
         )
         for _ in "ab"
@@ -141,7 +137,7 @@ def test_a_batch_costs_reads_linear_in_its_size_whatever_breaks_its_runs() -> No
     """Counted, not timed: the runs of a batch of one request's messages, of uids that are not
     live, or of both alternating, read each uid a bounded number of times (the runs once sliced
     the batch's rest at every message: 13 us a message at 2,000, 162 us at 32,000)."""
-    m = DetokenizeManager(tokenizer("qwen3"), codecs=CODECS)
+    m = DetokenizeManager(tokenizer("qwen3"), codecs=shared_codecs())
     m.open(0)
     m.open(1)
     for shape in (lambda k: 0, lambda k: -1 - k, lambda k: (0, -1)[k % 2], lambda k: k % 2):

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import tokenizer
-from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
+from helpers import shared_codecs, tokenizer
+from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.messages import (
     DetokenizeMsg,
     Opening,
@@ -135,9 +135,6 @@ def test_max_completion_tokens_is_the_chat_apis_name_for_the_limit() -> None:
             SamplingParams.from_openai(body)
 
 
-CODECS: dict[CodecKey, Any] = {}
-"""Shared by the property's managers: one codec per decode options, built once."""
-
 ANY_INT = st.none() | st.integers(-3, 40)
 ANY_FLAG = st.none() | st.booleans() | st.sampled_from([0, 1, "yes"])
 
@@ -174,7 +171,7 @@ def test_any_parameters_that_construct_are_accepted_by_an_opening(
     except ValueError as error:
         assert any(name in str(error) for name in fields), (fields, error)
         return
-    manager = DetokenizeManager(tokenizer("gpt2"), codecs=CODECS, vocabulary=vocabulary_of("gpt2"))
+    manager = DetokenizeManager(tokenizer("gpt2"), codecs=shared_codecs(), vocabulary=vocabulary_of("gpt2"))
     manager.open("r", Opening(prompt, params))
     [reply] = manager.handle([DetokenizeMsg("r", [15496], True)])
     assert reply.error is None and reply.finished

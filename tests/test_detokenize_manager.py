@@ -695,9 +695,8 @@ def test_max_byte_run_per_request_and_as_the_managers_setting() -> None:
     manager's own setting."""
     llama = tokenizer("llama2")
     run = [243, 162, 169, 172] * 3  # three flamingos spelled with <0xNN> tokens
-    shared: dict[tuple[Any, ...], Any] = {}
-    m = DetokenizeManager(llama, codecs=shared)
-    capped = DetokenizeManager(llama, max_byte_run=4, codecs=shared)
+    m = DetokenizeManager(llama)
+    capped = DetokenizeManager(llama, max_byte_run=4, codecs=m.codecs)
 
     uids = iter(range(100))
 

@@ -16,10 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import puredetok
-from helpers import TOKENIZERS, codec, id_lists, tokenizer
+from helpers import TOKENIZERS, codec, id_lists, shared_codecs, tokenizer
 from puredetok import codec_for, finish, start, step
 from puredetok.replay.replay import Replayer
 from puredetok.replay.trace import TraceHeader, read_trace
+from puredetok.serving._codec_cache import CodecCache
 from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams
 from sources import vocabulary_of
@@ -181,19 +182,12 @@ def test_from_openai_never_lets_a_bad_value_through(body: dict[str, Any]) -> Non
         assert any(f"{key}: " in message for key in OPENAI_KEYS if key in body)
         return
     assert params.extra == {key: value for key, value in body.items() if key not in OPENAI_KEYS}
-    manager = DetokenizeManager(
-        tokenizer("qwen3"), codecs=_shared_codecs(), vocabulary=vocabulary_of("qwen3")
-    )
+    manager = DetokenizeManager(tokenizer("qwen3"), codecs=shared_codecs(), vocabulary=vocabulary_of("qwen3"))
     manager.rules(params)  # raises ValueError on anything a request may not have
     for key in OPENAI_KEYS:
         if body.get(key) is not None and key != "stop":
             mine = params.max_new_tokens if key == "max_tokens" else getattr(params, key)
             assert mine == (tuple(body[key]) if isinstance(body[key], list) else body[key])
-
-
-@functools.cache
-def _shared_codecs() -> dict[Any, Any]:
-    return {}
 
 
 # --- spaces_between_special_tokens -----------------------------------------------------------
@@ -233,7 +227,7 @@ def test_every_real_tokenizer_decodes_alike_with_spaces_between_special_tokens(
 
 
 def test_the_manager_shares_one_codec_across_the_option_where_decode_ignores_it() -> None:
-    manager = DetokenizeManager(tokenizer("qwen3"), codecs={})
+    manager = DetokenizeManager(tokenizer("qwen3"), codecs=CodecCache())
     assert manager.codec(True, None, True) is manager.codec(True, None, False) is manager.codec(True)
 
 
@@ -338,7 +332,7 @@ def test_python_tokenizer_classes_stream_as_decode_with_the_option(kind: str, da
 def test_a_request_with_the_option_streams_what_decode_gives_through_the_manager() -> None:
     ctc = ctc_tokenizer()
     ids = tuple(ctc("hello ab").input_ids)
-    manager = DetokenizeManager(ctc, codecs={})
+    manager = DetokenizeManager(ctc, codecs=CodecCache())
     params = SamplingParams(spaces_between_special_tokens=True, skip_special_tokens=False)
     [text] = manager.detokenize([DetokenizeMsg("r", ids, True, Opening((), params))])
     assert text == ctc.decode(list(ids), spaces_between_special_tokens=True) == "h e l o   a b"

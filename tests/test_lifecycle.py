@@ -30,7 +30,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from helpers import tokenizer
-from puredetok.core import read_vocabulary
 from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.messages import (
     TO_BACKEND,
@@ -112,12 +111,12 @@ class InProcessWorker(Worker):
         assert not decoded.rejected
         (self.to_backend if side == "backend" else self.to_frontend).extend(decoded.batch.items)
 
-    def start_over(self, codecs: dict[Any, Any], vocabulary: dict[str, int] | None) -> None:
-        """Hold nothing, remember nothing, with the model's limits (a manager anew, sharing
-        ``codecs``), and forget what it sent."""
+    def start_over(self) -> None:
+        """Hold nothing, remember nothing, with the model's limits (a manager anew, sharing the
+        worker's codecs), and forget what it sent."""
         self.limits = Limits(max_text_chars=MAX_TEXT_CHARS, max_ids=MAX_IDS, max_live=MAX_LIVE)
         self.detokenize_manager = DetokenizeManager(
-            self.tokenize_manager.tokenizer, codecs=codecs, vocabulary=vocabulary, max_live=MAX_LIVE
+            self.tokenize_manager.tokenizer, codecs=self._codecs, max_live=MAX_LIVE
         )
         self._tokenizing.clear()
         self._cancelled.clear()
@@ -139,14 +138,11 @@ class Lifecycle(RuleBasedStateMachine):
     """The worker's messages, and a model of what each request must get back."""
 
     worker: InProcessWorker
-    codecs: dict[Any, Any]
-    vocabulary: dict[str, int] | None
-    """Read once for every run's manager (a read takes 0.1 - 0.3 s)."""
 
     def __init__(self) -> None:
         super().__init__()
         worker = self.worker
-        worker.start_over(self.codecs, self.vocabulary)
+        worker.start_over()
         self.decoder = FrameDecoder()
         # The model, per uid.
         self.state: dict[Uid, str] = {}
@@ -451,8 +447,6 @@ def in_process_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InPr
 
 def test_every_request_gets_exactly_one_finished_reply(in_process_worker: InProcessWorker) -> None:
     Lifecycle.worker = in_process_worker
-    Lifecycle.codecs = {}
-    Lifecycle.vocabulary = read_vocabulary(in_process_worker.tokenize_manager.tokenizer)
     run_state_machine_as_test(Lifecycle, settings=settings(settings(), stateful_step_count=STEPS))
 
 
@@ -481,7 +475,7 @@ def test_a_uid_named_before_its_tokenize_gets_one_finished_reply(
     scheduler, and whatever follows (the scheduler's ids and end, the frontend's abort) gives no
     second finished reply."""
     worker = in_process_worker
-    worker.start_over({}, read_vocabulary(worker.tokenize_manager.tokenizer))
+    worker.start_over()
     decoder = FrameDecoder()
     messages = EARLY[early]
     frames = (

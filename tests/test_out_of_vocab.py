@@ -222,8 +222,7 @@ def test_an_ignored_id_counts_as_a_generated_token() -> None:
 def test_the_manager_takes_the_option_per_request_and_as_its_setting() -> None:
     qwen, size = tokenizer("qwen3"), codec("qwen3").vocab_size
     ids = (100024, size, 119, size + 9)
-    shared: dict[tuple[Any, ...], puredetok.Codec] = {}
-    plain = DetokenizeManager(qwen, codecs=shared)
+    plain = DetokenizeManager(qwen)
     [refused, ignored] = plain.handle(
         [
             DetokenizeMsg(1, ids, True, Opening((), SamplingParams())),
@@ -232,7 +231,7 @@ def test_the_manager_takes_the_option_per_request_and_as_its_setting() -> None:
     )
     assert refused.error is not None and f"{size} at position 1" in refused.error
     assert ignored.error is None and ignored.incremental_output == qwen.decode(list(ids)) == "鱻"
-    lenient = DetokenizeManager(qwen, out_of_vocab="ignore", codecs=shared)
+    lenient = DetokenizeManager(qwen, out_of_vocab="ignore", codecs=plain.codecs)
     [by_setting, strict] = lenient.handle(
         [
             DetokenizeMsg(3, ids, True, Opening()),

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import helpers
-from helpers import id_lists, reference, tokenizer
+from helpers import id_lists, reference, shared_codecs, tokenizer
 from puredetok.cli import main
 from puredetok.cli import replay as replay_cli
 from puredetok.replay import replay as replay_module
@@ -33,7 +33,6 @@ from puredetok.serving.messages import SamplingParams, UserReply
 from puredetok.testing.strategies import MULTILINGUAL
 from sources import vocabulary_of
 
-CODECS: dict[str, Any] = {}
 SAMPLE = Path(__file__).resolve().parents[1] / "docs" / "sample-trace.jsonl"
 
 
@@ -47,7 +46,7 @@ def _shared_tokenizers_and_codecs(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each replay loads its tokenizer and builds codecs: share them across tests (seconds each)."""
 
     def replayer(tokenizer: Any, defaults: SamplingParams, **options: Any) -> Replayer:
-        return Replayer(tokenizer, defaults, codecs=CODECS.setdefault(str(id(tokenizer)), {}), **options)
+        return Replayer(tokenizer, defaults, codecs=shared_codecs(), **options)
 
     monkeypatch.setattr(replay_cli, "load", _load)
     monkeypatch.setattr(replay_cli, "Replayer", replayer)
@@ -481,7 +480,7 @@ def traces(draw: st.DrawFn, name: str) -> list[TraceEvent]:
 @given(data=st.data())
 def test_random_traces_pass_every_check(name: str, data: st.DataObject) -> None:
     replayer = Replayer(
-        tokenizer(name), SamplingParams(), codecs=CODECS.setdefault(name, {}), vocabulary=vocabulary_of(name)
+        tokenizer(name), SamplingParams(), codecs=shared_codecs(), vocabulary=vocabulary_of(name)
     )
     drawn = data.draw(traces(name))
     for event in drawn:
@@ -607,7 +606,7 @@ def _one_request(
     of the prompt and of the output)."""
     tok = tokenizer("qwen3")
     ids = tok.encode(MULTILINGUAL * (1 + n // 50), add_special_tokens=False)[:n]
-    replayer = Replayer(tok, SamplingParams(), codecs=CODECS.setdefault("qwen3", {}), whole=whole)
+    replayer = Replayer(tok, SamplingParams(), codecs=shared_codecs(), whole=whole)
     starts = range(0, n, per_event)
     for line, begin in enumerate(starts, 1):
         chunk = tuple(ids[begin : begin + per_event])
@@ -657,7 +656,7 @@ def test_replay_memory_is_bounded_by_the_live_requests() -> None:
     ids = tok.encode(MULTILINGUAL, add_special_tokens=False)
 
     def peak(requests: int, live: int) -> int:
-        replayer = Replayer(tok, SamplingParams(), codecs=CODECS.setdefault("qwen3", {}), remember_ended=200)
+        replayer = Replayer(tok, SamplingParams(), codecs=shared_codecs(), remember_ended=200)
         tracemalloc.start()
         try:
             line = 0
@@ -747,7 +746,7 @@ def test_comparing_as_it_runs_finds_what_comparing_the_whole_texts_finds(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(replay_module, "DetokenizeManager", Perturbed)
         for whole in (False, True):
-            codecs = CODECS.setdefault(name, {})
+            codecs = shared_codecs()
             replayer = Replayer(
                 tokenizer(name), SamplingParams(), codecs=codecs, vocabulary=vocabulary_of(name), whole=whole
             )

@@ -15,6 +15,8 @@ import attrs
 import pytest
 
 import puredetok.engines.sglang as plugin
+from puredetok import codec_for
+from puredetok.serving._codec_cache import CodecCache
 from sglang_helpers import REFUSED, VERSION, decoder, exact_text, fresh_rid, needs_plugin, tokenizer
 from sglang_process import Request, iterations, token_batch
 
@@ -59,13 +61,11 @@ def stream(instance: Any, requests: list[Request], decode: Any = None) -> dict[s
 def test_options_without_an_exact_codec_go_to_sglangs_own_code(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    real = plugin.codec_for
-
     def not_exact_when_keeping_special_tokens(tokenizer: Any, **options: Any) -> Any:
-        codec = real(tokenizer, **options)
+        codec = codec_for(tokenizer, **options)
         return codec if options["skip_special_tokens"] else attrs.evolve(codec, exact=False, reason="a test")
 
-    monkeypatch.setattr(plugin, "codec_for", not_exact_when_keeping_special_tokens)
+    monkeypatch.setattr(plugin, "_CODECS", CodecCache(build=not_exact_when_keeping_special_tokens))
     ids = tokenizer("llama2").convert_tokens_to_ids(["<0x6B>", "<0xD2>"])
     requests = [
         Request(fresh_rid("kept"), [], ids, skip_special_tokens=False),

@@ -24,6 +24,7 @@ import helpers
 import puredetok.engines.vllm as plugin
 from driver import KINDS, detokenizer_of, request, run, vllm_tokenizer
 from puredetok.core import continuation_text
+from puredetok.serving._codec_cache import CodecOptions
 
 TOKENIZERS = ("qwen3", "llama2", "mistral_v03", "t5_small", "gpt2", "phi3_mini")
 """Byte-level BPE (Qwen3, GPT-2), SentencePiece with byte fallback (Llama-2, Mistral v0.3,
@@ -700,15 +701,22 @@ def test_an_output_processor_builds_the_common_codecs_before_any_request() -> No
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(helpers._folder("llama2")))  # a new object: nothing built
-    assert not any(key[0] == id(tok) for key in plugin._codecs)
+
+    def built() -> bool:
+        return all(
+            plugin._CODECS.ready(tok, CodecOptions(skip, None, spaces, None, "ignore"))
+            for skip, spaces in plugin.WARM_OPTIONS
+        )
+
+    assert not built()
     OutputProcessor(tok, log_stats=False)
     waited = 0.0
-    while not all((id(tok), *options) in plugin._codecs for options in plugin.WARM_OPTIONS):
+    while not built():
         assert waited < 600, "the warm-up thread did not finish"
         time.sleep(0.05)
         waited += 0.05
     for skip, spaces in plugin.WARM_OPTIONS:
-        assert plugin._codecs[(id(tok), skip, spaces)][1] is not None
+        assert plugin.codec_of(tok, skip, spaces) is not None
     processor = OutputProcessor(tok, log_stats=False)
     processor.add_request(request([1, 15043], request_id="w", skip_special_tokens=False), None)
     assert isinstance(detokenizer_of(processor, "w"), plugin.PuredetokDetokenizer)

@@ -32,6 +32,7 @@ from puredetok.audit.parsers import Joined, plain_join, rejoin
 from puredetok.audit.records import Request
 from puredetok.core import Codec, codec_for, continuation_text, feed, finish, start, step
 from puredetok.replay.incremental import common_prefix
+from puredetok.serving._codec_cache import CodecCache
 
 KINDS = (
     "lost tail",
@@ -217,7 +218,7 @@ class Auditor:
         self._tokenizer = tokenizer
         self.options = options
         self._codecs: dict[bool, Codec] = dict(codecs or {})
-        self.replay_codecs: dict[Any, Codec] = {}
+        self.replay_codecs = CodecCache()
         """The codecs of the managers that replay traces (built once, not once per file)."""
 
     @property

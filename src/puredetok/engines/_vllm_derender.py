@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from puredetok.core import Codec, DecodeState, finish, start, steady, step, with_max_byte_run
+from puredetok.core import Codec, DecodeState, finish, start, steady, step
 from puredetok.engines._versions import installed
 
 __all__ = ["MODULE", "MAX_BYTE_RUN", "WINDOW", "Plugin", "register", "registered", "unfit", "unregister"]
@@ -204,7 +204,7 @@ class Plugin(NamedTuple):
     warning; a warning with the exception being handled).
     """
 
-    codec_of: Callable[[Any, bool, bool], Codec | None]
+    codec_of: Callable[[Any, bool, bool, int | None], Codec | None]
     logger: logging.Logger
     log_once: Callable[..., None]
     log_once_failure: Callable[..., None]
@@ -217,10 +217,10 @@ def _log_once(key: str, message: str, *args: object, error: bool = False) -> Non
 
 def _codec(tokenizer: Any, skip: bool, spaces: bool) -> Codec | None:
     """The plugin's exact codec for these options, its byte-fallback runs capped at
-    :data:`MAX_BYTE_RUN`; None when puredetok does not model the tokenizer exactly.
+    :data:`MAX_BYTE_RUN` (derived from the uncapped one, and kept, by the plugin's codec cache);
+    None when puredetok does not model the tokenizer exactly.
     """
-    codec = _plugin[0].codec_of(tokenizer, skip, spaces)
-    return None if codec is None else with_max_byte_run(codec, MAX_BYTE_RUN)
+    return _plugin[0].codec_of(tokenizer, skip, spaces, MAX_BYTE_RUN)
 
 
 def _tail(codec: Codec, ids: list[int], target: DecodeState, room: int) -> list[int]:

@@ -42,9 +42,10 @@ from collections.abc import Callable, Hashable, MutableMapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from puredetok.core import Codec, codec_for, feed_hold, finish_hold, start, steady, step_hold
+from puredetok.core import Codec, feed_hold, finish_hold, start, steady, step_hold
 from puredetok.engines._versions import announce, installed
 from puredetok.errors import InvalidTokenError
+from puredetok.serving._codec_cache import CodecCache, exact_or_why, plain_options
 
 logger = logging.getLogger(__name__)
 
@@ -228,18 +229,19 @@ class SGLangDetokenizer:
     A finished request (any ``finished_reasons``: a stop, its length, an abort) gets the rest of
     its text, trimmed at a matched stop string or without its matched stop token as SGLang trims
     (``trim_stop``, SGLang's own ``trim_matched_stop``, so ``no_stop_trim`` and its tool-call
-    exceptions hold), and its stream is dropped. Codecs are built once per
-    ``(skip_special_tokens, spaces_between_special_tokens)`` (at most four; one when the
-    tokenizer ignores the second option).
+    exceptions hold), and its stream is dropped. A request's codec, per
+    ``(skip_special_tokens, spaces_between_special_tokens)`` (one for both values of the second
+    when the tokenizer ignores it), comes from ``codecs``, the plugin's codec cache by default
+    (built once, shared, bounded: see docs/adapters.md).
     """
 
-    def __init__(self, tokenizer: Any, trim_stop: TrimStop) -> None:
+    def __init__(self, tokenizer: Any, trim_stop: TrimStop, codecs: CodecCache | None = None) -> None:
         self.tokenizer = tokenizer
         self.trim_stop = trim_stop
-        self.ignores_spaces = _ignores_spaces_option(tokenizer)
-        """Whether ``tokenizer.decode`` ignores ``spaces_between_special_tokens``."""
-        self.codecs: dict[tuple[bool, bool], Codec | None] = {}
-        """Per decode options, the codec (None: no exact one, SGLang's own decodes)."""
+        self.codecs = _CODECS if codecs is None else codecs
+        """The codec cache the detokenizer asks for its requests' codecs."""
+        self._unmodelled: set[tuple[bool, bool]] = set()
+        """The decode options found to have no exact codec (said once each)."""
         self.live: dict[Hashable, list[Any]] = {}
         """Per live request: ``[hold, idle hold, fast texts, vocabulary size, codec, sent texts,
         ids, context, settled]``: the last three, kept off the fast path, are what SGLang's own
@@ -254,34 +256,17 @@ class SGLangDetokenizer:
 
     def codec(self, skip_special_tokens: bool, spaces_between_special_tokens: bool) -> Codec | None:
         """The codec for these options, or None if puredetok has no exact one (logged once)."""
-        key = (bool(skip_special_tokens), bool(spaces_between_special_tokens) or self.ignores_spaces)
-        if key in self.codecs:
-            return self.codecs[key]
-        codec: Codec | None
-        try:
-            codec = codec_for(
-                self.tokenizer,
-                skip_special_tokens=key[0],
-                spaces_between_special_tokens=None if self.ignores_spaces else key[1],
-            )
-        except Exception as error:
+        options = plain_options(bool(skip_special_tokens), None, bool(spaces_between_special_tokens))
+        codec, reason = exact_or_why(self.codecs.built(self.tokenizer, options))
+        key = (options.skip_special_tokens, bool(options.spaces_between_special_tokens))
+        if codec is None and key not in self._unmodelled:
+            self._unmodelled.add(key)
             logger.warning(
-                "puredetok: no codec for skip_special_tokens=%s, spaces_between_special_tokens=%s (%s): "
-                "SGLang's own detokenizer decodes those requests",
+                "puredetok: no exact model of this tokenizer with skip_special_tokens=%s, "
+                "spaces_between_special_tokens=%s (%s): SGLang's own detokenizer decodes those requests",
                 *key,
-                error,
+                reason,
             )
-            codec = None
-        else:
-            if not codec.exact:
-                logger.warning(
-                    "puredetok: no exact model of this tokenizer with skip_special_tokens=%s, "
-                    "spaces_between_special_tokens=%s (%s): SGLang's own detokenizer decodes those requests",
-                    *key,
-                    codec.reason,
-                )
-                codec = None
-        self.codecs[key] = codec
         return codec
 
     def decode(
@@ -445,18 +430,5 @@ def _admitted(codec: Codec, ids: Sequence[Any]) -> list[int]:
     return [token_id if type(token_id) is int and 0 <= token_id < size else 0 for token_id in ids]
 
 
-def _ignores_spaces_option(tokenizer: object) -> bool:
-    """Whether ``tokenizer.decode`` ignores ``spaces_between_special_tokens`` (a transformers class
-    that keeps the ``tokenizers``-backed decode as it is): one codec then serves both values.
-    """
-    try:
-        from transformers import PreTrainedTokenizerBase
-        from transformers.tokenization_utils_tokenizers import TokenizersBackend
-    except ImportError:
-        return False
-    cls = type(tokenizer)
-    return (
-        issubclass(cls, TokenizersBackend)
-        and getattr(cls, "decode", None) is PreTrainedTokenizerBase.decode
-        and getattr(cls, "_decode", None) is TokenizersBackend._decode
-    )
+_CODECS = CodecCache()
+"""The plugin's codecs (of every ``DetokenizerManager`` of the process)."""

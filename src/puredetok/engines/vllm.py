@@ -34,6 +34,7 @@ from puredetok.core import Codec, codec_for, finish
 from puredetok.engines import _vllm_derender
 from puredetok.engines._versions import announce, installed
 from puredetok.errors import InvalidTokenError
+from puredetok.serving._codec_cache import CodecCache, exact_or_why, plain_options
 from puredetok.stops import StopRules, Stream, advance, close, open_like, open_stream
 
 __all__ = [
@@ -60,10 +61,6 @@ TESTED_VERSIONS = ("0.32.0", "0.33.0", "0.34.0")
 docs/engines/vllm.md). On another one whose classes are the ones the plugin was made for
 (:func:`unfit`) it is used all the same, and says once that this version was not tested."""
 
-MAX_CODECS = 16
-"""How many codecs the plugin keeps (one per tokenizer and decode options; building one reads the
-whole vocabulary, and it is shared by every request that uses it)."""
-
 MAX_OPENINGS = 256
 """How many sets of stop parameters the plugin keeps prepared (compiling a set of stop strings
 costs more than the rest of a request's opening; requests with the same set share it)."""
@@ -77,9 +74,7 @@ LOGGER = logging.getLogger("vllm.puredetok")
 """The plugin's logger, under vLLM's own ``vllm`` logger so its lines show in vLLM's log."""
 
 _logged: set[str] = set()
-_codecs: OrderedDict[tuple[int, bool, bool], tuple[object, Codec | None, str]] = OrderedDict()
 _openings: OrderedDict[tuple[int, tuple[str, ...], int, bool], tuple[Codec, Stream]] = OrderedDict()
-_building: dict[tuple[int, bool, bool], threading.Lock] = {}
 _lock = threading.Lock()
 _original: list[Any] = []
 _original_init: list[Any] = []
@@ -97,38 +92,31 @@ def enabled() -> bool:
 
 
 def codec_of(
-    tokenizer: object, skip_special_tokens: bool, spaces_between_special_tokens: bool
+    tokenizer: object,
+    skip_special_tokens: bool,
+    spaces_between_special_tokens: bool,
+    max_byte_run: int | None = None,
 ) -> Codec | None:
-    """The exact codec for a tokenizer and decode options, built once and kept (at most
-    :data:`MAX_CODECS`, the least recently used dropped first); ``None`` when puredetok cannot
-    model this tokenizer exactly (the reason is logged once). A build of the same codec already
-    under way (the warm-up's, :func:`warm`) is waited for, not repeated.
+    """The exact codec for a tokenizer and decode options, from the plugin's codec cache (built
+    once, at most :data:`~puredetok.serving.detokenize_manager.DEFAULT_MAX_CODECS` kept, a build
+    under way waited for: see docs/adapters.md); ``None`` when puredetok cannot model this
+    tokenizer exactly (the reason is logged once). Ids past the vocabulary decode to nothing, as in
+    vLLM, when the tokenizer's decode skips them.
     """
-    key = (id(tokenizer), skip_special_tokens, spaces_between_special_tokens)
-    with _lock:
-        entry = _codecs.get(key)
-        if entry is not None and entry[0] is tokenizer:
-            _codecs.move_to_end(key)
-            return entry[1]
-        building = _building.setdefault(key, threading.Lock())
-    with building:
-        with _lock:
-            entry = _codecs.get(key)
-        if entry is not None and entry[0] is tokenizer:
-            return entry[1]
-        codec, reason = _build(tokenizer, skip_special_tokens, spaces_between_special_tokens)
-        if codec is None:  # logged before a request waiting for this build goes on
-            _log_once(
-                f"codec {type(tokenizer).__name__}",
-                "puredetok: %s is not modelled exactly (%s); its requests use vLLM's own detokenizer",
-                type(tokenizer).__name__,
-                reason,
-            )
-        with _lock:
-            _codecs[key] = (tokenizer, codec, reason)
-            while len(_codecs) > MAX_CODECS:
-                _codecs.popitem(last=False)
-            _building.pop(key, None)
+    options = plain_options(skip_special_tokens, None, spaces_between_special_tokens, max_byte_run, "ignore")
+    got = _CODECS.built(tokenizer, options)
+    if isinstance(got, ValueError):  # this tokenizer's decode does not skip ids past its vocabulary
+        got = _CODECS.built(
+            tokenizer, plain_options(skip_special_tokens, None, spaces_between_special_tokens, max_byte_run)
+        )
+    codec, reason = exact_or_why(got)
+    if codec is None:
+        _log_once(
+            f"codec {type(tokenizer).__name__}",
+            "puredetok: %s is not modelled exactly (%s); its requests use vLLM's own detokenizer",
+            type(tokenizer).__name__,
+            reason,
+        )
     return codec
 
 
@@ -194,19 +182,14 @@ def _plain(tokenizer: object) -> object:
     return plain
 
 
-def _build(tokenizer: object, skip: bool, spaces: bool) -> tuple[Codec | None, str]:
-    options = {"skip_special_tokens": skip, "spaces_between_special_tokens": spaces}
-    tokenizer = _plain(tokenizer)
-    try:
-        try:
-            codec = codec_for(tokenizer, out_of_vocab="ignore", **options)  # type: ignore[arg-type]
-        except ValueError:  # this tokenizer's decode does not skip ids past its vocabulary
-            codec = codec_for(tokenizer, **options)  # type: ignore[arg-type]
-    except Exception as error:  # noqa: BLE001 - whatever the tokenizer is, the engine goes on
-        return None, f"{type(error).__name__}: {error}"
-    if not codec.exact:
-        return None, codec.reason
-    return codec, ""
+def _build(tokenizer: Any, **options: Any) -> Codec:
+    """The plugin's codecs are built from :func:`_plain` of the tokenizer vLLM hands it."""
+    plain: Any = _plain(tokenizer)
+    return codec_for(plain, **options)
+
+
+_CODECS = CodecCache(build=_build)
+"""The plugin's codecs, for both its hooks (the ``OutputProcessor``'s and the derender's)."""
 
 
 def _prompt_ids(request: Any) -> list[int]:

@@ -58,7 +58,8 @@ import attrs
 from puredetok.core import ID_LIMIT, Codec, DecodeState, clean_up_tokenization, finish, start, step
 from puredetok.replay.incremental import Aligned, StopFinder, common_prefix
 from puredetok.replay.trace import TraceError, TraceEvent
-from puredetok.serving.detokenize_manager import DEFAULT_REMEMBER_ENDED, CodecKey, DetokenizeManager
+from puredetok.serving._codec_cache import CodecCache
+from puredetok.serving.detokenize_manager import DEFAULT_REMEMBER_ENDED, DetokenizeManager
 from puredetok.serving.messages import (
     DEFAULT_PARAMS,
     DetokenizeMsg,
@@ -270,7 +271,7 @@ class Replayer:
         tokenizer: Any,
         defaults: SamplingParams = DEFAULT_PARAMS,
         *,
-        codecs: dict[CodecKey, Codec] | None = None,
+        codecs: CodecCache | None = None,
         vocabulary: Mapping[str, int] | None = None,
         remember_ended: int = DEFAULT_REMEMBER_ENDED,
         whole: bool = False,

@@ -28,7 +28,6 @@ __all__ = [
     "DEFAULT_MAX_STOPS",
     "DEFAULT_MAX_STOP_CHARS",
     "DEFAULT_MAX_CODECS",
-    "CodecKey",
 ]
 
 from bisect import bisect_left
@@ -36,12 +35,13 @@ from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from itertools import repeat
 from operator import is_not
-from typing import Any, TypeAlias, cast
+from typing import Any
 
 import attrs
 
-from puredetok.core import OUT_OF_VOCAB, Codec, OutOfVocab, codec_for, read_vocabulary, with_max_byte_run
-from puredetok.errors import InvalidTokenError, choice, flag, optional_flag, optional_whole, whole
+from puredetok.core import Codec, OutOfVocab
+from puredetok.errors import InvalidTokenError, whole
+from puredetok.serving._codec_cache import DEFAULT_MAX_CODECS, CodecCache, Setting
 from puredetok.serving.eos import eos_token_ids
 from puredetok.serving.messages import (
     DEFAULT_PARAMS,
@@ -84,13 +84,6 @@ DEFAULT_MAX_STOP_CHARS = 16_384
 """How many characters one request's stop strings may have together by default (their rules are
 built in time linear in it: 11 - 15 ms of CPU for 16,384 characters, see docs/benchmarks.md)."""
 
-DEFAULT_MAX_CODECS = 16
-"""How many codecs (distinct sets of decode options) a manager keeps by default."""
-
-CodecKey: TypeAlias = tuple[bool, bool | None, bool | None, int | None, str]
-"""The decode options a codec is built for: ``(skip_special_tokens, clean_up_tokenization_spaces,
-spaces_between_special_tokens, max_byte_run, out_of_vocab)``."""
-
 ENDED_ALREADY = "has already ended"
 """In the error of a message for a request that has ended (it is ignored)."""
 
@@ -103,19 +96,19 @@ class DetokenizeManager:
 
     ``max_byte_run`` and ``out_of_vocab`` are the manager's setting of those codec options (see
     :func:`puredetok.codec_for`), for every request whose :class:`SamplingParams` leave them None.
-    Codecs are built once per set of codec options (:data:`CodecKey`) and shared by every request
-    with those options; pass the same ``codecs`` dict to several managers of one tokenizer to share
-    them between managers too; the codec of the engines' default options (``SamplingParams()``) is
-    built with the manager, so no request waits for it. At most ``max_codecs`` codecs are kept: past
-    it the least recently used one is dropped, unless a live request of this manager uses it or it
-    is the default options' one (while more option sets than that are in use, all of them are kept;
-    a codec dropped is built again when asked for). A codec for a new ``max_byte_run`` is derived
-    from one already built with the same other options (:func:`~puredetok.core.with_max_byte_run`:
-    no rebuild, shared tables), and options that decode identically share one codec object.
+    A request's codec comes from the manager's codec cache, :attr:`codecs` (how codecs are cached
+    and shared: docs/adapters.md): built once per set of decode options and shared by every request
+    with those options, another ``max_byte_run`` derived without a rebuild, options that decode
+    identically one codec object. The cache keeps at most ``max_codecs`` codecs
+    (:data:`DEFAULT_MAX_CODECS`), the least recently used dropped first; one a live request still
+    uses is found again, not rebuilt. Pass ``codecs=other.codecs`` to share the cache of another
+    manager (then ``max_codecs`` is that cache's, and must not be given). The codec of the engines'
+    default options (``SamplingParams()``) is built with the manager, so no request waits for it.
     ``max_live`` bounds the requests live at once: a request that would open past it is refused (an
     error reply, or ``ValueError`` from :meth:`open` and :meth:`attach`). ``vocabulary`` is
     :func:`~puredetok.core.read_vocabulary` of ``tokenizer`` if the caller already has it (several
-    managers of one tokenizer: read once, not once per manager); None reads it with the manager.
+    managers of one tokenizer: read once, not once per manager); None reads it with the manager,
+    unless the cache has it already.
     """
 
     def __init__(
@@ -123,22 +116,31 @@ class DetokenizeManager:
         tokenizer: Any,
         *,
         remember_ended: int = DEFAULT_REMEMBER_ENDED,
-        codecs: dict[CodecKey, Codec] | None = None,
+        codecs: CodecCache | None = None,
         max_byte_run: int | None = None,
         out_of_vocab: OutOfVocab = "raise",
         max_live: int = DEFAULT_MAX_LIVE,
         max_stops: int = DEFAULT_MAX_STOPS,
         max_stop_chars: int = DEFAULT_MAX_STOP_CHARS,
-        max_codecs: int = DEFAULT_MAX_CODECS,
+        max_codecs: int | None = None,
         vocabulary: Mapping[str, int] | None = None,
     ) -> None:
         whole("remember_ended", remember_ended, 0)
         whole("max_live", max_live, 1)
-        whole("max_codecs", max_codecs, 1)
         whole("max_stops", max_stops, 0)
         whole("max_stop_chars", max_stop_chars, 0)
-        optional_whole("max_byte_run", max_byte_run, 1)
-        choice("out_of_vocab", out_of_vocab, OUT_OF_VOCAB)
+        self._setting = Setting(max_byte_run, out_of_vocab)
+        if codecs is None:
+            codecs = CodecCache(DEFAULT_MAX_CODECS if max_codecs is None else max_codecs)
+        elif max_codecs is not None:
+            raise ValueError(
+                "max_codecs bounds the cache a manager makes: a manager handed one (codecs=...) keeps "
+                f"its bound ({codecs.max_codecs})"
+            )
+        elif not isinstance(codecs, CodecCache):
+            raise TypeError(
+                f"codecs must be another manager's codecs (a codec cache), not {type(codecs).__name__}"
+            )
         self.tokenizer = tokenizer
         self.remember_ended = remember_ended
         self.max_live = max_live
@@ -147,17 +149,19 @@ class DetokenizeManager:
         """The most stop strings of one request: past it, the request is refused."""
         self.max_stop_chars = max_stop_chars
         """The most characters of one request's stop strings together: past it, it is refused."""
-        self.max_codecs = max_codecs
-        """The most codecs kept (least recently used dropped first, never one a live request uses)."""
+        self.codecs = codecs
+        """The codec cache this manager asks for its requests' codecs (shared with whoever was
+        handed it: ``DetokenizeManager(tokenizer, codecs=manager.codecs)``)."""
         self.max_byte_run = max_byte_run
         """The cap on held byte-fallback runs of requests that do not set one (None: no cap)."""
         self.out_of_vocab: OutOfVocab = out_of_vocab
         """What ids past the vocabulary do in requests that do not say."""
         self.eos_token_ids = eos_token_ids(tokenizer)
-        self._codecs = {} if codecs is None else codecs
         self._rules: dict[tuple[object, ...], StopRules] = {}
         self._fresh: dict[tuple[object, ...], Stream] = {}
         """Per decode options and stop rules, a request's record before its first token (shared)."""
+        self._evictions = 0
+        """The cache's :attr:`~CodecCache.evictions` when :attr:`_fresh` was last pruned."""
         self._live: dict[Uid, Stream] = {}
         self._consumed: Counter[Uid] = Counter()
         """Per live request, how many generated ids it has been sent since it opened (for a
@@ -168,10 +172,10 @@ class DetokenizeManager:
         """Uids not held that a message named, answered once with the finished ``"unknown request"``
         error (bounded by ``remember_ended``): a later message gets that error unfinished, an
         opening still opens them (a hand-back's re-opening follows ids sent before it)."""
-        self._vocabulary = read_vocabulary(tokenizer) if vocabulary is None else vocabulary
-        """Read once for every codec this manager builds (see :meth:`build_codec`)."""
-        self._default_key = self.codec_key(DEFAULT_PARAMS)
-        self.codec_of(DEFAULT_PARAMS)  # built now: the first request should not wait for it
+        codecs.read(tokenizer, vocabulary)  # now, not in a build beside a loop (see CodecCache.read)
+        self._default = self.codec_of(DEFAULT_PARAMS)
+        """The default options' codec, built now (the first request should not wait for it) and
+        held, so that the cache never drops it for good."""
 
     def __len__(self) -> int:
         """The number of live requests."""
@@ -180,6 +184,11 @@ class DetokenizeManager:
     def __contains__(self, uid: object) -> bool:
         """Whether ``uid`` is a live request."""
         return uid in self._live
+
+    @property
+    def max_codecs(self) -> int:
+        """The most codecs the manager's cache keeps (least recently used dropped first)."""
+        return self.codecs.max_codecs
 
     def codec(
         self,
@@ -193,122 +202,26 @@ class DetokenizeManager:
         """The shared codec for these decode options (built on first use). ``max_byte_run`` and
         ``out_of_vocab`` as in :class:`SamplingParams`: None for the manager's setting, and
         ``max_byte_run=0`` for no cap. Raises ``ValueError`` for an invalid option
-        (:class:`~puredetok.errors.OptionTypeError`, one, for an option of the wrong type).
+        (:class:`~puredetok.errors.OptionTypeError`, one, for an option of the wrong type), and
+        the error of a build that failed (``out_of_vocab="ignore"`` for a tokenizer whose decode
+        does not skip ids past its vocabulary).
 
         ``spaces_between_special_tokens`` only matters to a tokenizer whose class overrides
         transformers' decode (see :func:`~puredetok.codec_for`); for every other one the codec
         built without it is shared.
         """
-        flag("skip_special_tokens", skip_special_tokens)
-        optional_flag("clean_up_tokenization_spaces", clean_up_tokenization_spaces)
-        optional_flag("spaces_between_special_tokens", spaces_between_special_tokens)
-        optional_whole("max_byte_run", max_byte_run, 0)
-        if out_of_vocab is not None:
-            choice("out_of_vocab", out_of_vocab, OUT_OF_VOCAB)
-        key = self._key(
+        options = self._setting.options(
             skip_special_tokens,
             clean_up_tokenization_spaces,
             spaces_between_special_tokens,
             max_byte_run,
             out_of_vocab,
         )
-        codec = self.cached_codec(key)
-        if codec is None:
-            codec = self.add_codec(key, self.build_codec(key))
-        return codec
-
-    def _key(
-        self,
-        skip_special_tokens: bool,
-        clean_up_tokenization_spaces: bool | None,
-        spaces_between_special_tokens: bool | None,
-        max_byte_run: int | None,
-        out_of_vocab: OutOfVocab | None,
-    ) -> CodecKey:
-        if max_byte_run is None:
-            cap = self.max_byte_run
-        elif type(max_byte_run) is not int or max_byte_run < 0:
-            raise ValueError(f"max_byte_run must be an int >= 0 (0: no cap) or None, not {max_byte_run!r}")
-        else:
-            cap = max_byte_run or None
-        ignore = self.out_of_vocab if out_of_vocab is None else out_of_vocab
-        if spaces_between_special_tokens is not None and _ignores_spaces_option(self.tokenizer):
-            spaces_between_special_tokens = None
-        return (skip_special_tokens, clean_up_tokenization_spaces, spaces_between_special_tokens, cap, ignore)
-
-    def codec_key(self, params: SamplingParams) -> CodecKey:
-        """The codec options of ``params`` (raises ``ValueError`` for an invalid one)."""
-        return self._key(
-            params.skip_special_tokens,
-            params.clean_up_tokenization_spaces,
-            params.spaces_between_special_tokens,
-            params.max_byte_run,
-            params.out_of_vocab,
-        )
-
-    def cached_codec(self, key: CodecKey) -> Codec | None:
-        """The codec for ``key`` if it is kept, or can be derived at once from one that is (another
-        ``max_byte_run`` of the same other options); None if it must be built (:meth:`build_codec`).
-        """
-        codecs = self._codecs
-        codec = codecs.pop(key, None)
-        if codec is not None:
-            codecs[key] = codec  # the most recently used
-            return codec
-        for other, kept in reversed(codecs.items()):
-            if other[:3] == key[:3] and other[4] == key[4]:
-                derived = with_max_byte_run(kept, key[3])
-                if derived is not None:
-                    return self.add_codec(key, derived)
-        return None
-
-    def build_codec(self, key: CodecKey) -> Codec:
-        """Build the codec for ``key`` from the tokenizer (a pure function of the two: it may run in
-        another thread; :meth:`add_codec` then keeps it). The tokenizer's vocabulary is read once,
-        with the manager: reading it holds the interpreter's lock for up to a second, which would
-        stall a loop running beside the build.
-        """
-        skip, cleanup, spaces, cap, ignore = key
-        return codec_for(
-            self.tokenizer,
-            skip_special_tokens=skip,
-            clean_up_tokenization_spaces=cleanup,
-            spaces_between_special_tokens=spaces,
-            max_byte_run=cap,
-            out_of_vocab=cast(OutOfVocab, ignore),
-            vocabulary=self._vocabulary,
-        )
-
-    def add_codec(self, key: CodecKey, codec: Codec) -> Codec:
-        """Keep ``codec`` for ``key`` and return the codec kept: an equal one already kept (options
-        that decode identically share one object), else ``codec``. Past :attr:`max_codecs`, the
-        least recently used codecs are dropped, but never ``codec``, the one of the
-        default options nor one a live request uses.
-        """
-        codecs = self._codecs
-        codec = next((kept for kept in codecs.values() if kept == codec), codec)
-        codecs.pop(key, None)
-        codecs[key] = codec
-        if len(codecs) > self.max_codecs:
-            in_use = {id(stream.codec) for stream in self._live.values()}
-            keep = (key, self._default_key)
-            for old in [k for k, kept in codecs.items() if k not in keep and id(kept) not in in_use]:
-                if len(codecs) <= self.max_codecs:
-                    break
-                del codecs[old]
-            kept_ids = {id(kept) for kept in codecs.values()}
-            self._fresh = {k: fresh for k, fresh in self._fresh.items() if id(fresh.codec) in kept_ids}
-        return codec
+        return self.codecs.codec(self.tokenizer, options)
 
     def codec_of(self, params: SamplingParams) -> Codec:
         """The shared codec for the decode options of ``params``."""
-        return self.codec(
-            params.skip_special_tokens,
-            params.clean_up_tokenization_spaces,
-            params.spaces_between_special_tokens,
-            max_byte_run=params.max_byte_run,
-            out_of_vocab=params.out_of_vocab,
-        )
+        return self.codecs.codec(self.tokenizer, self._setting.options_of(params))
 
     def rules(self, params: SamplingParams) -> StopRules:
         """The stop rules of ``params``, with this tokenizer's EOS ids (raises ValueError if invalid).
@@ -354,6 +267,10 @@ class DetokenizeManager:
         fresh = self._fresh.get(key)
         if fresh is None:
             fresh = open_stream(self.codec_of(params), self.rules(params))
+            if self._evictions != self.codecs.evictions:  # records must not hold dropped codecs
+                self._evictions = self.codecs.evictions
+                kept = set(map(id, self.codecs.kept()))
+                self._fresh = {k: old for k, old in self._fresh.items() if id(old.codec) in kept}
             if len(self._fresh) >= RULES_CACHE:
                 self._fresh.clear()
             self._fresh[key] = fresh
@@ -832,25 +749,6 @@ class _Replies:
     outputs: list[str] = attrs.Factory(list)
     ended: list[Ended] = attrs.Factory(list)
     errors: list[Failed] = attrs.Factory(list)
-
-
-def _ignores_spaces_option(tokenizer: object) -> bool:
-    """Whether ``tokenizer.decode`` ignores ``spaces_between_special_tokens``: a raw
-    ``tokenizers.Tokenizer`` (no such option) or a transformers class that keeps the
-    ``tokenizers``-backed decode as it is (which drops the option).
-    """
-    import tokenizers
-    from transformers import PreTrainedTokenizerBase
-    from transformers.tokenization_utils_tokenizers import TokenizersBackend
-
-    if isinstance(tokenizer, tokenizers.Tokenizer):
-        return True
-    cls = type(tokenizer)
-    return (
-        issubclass(cls, TokenizersBackend)
-        and getattr(cls, "decode", None) is PreTrainedTokenizerBase.decode
-        and getattr(cls, "_decode", None) is TokenizersBackend._decode
-    )
 
 
 def _invalid_parameters(uid: Uid, error: TypeError) -> str:

@@ -5,11 +5,14 @@ Building a codec for a set of decode options the worker has not seen (``skip_spe
 the tokenizer's decode: 0.2 - 0.9 s. A :class:`CodecBuilder` does it in a thread of its own (a
 :class:`~puredetok.serving.background.Background`: one build at a time, in the order asked) and
 wakes the loop when a codec is ready.
-Meanwhile :class:`Parking` keeps the messages of the requests that wait for it, in order, out of the
-batches the loop handles: only those requests wait; a codec that can be had at once (kept, or
-derived from a kept one: another ``max_byte_run``) is never waited for. When the codec is ready the
-waiting messages are handled (in their order, before any later message of their request); a build
-that fails ends each waiting request with an error, and nothing else.
+Both ask the worker's codec cache (:class:`~puredetok.serving._codec_cache.CodecCache`, which the
+worker's manager asks too): the builder's thread builds into it, and :class:`Parking` asks it
+which openings' codecs can be had at once (kept, or derived from a kept one: another
+``max_byte_run``), which are never waited for. Meanwhile :class:`Parking` keeps the messages of the
+requests that wait for a build, in order, out of the batches the loop handles: only those requests
+wait. When the codec is ready the waiting messages are handled (in their order, before any later
+message of their request); a build that fails ends each waiting request with an error, and nothing
+else.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ __all__ = ["CodecBuilder", "Parking"]
 
 import functools
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from puredetok.core import Codec
+from puredetok.serving._codec_cache import CodecCache, CodecOptions, Setting
 from puredetok.serving.background import Background
-from puredetok.serving.detokenize_manager import CodecKey, DetokenizeManager
 from puredetok.serving.messages import DetokenizeBatch, DetokenizeMsg, Uid
 
 SWITCH_SECONDS = 0.0005
@@ -31,38 +35,50 @@ SWITCH_SECONDS = 0.0005
 through one long C call: a pass over the whole vocabulary)."""
 
 
-class CodecBuilder(Background[CodecKey, Codec]):
-    """A thread that builds the codecs asked for with :meth:`submit`, one at a time, in order.
+class CodecBuilder(Background[CodecOptions, Codec]):
+    """A thread that builds into ``codecs`` the codecs of ``tokenizer`` asked for with
+    :meth:`submit`, one at a time, in order.
 
     :attr:`fd` becomes readable when results wait; :meth:`collect` takes them (a codec, or the
     error its build raised).
     """
 
-    def __init__(self, build: Callable[[CodecKey], Codec]) -> None:
-        super().__init__(functools.partial(_switching_often, build), "puredetok-codecs")
+    def __init__(self, codecs: CodecCache, tokenizer: Any) -> None:
+        super().__init__(functools.partial(_switching_often, codecs, tokenizer), "puredetok-codecs")
 
 
-def _switching_often(build: Callable[[CodecKey], Codec], key: CodecKey) -> Codec:
+def _switching_often(codecs: CodecCache, tokenizer: Any, options: CodecOptions) -> Codec:
     usual = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_SECONDS)
     try:
-        return build(key)
+        return codecs.codec(tokenizer, options)
     finally:
         sys.setswitchinterval(usual)
 
 
 class Parking:
-    """The requests waiting for a codec being built, with their messages in arrival order."""
+    """The requests waiting for a codec being built, with their messages in arrival order.
 
-    def __init__(self, manager: DetokenizeManager, builder: CodecBuilder) -> None:
-        self._manager = manager
+    ``codecs`` is the cache the builder builds into, ``tokenizer`` the worker's, ``setting`` the
+    ``max_byte_run`` and ``out_of_vocab`` of requests that leave them None (the manager's).
+    """
+
+    def __init__(self, codecs: CodecCache, tokenizer: Any, setting: Setting, builder: CodecBuilder) -> None:
+        self._codecs = codecs
+        self._tokenizer = tokenizer
+        self._setting = setting
         self._builder = builder
         self._messages: dict[Uid, list[DetokenizeMsg]] = {}
         """Per waiting request, its messages not handled yet."""
-        self._waiting: dict[CodecKey, list[Uid]] = {}
+        self._waiting: dict[CodecOptions, list[Uid]] = {}
         """Per codec being built, the requests waiting for it."""
         self._ready: list[DetokenizeMsg] = []
         """Messages whose codec is ready, to handle next."""
+        self._coming: list[Codec] = []
+        """The codecs built for the messages :meth:`release` gives next."""
+        self._held: list[Codec] = []
+        """The codecs of the messages :meth:`release` gave last: held while those are handled, so
+        that the cache finds them whatever it has dropped meanwhile."""
 
     @property
     def ready(self) -> bool:
@@ -84,16 +100,16 @@ class Parking:
         waiting = self._messages
         if not waiting and not batch.opens:
             return batch
-        new: dict[int, CodecKey] = {}
+        new: dict[int, CodecOptions] = {}
         for position, opening in batch.opens:
             if batch.uids[position] in waiting:
                 continue
             try:
-                key = self._manager.codec_key(opening.params)
+                options = self._setting.options_of(opening.params)
             except ValueError:
                 continue  # the manager refuses it as it opens
-            if self._manager.cached_codec(key) is None:
-                new[position] = key
+            if not self._codecs.ready(self._tokenizer, options):
+                new[position] = options
         if not new and not (waiting and any(uid in waiting for uid in batch.uids)):
             return batch
         kept: list[DetokenizeMsg] = []
@@ -112,14 +128,14 @@ class Parking:
         return DetokenizeBatch.of(kept)
 
     def built(self) -> list[tuple[Uid, str]]:
-        """Take the codecs built (each kept by the manager); their requests' messages are then
+        """Take the codecs built (the cache keeps them); their requests' messages are then
         :attr:`ready`. The requests whose codec could not be built, each with the error.
         """
         failed = []
         for key, result in self._builder.collect():
             uids = [uid for uid in self._waiting.pop(key, ()) if uid in self._messages]
             if isinstance(result, Codec):
-                self._manager.add_codec(key, result)
+                self._coming.append(result)
                 for uid in uids:
                     self._ready.extend(self._messages.pop(uid))
             else:
@@ -133,6 +149,7 @@ class Parking:
         if not self._ready:
             return None
         batch, self._ready = DetokenizeBatch.of(self._ready), []
+        self._held, self._coming = self._coming, []
         return batch
 
     def drop(self, uids: Iterable[Uid]) -> set[Uid]:

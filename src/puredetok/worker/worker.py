@@ -64,6 +64,7 @@ import zmq
 from zmq.utils.monitor import parse_monitor_message
 
 from puredetok.core import OutOfVocab
+from puredetok.serving._codec_cache import CodecCache, Setting
 from puredetok.serving.detokenize_manager import (
     DEFAULT_MAX_CODECS,
     DEFAULT_MAX_LIVE,
@@ -249,10 +250,15 @@ class Worker:
         self._claim = claim(self.address)  # fails now if a live worker holds the address
         try:
             self._setup(
-                tokenizer, backend, frontend, limits, context, max_byte_run, out_of_vocab, assistant_as_data
+                tokenizer,
+                backend,
+                frontend,
+                limits,
+                context,
+                Setting(max_byte_run, out_of_vocab),
+                codec_options,
+                assistant_as_data,
             )
-            for params in codec_options:
-                self.detokenize_manager.codec_of(params)
             self._pull = self._socket(zmq.PULL, self.address, bind=True)
         except BaseException:
             if hasattr(self, "_builder"):
@@ -287,24 +293,28 @@ class Worker:
         frontend: str | None,
         limits: Limits,
         context: zmq.Context[Any] | None,
-        max_byte_run: int | None,
-        out_of_vocab: OutOfVocab,
+        setting: Setting,
+        codec_options: Sequence[SamplingParams],
         assistant_as_data: bool,
     ) -> None:
         if isinstance(tokenizer, str | os.PathLike) or tokenizer is None:
             tokenizer = load_tokenizer(tokenizer)
         self.limits = limits
+        self._codecs = CodecCache(limits.max_codecs)
+        """The worker's codecs: its manager, its builder and its parking ask this cache."""
         self.tokenize_manager = TokenizeManager(tokenizer, assistant_as_data=assistant_as_data)
         self.tokenize_manager.tokenize([TokenizeMsg(0, "warm up")])  # settles the tokenizer before the thread
         self.detokenize_manager = DetokenizeManager(
             tokenizer,
-            max_byte_run=max_byte_run,
-            out_of_vocab=out_of_vocab,
+            max_byte_run=setting.max_byte_run,
+            out_of_vocab=setting.out_of_vocab,
             max_live=limits.max_live,
             max_stops=limits.max_stops,
             max_stop_chars=limits.max_stop_chars,
-            max_codecs=limits.max_codecs,
+            codecs=self._codecs,
         )
+        for params in codec_options:  # built before the worker is ready
+            self._codecs.codec(tokenizer, setting.options_of(params))
         self.decoder = FrameDecoder(max_frame_bytes=limits.max_frame_bytes)
         self.drops = DropCounter(logger)
         self.handled: dict[str, int] = {}
@@ -322,8 +332,8 @@ class Worker:
         self._waiting_chars = 0
         """Characters of text given to the tokenizing thread, not yet tokenized."""
         self._tokenizer: TokenizeThread | None = None
-        self._builder = CodecBuilder(self.detokenize_manager.build_codec)
-        self._parking = Parking(self.detokenize_manager, self._builder)
+        self._builder = CodecBuilder(self._codecs, tokenizer)
+        self._parking = Parking(self._codecs, tokenizer, setting, self._builder)
         """Requests waiting for a codec being built (new decode options), their messages in order."""
         self._taken = 0
         """Bytes of frames the last loop took in."""

@@ -24,9 +24,10 @@ import attrs
 from puredetok.audit.compare import Auditor
 from puredetok.audit.follow import Followed, Follower
 from puredetok.audit.records import InputError, Item, Request, Skipped
-from puredetok.core import ID_LIMIT, Codec
+from puredetok.core import ID_LIMIT
 from puredetok.replay.replay import Replayer, RequestReport
 from puredetok.replay.trace import TraceError, TraceEvent, TraceHeader, read_trace
+from puredetok.serving._codec_cache import CodecCache
 from puredetok.serving.messages import SamplingParams, UserReply
 from puredetok.stops import Stream, advance, open_stream
 
@@ -107,7 +108,7 @@ def read_trace_requests(
     lines: Iterable[tuple[int, bytes]],
     tokenizer: Any,
     file: str,
-    codecs: dict[Any, Codec] | None = None,
+    codecs: CodecCache | None = None,
     auditor: Auditor | None = None,
 ) -> Iterator[Item | Followed]:
     """The requests of a trace, each as the manager streamed it, when it ends (``codecs``: shared
