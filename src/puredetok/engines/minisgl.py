@@ -46,6 +46,7 @@ from multiprocessing.queues import Queue
 from typing import Any
 
 from puredetok.engines._versions import installed
+from puredetok.errors import MAX_INT
 from puredetok.serving.detokenize_manager import DEFAULT_MAX_LIVE, DetokenizeManager
 from puredetok.serving.messages import DetokenizeBatch, DetokenizeMsg, Opening, SamplingParams, TokenizeMsg
 from puredetok.serving.tokenize_manager import TokenizeError, TokenizeManager
@@ -175,7 +176,7 @@ class MiniSglTokenizer:
                 opening = Opening(params=PARAMS)
                 opened.add(uid)
             ids: tuple[int, ...] = (token,)
-            if type(token) is not int:
+            if type(token) is not int or not 0 <= token <= MAX_INT:
                 logger.error("puredetok: request %r: token %r is not an id: skipped", uid, token)
                 ids = ()
             if finished:
