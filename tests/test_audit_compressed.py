@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import pytest
 import zstandard
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from puredetok.audit import Request, Tally, audit_shard, shards_of
@@ -162,6 +162,9 @@ def test_the_command_reports_a_compressed_file_as_the_plain_one(
     size=st.integers(200, 4000),
 )
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# xz's block check, index and footer follow the data: a cut among them gives all of it (hypothesis
+# 6.100 found this one), and the file is still cut short
+@example(format="vllm", compression="xz", cut=0.94, size=1000)
 def test_a_compressed_file_cut_short_is_audited_as_far_as_it_goes(
     tmp_path: Path, format: str, compression: str, cut: float, size: int
 ) -> None:
@@ -173,7 +176,7 @@ def test_a_compressed_file_cut_short_is_audited_as_far_as_it_goes(
     packed = tmp_path / "log.packed"
     packed.write_bytes(packed_bytes[: max(1, int(len(packed_bytes) * cut))])
     got = _prefix(compression, packed.read_bytes())
-    assert data.startswith(got) and got != data
+    assert data.startswith(got)  # all of it where the cut falls after the data (xz, above)
     reached = got.count(b"\n") + 1 if format != "vllm-array" else 1  # an array is named at its start
     message = f"{compression}-compressed data cut short: the file ends inside its stream"
     error = {"error": message, "file": "FILE", "line": reached}
