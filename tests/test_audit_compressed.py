@@ -384,6 +384,7 @@ def test_on_ray_data_a_compressed_file_is_the_local_one(tmp_path: Path) -> None:
     cut=st.booleans(),
 )
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(format="vllm", compression="gzip", wrong=[False], bad=[False] * 12, size=1, step=1, cut=True)
 def test_the_shares_of_a_compressed_file_give_its_stretches_between_them(
     tmp_path: Path,
     format: str,
@@ -396,15 +397,24 @@ def test_the_shares_of_a_compressed_file_give_its_stretches_between_them(
 ) -> None:
     """Shares of a compressed file (each audits every n-th stretch, as the workers of a Ray run
     share one file): their stretches together, in order, are the file's own, with the same
-    lines, rows, counts, and the error of a file cut short once, at its end."""
+    lines, rows, counts, and the error of a file cut short once, at its end; a file cut inside its
+    first line is one error naming the cut."""
     data = "".join(line + "\n" for line in _log(format, wrong, bad[: len(wrong)])).encode()
     packed = COMPRESS[compression](data)
     path = tmp_path / "log.packed"
     # gzip and xz give what precedes a break (bzip2 and zstd: a whole block, here all of it)
     path.write_bytes(packed[:-10] if cut and compression in ("gzip", "xz") else packed)
-    (shard,) = shards_of(str(path), size=size)
     auditor = _auditor("qwen3")
-    whole = list(audit_stretches(shard, auditor))
+    try:
+        (shard,) = shards_of(str(path), size=size)
+        whole = list(audit_stretches(shard, auditor))
+    except ValueError as error:
+        # a cut inside the first line leaves no line to tell the format by: the file is named cut
+        # short, with what to do (hypothesis 6.100 found a one-request gzip log cut so)
+        assert b"\n" not in _prefix(compression, path.read_bytes()), error
+        assert str(error).startswith(f"{compression}-compressed data cut short: the file ends inside")
+        assert "cannot tell the format (give --format" in str(error)
+        return
     shared = [
         result
         for first in range(step)
