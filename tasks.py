@@ -307,19 +307,41 @@ OLDEST_ALSO = (
 )
 """Pins beside the lower bounds: what the oldest releases need of packages puredetok does not name."""
 
-OLDEST_TESTS = (
-    "tests/test_release_differences.py",  # transformers: what its releases decode differently
-    "tests/test_guarantees.py",  # transformers, tokenizers: G1 - G7 on every shared tokenizer
-    "tests/test_typing_user_code.py",  # mypy --strict on user code over transformers' own types
-    "tests/test_tokenize_manager.py",  # jinja2: chat templates
-    "tests/test_wire.py",  # msgspec: the wire's records
-    "tests/test_pyclass_mistral.py",  # mistral-common
-    "tests/test_pyclass_tekken.py",  # mistral-common's Tekken
-    "tests/test_testing_kit.py",  # hypothesis: the kit's strategies and search
-    "tests/test_audit.py",  # pyarrow, zstandard, Ray Data, tqdm
-)
-"""The modules ``test-oldest`` runs: each dependency's behaviour on the oldest release, within
-CI's time (the whole suite takes about as long again as ``test``'s; docs/versions.md)."""
+OLDEST_TESTS: dict[str, tuple[str, ...]] = {
+    # transformers: what its releases decode differently
+    "tests/test_release_differences.py": ("transformers", "tokenizers"),
+    # G1 - G7 on every shared tokenizer, under the property search
+    "tests/test_guarantees.py": ("transformers", "tokenizers", "hypothesis"),
+    # every path a user takes (the managers, a worker with both clients, replay, audit locally and
+    # on Ray, the streamers, the kit) on every shared tokenizer family
+    "tests/test_matrix.py": (
+        "transformers",
+        "tokenizers",
+        "attrs",
+        "msgspec",
+        "pyzmq",
+        "tqdm",
+        "ray",
+        "pyarrow",
+        "hypothesis",
+    ),
+    # the rows where a release decides otherwise: the field cases, the streamer, the state's size
+    "tests/test_field_cases.py": ("transformers", "tokenizers"),
+    "tests/test_streamer.py": ("transformers",),
+    "tests/test_edge_tokenizers.py": ("tokenizers",),
+    "tests/test_saving.py": ("transformers", "tokenizers", "attrs"),
+    # mypy --strict on user code over transformers' and msgspec's own types
+    "tests/test_typing_user_code.py": ("transformers", "tokenizers", "msgspec"),
+    "tests/test_tokenize_manager.py": ("jinja2",),  # chat templates
+    "tests/test_wire.py": ("msgspec",),  # the wire's records, hostile frames
+    "tests/test_pyclass_mistral.py": ("mistral-common",),
+    "tests/test_pyclass_tekken.py": ("mistral-common",),
+    "tests/test_testing_kit.py": ("hypothesis",),  # the kit's strategies and search
+    "tests/test_audit_compressed.py": ("zstandard", "hypothesis"),  # and a log cut short
+}
+"""The modules ``test-oldest`` runs, each with the dependencies whose oldest release it proves
+(every dependency and extra of :data:`OLDEST_EXTRAS` at least once; test_matrix.py every shared
+tokenizer family): within CI's time, where the whole suite is not (docs/versions.md)."""
 
 OLDEST_TOOLS = ("pytest", "pytest-timeout", "pytest-xdist", "mypy", "sentencepiece")
 """What the oldest run needs besides the package: the test tools (their newest releases)."""

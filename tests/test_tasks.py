@@ -319,10 +319,29 @@ def test_the_oldest_run_runs_its_modules_unless_told_otherwise(
     (tmp_path / "constraints.txt").write_text("attrs==23.1\nnumpy<2\n")
     monkeypatch.setattr(module.sys, "argv", ["tasks.py", "test-oldest"])
     module.test_oldest()
-    assert commands[-1][-len(module.OLDEST_TESTS) :] == module.OLDEST_TESTS
+    assert commands[-1][-len(module.OLDEST_TESTS) :] == tuple(module.OLDEST_TESTS)
     monkeypatch.setattr(module.sys, "argv", ["tasks.py", "test-oldest", "tests/test_wire.py", "-x"])
     module.test_oldest()
     assert commands[-1][-2:] == ("tests/test_wire.py", "-x")
+
+
+def test_the_oldest_run_proves_every_dependency_and_every_shared_tokenizer() -> None:
+    """Each dependency and each extra's dependency ``test-oldest`` installs at its lower bound is
+    exercised by at least one module it runs, and the matrix of every shared tokenizer family is
+    one of them."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    module = load_tasks()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {Requirement(line).name for line in project["dependencies"]}
+    for extra in module.OLDEST_EXTRAS:
+        declared |= {Requirement(line).name for line in project["optional-dependencies"][extra]}
+    proven = {name for names in module.OLDEST_TESTS.values() for name in names}
+    assert proven == declared
+    assert "tests/test_matrix.py" in module.OLDEST_TESTS
+    assert all((ROOT / name).is_file() for name in module.OLDEST_TESTS)
 
 
 def test_the_versions_page_states_every_range_and_its_oldest_release() -> None:
