@@ -336,7 +336,9 @@ OLDEST_TESTS: dict[str, tuple[str, ...]] = {
     "tests/test_wire.py": ("msgspec",),  # the wire's records, hostile frames
     "tests/test_pyclass_mistral.py": ("mistral-common",),
     "tests/test_pyclass_tekken.py": ("mistral-common",),
-    "tests/test_testing_kit.py": ("hypothesis",),  # the kit's strategies and search
+    # the kit's strategies and search, under the oldest pytest the testing extra allows (the
+    # runner of every module here)
+    "tests/test_testing_kit.py": ("hypothesis", "pytest"),
     "tests/test_audit_compressed.py": ("zstandard", "hypothesis"),  # and a log cut short
 }
 """The modules ``test-oldest`` runs, each with the dependencies whose oldest release it proves
@@ -344,7 +346,8 @@ OLDEST_TESTS: dict[str, tuple[str, ...]] = {
 tokenizer family): within CI's time, where the whole suite is not (docs/versions.md)."""
 
 OLDEST_TOOLS = ("pytest", "pytest-timeout", "pytest-xdist", "mypy", "sentencepiece")
-"""What the oldest run needs besides the package: the test tools (their newest releases)."""
+"""What the oldest run needs besides the package: the test tools (their newest releases, but pytest:
+the testing extra's floor, which the constraints pin)."""
 
 OLDEST_OPEN = ("tests/test_matrix.py::test_a_worker_with_both_clients_sync_then_asyncio",)
 """Tests the oldest run leaves out until their defect there is found (docs/versions.md): with

@@ -268,6 +268,7 @@ def test_the_oldest_pins_are_the_lower_bounds_of_every_range() -> None:
         "mistral-common==1.13",
         "msgspec==0.18",
         "pyarrow==14",
+        "pytest==8",
         "pyzmq==25",
         "ray==2.51",
         "tokenizers==0.22.1",
