@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import pytest
 import zstandard
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from puredetok.audit import Request, Tally, audit_shard, shards_of
@@ -162,6 +162,9 @@ def test_the_command_reports_a_compressed_file_as_the_plain_one(
     size=st.integers(200, 4000),
 )
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# xz's block check, index and footer follow the data: a cut among them gives all of it (hypothesis
+# 6.100 found this one), and the file is still cut short
+@example(format="vllm", compression="xz", cut=0.94, size=1000)
 def test_a_compressed_file_cut_short_is_audited_as_far_as_it_goes(
     tmp_path: Path, format: str, compression: str, cut: float, size: int
 ) -> None:
@@ -173,7 +176,7 @@ def test_a_compressed_file_cut_short_is_audited_as_far_as_it_goes(
     packed = tmp_path / "log.packed"
     packed.write_bytes(packed_bytes[: max(1, int(len(packed_bytes) * cut))])
     got = _prefix(compression, packed.read_bytes())
-    assert data.startswith(got) and got != data
+    assert data.startswith(got)  # all of it where the cut falls after the data (xz, above)
     reached = got.count(b"\n") + 1 if format != "vllm-array" else 1  # an array is named at its start
     message = f"{compression}-compressed data cut short: the file ends inside its stream"
     error = {"error": message, "file": "FILE", "line": reached}
@@ -381,6 +384,7 @@ def test_on_ray_data_a_compressed_file_is_the_local_one(tmp_path: Path) -> None:
     cut=st.booleans(),
 )
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(format="vllm", compression="gzip", wrong=[False], bad=[False] * 12, size=1, step=1, cut=True)
 def test_the_shares_of_a_compressed_file_give_its_stretches_between_them(
     tmp_path: Path,
     format: str,
@@ -393,15 +397,24 @@ def test_the_shares_of_a_compressed_file_give_its_stretches_between_them(
 ) -> None:
     """Shares of a compressed file (each audits every n-th stretch, as the workers of a Ray run
     share one file): their stretches together, in order, are the file's own, with the same
-    lines, rows, counts, and the error of a file cut short once, at its end."""
+    lines, rows, counts, and the error of a file cut short once, at its end; a file cut inside its
+    first line is one error naming the cut."""
     data = "".join(line + "\n" for line in _log(format, wrong, bad[: len(wrong)])).encode()
     packed = COMPRESS[compression](data)
     path = tmp_path / "log.packed"
     # gzip and xz give what precedes a break (bzip2 and zstd: a whole block, here all of it)
     path.write_bytes(packed[:-10] if cut and compression in ("gzip", "xz") else packed)
-    (shard,) = shards_of(str(path), size=size)
     auditor = _auditor("qwen3")
-    whole = list(audit_stretches(shard, auditor))
+    try:
+        (shard,) = shards_of(str(path), size=size)
+        whole = list(audit_stretches(shard, auditor))
+    except ValueError as error:
+        # a cut inside the first line leaves no line to tell the format by: the file is named cut
+        # short, with what to do (hypothesis 6.100 found a one-request gzip log cut so)
+        assert b"\n" not in _prefix(compression, path.read_bytes()), error
+        assert str(error).startswith(f"{compression}-compressed data cut short: the file ends inside")
+        assert "cannot tell the format (give --format" in str(error)
+        return
     shared = [
         result
         for first in range(step)

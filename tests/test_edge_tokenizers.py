@@ -81,7 +81,8 @@ def added_flags() -> Tokenizer:
 
 def lowercased_special() -> Tokenizer:
     """A Lowercase normalizer and a special token added with ``normalized=True``: ``decode`` spells
-    it lower-cased and does not skip it; not what the exact model says, so the fallback."""
+    it lower-cased and does not skip it; not what the exact model says, so the fallback (with
+    tokenizers 0.23 and later; 0.22 keeps the token as spelled, and the model is exact)."""
     tokenizer = _byte_level(decoders.ByteLevel())
     tokenizer.normalizer = normalizers.Lowercase()
     tokenizer.add_special_tokens([AddedToken("<S>", special=True, lstrip=True, rstrip=True, normalized=True)])
@@ -519,7 +520,10 @@ def id_lists(name: str, max_size: int = 16) -> st.SearchStrategy[list[int]]:
 @pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
 def test_the_codec_is_what_it_claims(name: str, skip: bool) -> None:
     c = codec(name, skip)
-    if name in EXACT:
+    # tokenizers 0.22 keeps a normalized added token as it is spelled, and decode agrees with the
+    # model; 0.23 and later lower-case it in the vocabulary itself, and decode then spells it so
+    kept = name == "lowercased_special" and tokenizer(name).id_to_token(264) == "<S>"
+    if name in EXACT or kept:
         assert c.exact and c.family != "window", c.reason
         assert c.reason.startswith("exact model: ")
     else:

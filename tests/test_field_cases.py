@@ -3,11 +3,14 @@ their own). The row is named in each test's docstring."""
 
 from __future__ import annotations
 
+from os.path import commonprefix
+
 import pytest
 
 import puredetok
 from helpers import BYTE_LEVEL, SENTENCEPIECE, byte_ids, codec, continuation, reference, stream, tokenizer
 from puredetok import InvalidTokenError, feed, finish, start, step
+from test_release_differences import installed_release_skips_bpe_cleanup
 
 
 def enc(name: str, text: str) -> list[int]:
@@ -121,7 +124,11 @@ def test_vllm_48853_prompt_ending_in_a_partial_character_does_not_leak(name: str
         _, certain = feed(start(codec(name)), prompt)
         state, deltas = stream(start(codec(name), prompt), output)
         assert "".join(deltas) + finish(state) == continuation(name, prompt, output)
-        assert certain + "".join(deltas) + finish(state) == text
+        # the prompt's own text and the output's add up to the text; what a stream of the prompt
+        # alone sent is a prefix of it (less than the prompt's text where it holds a space that
+        # cleanup may still take: transformers 5.0 - 5.6 on Llama-3 and Phi-2)
+        shown = commonprefix([reference(name, prompt), text])
+        assert shown + "".join(deltas) + finish(state) == text and shown.startswith(certain)
         assert not deltas or not deltas[0].startswith(certain) or certain == ""
 
 
@@ -173,7 +180,9 @@ def test_tokenizers_1141_and_transformers_22710_spaces_survive_per_token_streami
 def test_transformers_28776_and_lmdeploy_581_first_token_space_after_a_prompt(name: str) -> None:
     """transformers 28776 / lmdeploy 581: the leading space of a continuation is text, not the
     start of a decode; only a fresh stream strips it."""
-    prompt, output = enc(name, "Hello"), enc(name, " world")
+    # the token itself: how a release encodes " world" differs (Phi-3 on transformers 5.0:
+    # "▁" then "▁world")
+    prompt, output = enc(name, "Hello"), [tokenizer(name).convert_tokens_to_ids("▁world")]
     state, deltas = stream(start(codec(name), prompt), output)
     assert "".join(deltas) + finish(state) == " world"
     fresh, alone = stream(start(codec(name)), output)
@@ -209,11 +218,14 @@ def test_transformers_32575_cleanup_is_not_monotone_and_still_exact() -> None:
 
 
 def test_transformers_42916_cleanup_setting_follows_transformers() -> None:
-    """transformers PR 42916: v5 ignores cleanup for BPE; the codec says what really applies."""
-    assert not puredetok.codec_for(tokenizer("llama3")).clean_up_tokenization_spaces  # config True, ignored
-    assert not puredetok.codec_for(
-        tokenizer("gpt2"), clean_up_tokenization_spaces=True
-    ).clean_up_tokenization_spaces
+    """transformers PR 42916: v5.7 and later ignore cleanup for BPE (5.0 - 5.6 apply it, as to
+    any tokenizer); the codec says what really applies on the installed release."""
+    bpe = not installed_release_skips_bpe_cleanup()
+    assert puredetok.codec_for(tokenizer("llama3")).clean_up_tokenization_spaces == bpe  # config True
+    assert (
+        puredetok.codec_for(tokenizer("gpt2"), clean_up_tokenization_spaces=True).clean_up_tokenization_spaces
+        == bpe
+    )
     assert puredetok.codec_for(tokenizer("t5_small")).clean_up_tokenization_spaces  # Unigram: applied
     assert not puredetok.codec_for(
         tokenizer("t5_small"), clean_up_tokenization_spaces=False

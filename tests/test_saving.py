@@ -39,6 +39,7 @@ from puredetok.core.rope import Rope
 from puredetok.core.saving import MAX_DEPTH, MAX_HELD_SPACE, STATE_FORMAT, pack
 from puredetok.errors import StateTypeError
 from puredetok.stops.saving import STREAM_FORMAT
+from test_release_differences import installed_release_skips_bpe_cleanup
 
 CASES = [(name, skip) for name in TOKENIZERS for skip in (False, True)]
 IDS = [f"{name}-{'skip' if skip else 'keep'}" for name, skip in CASES]
@@ -64,7 +65,9 @@ def test_a_state_is_a_few_dozen_bytes_and_pickles_without_its_codec(name: str, s
     for cut in range(len(text_ids) + 1):
         state, _ = feed(start(c), text_ids[:cut])
         data = state.to_bytes()
-        assert len(data) <= 40, (cut, data)
+        # 39 - 43 where transformers 5.0 - 5.6 clean Llama-3's and Phi-2's text up (the cleanup's
+        # stage is held, as T5's: 37 - 38); 16 - 35 elsewhere and on later releases
+        assert len(data) <= 44, (cut, data)
         assert len(pickle.dumps(state)) <= 120
         assert DecodeState.from_bytes(c, data) == state
     rules = StopRules(stop=["</answer>", "\n\n"], eos_token_ids=[1, 2], max_new_tokens=4096, min_tokens=3)
@@ -362,6 +365,10 @@ def test_the_size_table_in_the_docs_is_what_the_script_measures() -> None:
     }
     page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     documented = page.split("<!-- sizes-table -->\n", 1)[1].split("\n<!-- /sizes-table -->", 1)[0]
+    if not installed_release_skips_bpe_cleanup():  # the rows the docs give for the oldest releases
+        oldest = page.split("<!-- sizes-oldest -->\n", 1)[1].split("\n<!-- /sizes-oldest -->", 1)[0]
+        rows = {row.split(" | ")[0]: row for row in oldest.splitlines()[2:]}
+        documented = "\n".join(rows.get(row.split(" | ")[0], row) for row in documented.splitlines())
     assert size_table({label: tokenizer(name) for name, label in labels.items()}) == documented
 
 

@@ -274,8 +274,10 @@ def test_a_byte_fallback_run_is_held_until_it_ends() -> None:
     assert transformers_texts("llama2", [], output) == ["", "", "", "", "", "🦩 ", "x"]
     n, c3 = 113, 198  # <0x6E> ("n"), <0xC3> (a lead byte with nothing after it)
     assert tokenizer("llama2").decode([n, c3]) == "\ufffd\ufffd"
-    assert transformers_texts("llama2", [], [n, c3])[0] == "n"  # sent, then spoiled
     assert ours_texts("llama2", [], [n, c3]) == ["", "", "\ufffd\ufffd"]
+    # transformers' own streamer sends "n" at once on the newest releases, which the next byte
+    # spoils (its texts no longer add up to the decode); 5.0.0's held it as this one does
+    assert transformers_texts("llama2", [], [n, c3]) in (["n", "", "\ufffd"], ["", "", "\ufffd\ufffd"])
 
 
 # transformers' classes and options.

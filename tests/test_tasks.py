@@ -266,8 +266,9 @@ def test_the_oldest_pins_are_the_lower_bounds_of_every_range() -> None:
         "hypothesis==6.100",
         "jinja2==3.1",
         "mistral-common==1.13",
-        "msgspec==0.18.5",
+        "msgspec==0.18",
         "pyarrow==14",
+        "pytest==8",
         "pyzmq==25",
         "ray==2.51",
         "tokenizers==0.22.1",
@@ -319,7 +320,53 @@ def test_the_oldest_run_runs_its_modules_unless_told_otherwise(
     (tmp_path / "constraints.txt").write_text("attrs==23.1\nnumpy<2\n")
     monkeypatch.setattr(module.sys, "argv", ["tasks.py", "test-oldest"])
     module.test_oldest()
-    assert commands[-1][-len(module.OLDEST_TESTS) :] == module.OLDEST_TESTS
+    assert commands[-1][-len(module.OLDEST_TESTS) :] == tuple(module.OLDEST_TESTS)
+    assert {f"--deselect={test}" for test in module.OLDEST_OPEN} <= set(commands[-1])
     monkeypatch.setattr(module.sys, "argv", ["tasks.py", "test-oldest", "tests/test_wire.py", "-x"])
     module.test_oldest()
     assert commands[-1][-2:] == ("tests/test_wire.py", "-x")
+
+
+def test_the_oldest_run_proves_every_dependency_and_every_shared_tokenizer() -> None:
+    """Each dependency and each extra's dependency ``test-oldest`` installs at its lower bound is
+    exercised by at least one module it runs, and the matrix of every shared tokenizer family is
+    one of them."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    module = load_tasks()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {Requirement(line).name for line in project["dependencies"]}
+    for extra in module.OLDEST_EXTRAS:
+        declared |= {Requirement(line).name for line in project["optional-dependencies"][extra]}
+    proven = {name for names in module.OLDEST_TESTS.values() for name in names}
+    assert proven == declared
+    assert "tests/test_matrix.py" in module.OLDEST_TESTS
+    assert all((ROOT / name).is_file() for name in module.OLDEST_TESTS)
+
+
+def test_the_versions_page_states_every_range_and_its_oldest_release() -> None:
+    """docs/versions.md's table gives each range of the package and of the extras the oldest run
+    proves as pyproject.toml declares it, and the oldest release as ``test-oldest`` pins it."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    module = load_tasks()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    project = tomllib.loads(pyproject)["project"]
+    declared = {Requirement(line) for line in project["dependencies"]}
+    for extra in module.OLDEST_EXTRAS:
+        declared |= {Requirement(line) for line in project["optional-dependencies"][extra]}
+    page = (ROOT / "docs" / "versions.md").read_text(encoding="utf-8")
+    table = page.split("| dependency ", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    rows = {row.split(" | ")[0].lstrip("| ").split()[0].split("\\[")[0]: row.split(" | ") for row in table}
+    pins = dict(line.split("==") for line in module.oldest_pins(pyproject).split() if "==" in line)
+    assert set(rows) >= {requirement.name for requirement in declared}
+    for requirement in declared:
+        row = rows[requirement.name]
+        assert SpecifierSet(row[1].strip("`")) == requirement.specifier, row
+        assert Version(row[2].split()[0]) == Version(pins[requirement.name]), row

@@ -71,10 +71,6 @@ string that is not UTF-8, the releases before it let ``UnicodeDecodeError`` thro
 
 _encoder = msgspec.msgpack.Encoder()
 
-_UNREADABLE = (msgspec.DecodeError, UnicodeDecodeError)
-"""What decoding bytes that are not msgpack raises: msgspec 0.18 raises ``UnicodeDecodeError`` for
-a string that is not UTF-8, later versions a ``DecodeError``."""
-
 
 class FrameError(ValueError):
     """A frame that cannot be read at all; ``reason`` is a short tag for counting."""
