@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from puredetok import Codec, DecodeState, codec_for, feed, finish, start
 from puredetok.cli._measure import trace_ids
-from puredetok.core import Codec, DecodeState, codec_for, feed, finish, start
 
 LENGTHS = (16, 1_024, 32_768)
 """Prompt lengths, in ids."""

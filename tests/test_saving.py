@@ -35,8 +35,8 @@ from puredetok import (
     start,
     step,
 )
-from puredetok.core.rope import Rope
-from puredetok.core.saving import MAX_DEPTH, MAX_HELD_SPACE, STATE_FORMAT, pack
+from puredetok._core.rope import Rope
+from puredetok._core.saving import MAX_DEPTH, MAX_HELD_SPACE, STATE_FORMAT, pack
 from puredetok.errors import StateTypeError
 from puredetok.stops.saving import STREAM_FORMAT
 from test_release_differences import installed_release_skips_bpe_cleanup
@@ -171,7 +171,9 @@ def test_hostile_bytes_never_crash_nor_restore_a_state_the_decoder_cannot_take(
         state = DecodeState.from_bytes(c, bad)
     except InvalidStateError:
         return
-    assert c.decoding.is_hold(state.hold.hold if type(state.hold) is puredetok.core.echo.Echo else state.hold)
+    assert c.decoding.is_hold(
+        state.hold.hold if type(state.hold) is puredetok._core.echo.Echo else state.hold
+    )
     for token_id in data.draw(id_lists(name, max_size=6)):
         try:
             state, _ = step(state, token_id)
@@ -181,7 +183,7 @@ def test_hostile_bytes_never_crash_nor_restore_a_state_the_decoder_cannot_take(
 
 
 def _craft(kind: int, c: puredetok.Codec, body: bytes) -> bytes:
-    from puredetok.core.saving import codec_key
+    from puredetok._core.saving import codec_key
 
     framed = bytes((kind,)) + codec_key(c) + body
     return framed + zlib.crc32(framed).to_bytes(4, "big")

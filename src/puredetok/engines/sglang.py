@@ -42,7 +42,7 @@ from collections.abc import Callable, Hashable, MutableMapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from puredetok.core import Codec, feed_hold, finish_hold, start, steady, step_hold
+from puredetok._core import Codec, feed_hold, finish_hold, start, steady, step_hold
 from puredetok.engines._versions import announce, installed
 from puredetok.errors import InvalidTokenError
 from puredetok.serving._codec_cache import CodecCache, exact_or_why, plain_options

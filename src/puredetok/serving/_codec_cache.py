@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from puredetok.core import OUT_OF_VOCAB, Codec, OutOfVocab, codec_for, read_vocabulary, with_max_byte_run
+from puredetok._build import codec_for, read_vocabulary, with_max_byte_run
+from puredetok._core import OUT_OF_VOCAB, Codec, OutOfVocab
 from puredetok.errors import choice, flag, optional_flag, optional_whole, whole
 
 if TYPE_CHECKING:

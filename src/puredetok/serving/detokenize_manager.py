@@ -39,7 +39,7 @@ from typing import Any
 
 import attrs
 
-from puredetok.core import Codec, OutOfVocab
+from puredetok._core import Codec, OutOfVocab
 from puredetok.errors import InvalidTokenError, whole
 from puredetok.serving._codec_cache import DEFAULT_MAX_CODECS, CodecCache, Setting
 from puredetok.serving.eos import eos_token_ids

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from puredetok.core import mistral_tokenizer_of
+from puredetok._build import mistral_tokenizer_of
 
 GENERATION_CONFIG = "generation_config.json"
 """The file, next to the tokenizer files, whose ``eos_token_id`` (an id or a list) also ends generation."""

@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
-from puredetok.core import TokenizerLike
+from puredetok._build import TokenizerLike
 
 DEFAULT_TOKENIZER = "qwen3"
 """The name that stands for the embedded tokenizer (also used when no name is given)."""

@@ -48,7 +48,7 @@ from typing import Any, Final
 
 import attrs
 
-from puredetok.core import Codec, DecodeState, feed_hold, finish_hold, start, steady, step_hold
+from puredetok._core import Codec, DecodeState, feed_hold, finish_hold, start, steady, step_hold
 from puredetok.errors import InvalidTokenError, StateTypeError, StreamFinishedError
 from puredetok.stops.matcher import Match, Matcher, scan
 from puredetok.stops.rules import FinishReason, StopRules
