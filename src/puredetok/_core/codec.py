@@ -142,6 +142,10 @@ class SavedState:
     one: the fingerprint is checked). A few dozen bytes, where the codec is megabytes.
     """
 
+    # A pickle names a class by its module: its public one, so that saved pickles outlive the
+    # private layout (older pickles name puredetok.core.codec, which puredetok/core/ keeps).
+    __module__ = "puredetok"
+
     data: bytes = attrs.field(validator=attrs.validators.instance_of(bytes))
     """:meth:`DecodeState.to_bytes` of the state."""
 
