@@ -1,7 +1,7 @@
 """What opening a stream after a prompt costs: ``python -m benchmarks.opening [NAME=PATH ...]``.
 
 Per request, side by side in one run: the old opening, which fed every prompt id and then
-finished to find the echo (contract C), and :func:`puredetok.core.start`, which reads the prompt
+finished to find the echo (contract C), and :func:`puredetok.start`, which reads the prompt
 from its end only as far back as the decoding model needs (``Decoding.tail_start``). Prompts of
 16, 1,024 and 32,768 ids of the mixed-script trace (:func:`puredetok.cli._measure.trace_ids`).
 

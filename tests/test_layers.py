@@ -7,6 +7,7 @@ small (issue 36).
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -290,3 +291,13 @@ def test_the_role_is_one_line() -> None:
 def test_every_room_says_its_role_in_one_line(room: str) -> None:
     tree = ast.parse((SOURCE / room / "__init__.py").read_text(encoding="utf-8"))
     assert role(ast.get_docstring(tree)) is not None, f"{room}/__init__.py: no one-line role first"
+
+
+def test_every_room_is_in_the_architecture_page() -> None:
+    """docs/architecture.md's table of rooms: a row for every room that is a folder, and none for a
+    folder that is not there."""
+    page = (SOURCE.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = page[page.index("## The rooms around the core") :]
+    rows = set(re.findall(r"^\| `(\w+)` \|", table, flags=re.M))
+    assert set(ROOMS) <= rows
+    assert rows - set(ROOMS) <= {"errors"}  # a module of its own

@@ -106,7 +106,7 @@ class DetokenizeManager:
     default options (``SamplingParams()``) is built with the manager, so no request waits for it.
     ``max_live`` bounds the requests live at once: a request that would open past it is refused (an
     error reply, or ``ValueError`` from :meth:`open` and :meth:`attach`). ``vocabulary`` is
-    :func:`~puredetok.core.read_vocabulary` of ``tokenizer`` if the caller already has it (several
+    :func:`~puredetok._build.read_vocabulary` of ``tokenizer`` if the caller already has it (several
     managers of one tokenizer: read once, not once per manager); None reads it with the manager,
     unless the cache has it already.
     """

@@ -37,7 +37,7 @@ class LoadedTokenizer(TokenizerLike, Protocol):
     """What puredetok uses of a tokenizer :func:`load_tokenizer` gives: a ``transformers``
     tokenizer, a ``tokenizers.Tokenizer`` or ``transformers``' ``MistralCommonBackend`` all have it.
 
-    ``decode`` (:class:`~puredetok.core.TokenizerLike`: what :func:`~puredetok.codec_for`
+    ``decode`` (:class:`~puredetok.TokenizerLike`: what :func:`~puredetok.codec_for`
     models), ``get_vocab`` and ``encode`` (text to ids; its result is a list of ids
     for ``transformers``, an ``Encoding`` with ``.ids`` for ``tokenizers``). What only some kinds
     have (``apply_chat_template``, ``backend_tokenizer``) is read where it is needed, by

@@ -10,7 +10,7 @@ The rules, stated once (the code below is their consequence):
    tokens) or :func:`abort`; within its first ``min_tokens`` tokens no ending id nor stop string
    ends it. Once ended it emits nothing and refuses tokens.
 3. **Steady.** A stream is *steady* while it runs, its core hold is the core's steady hold
-   (:func:`puredetok.core.steady`) and it holds no text. A token is *quiet* when its text holds
+   (:func:`puredetok._core.steady`) and it holds no text. A token is *quiet* when its text holds
    no first character of a stop string and it is not an ending id: it can neither start a stop
    string nor end the stream. A steady stream given a quiet token whose step leaves the core's
    hold as it is stays steady and emits the token's steady text as it is; only its count changes,
@@ -21,7 +21,7 @@ The rules, stated once (the code below is their consequence):
    it) or the token limit.
 
 The steady path reads one record, :class:`_SteadyPath`, which a steady stream carries and a stream
-that is not carries as None; the per-id class summaries (:mod:`puredetok.core.classes`) tell
+that is not carries as None; the per-id class summaries (:mod:`puredetok._core.classes`) tell
 most quiet tokens from the rest without looking at their text. They cannot tell an ending id that
 is not an added token from other tokens: with one, no stream carries the record, and every token
 takes the general path (with the same result).
