@@ -1,7 +1,7 @@
 """The rooms of the package and how they meet: the stepping core (``puredetok._core``) and the
 builder (``puredetok._build``) are used through their faces (each package's ``__all__``), no import
 points up a layer nor runs in a circle, and every room has one role, said in one line, and stays
-small (issue 36).
+small.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "_core": 1,  # what steps: imports only attrs and the standard library
     "_build": 2,  # what builds codecs from tokenizer objects
-    "core": 2,  # the old module path that pickles of states made before issue 36 name
+    "core": 2,  # the old module path that pickles of states made before the split name
     "stops": 3,
     "testing": 3,
     "streamer": 3,
