@@ -172,6 +172,24 @@ def test_the_builder_reads_a_tokenizers_tokenizer_without_transformers(tmp_path:
     assert result["text"] == result["decoded"] == "Streaming 推理 🦩 naïve"
 
 
+FALLBACK = """
+import pickle
+
+try:
+    pickle.loads(sys.stdin.buffer.read())
+except ModuleNotFoundError as error:
+    result = {"error": str(error)}
+"""
+
+
+def test_the_fallback_codec_unpickles_only_with_its_tokenizers_library() -> None:
+    """The documented exception: the generic fallback decodes with the tokenizer it holds."""
+    window = puredetok.codec_for(tokenizer("qwen3"), window=True)
+    assert run_alone({"attrs", "attr", "puredetok"}, FALLBACK, pickle.dumps(window)) == {
+        "error": "refused: tokenizers"
+    }
+
+
 @pytest.mark.parametrize("module", ["tokenizers", "transformers", "msgspec", "zmq", "numpy"])
 def test_the_refusing_finder_refuses(module: str) -> None:
     """The check above would prove nothing if the finder let a library through."""

@@ -1,9 +1,10 @@
 """What steps: the records, start / step / feed / finish, and the decoders' stages and per-token maps.
 
 Pure and small in what it needs: attrs and the standard library, nothing else (a process without
-``tokenizers`` or ``transformers`` unpickles a codec built elsewhere and streams with it;
-``tests/test_core_alone.py`` checks it). No I/O, no mutation, no globals, no logging. What builds
-a codec from a tokenizer object is the room above, :mod:`puredetok._build`.
+``tokenizers`` or ``transformers`` unpickles an exact codec built elsewhere and streams with it;
+``tests/test_core_alone.py`` checks it; the generic fallback's codec holds its tokenizer). No I/O,
+no mutation, no globals, no logging. What builds a codec from a tokenizer object is the room above,
+:mod:`puredetok._build`.
 
 This package's ``__all__`` is the face the layers above use (the stop layer, serving, the adapters,
 the command line, the testing kit): they import from here, never from one of its modules, nor a
