@@ -295,7 +295,7 @@ def check_lanes(stage: Stage, holds: Sequence[Any], values: Sequence[Any]) -> in
 
 
 def check_ahead(stage: Stage, pieces: Sequence[Piece]) -> None:
-    """``ahead`` (:class:`~puredetok.core.decoders.base.AheadStage`), where the stage has it: after
+    """``ahead`` (:class:`~puredetok._core.decoders.base.AheadStage`), where the stage has it: after
     each piece, what the stage releases glued from there on (the rest of ``pieces``, then its
     flush), joined up to its first unglued piece, begins with ``ahead`` or is a prefix of it."""
     ahead_of = getattr(stage, "ahead", None)
@@ -311,7 +311,7 @@ def check_ahead(stage: Stage, pieces: Sequence[Piece]) -> None:
 
 
 def check_release(stage: Stage, holds: Sequence[Any], values: Sequence[Any]) -> None:
-    """``release`` (:class:`~puredetok.core.decoders.base.ReleasingStage`), where the stage has it:
+    """``release`` (:class:`~puredetok._core.decoders.base.ReleasingStage`), where the stage has it:
     from each hold, told each value as what comes next, what it releases then and after gives the
     same elements as the hold itself, whatever follows that fits (a part of the value and the
     end, the value and another, pushed whole or a character at a time, then the end or an unglued

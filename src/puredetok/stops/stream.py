@@ -73,10 +73,10 @@ class _SteadyPath:
 
     __slots__ = ("texts", "classes", "loud", "size", "hand_over", "openers", "ending")
     texts: Final[Sequence[str | None]]
-    """The core's steady texts (:func:`puredetok.core.steady`): per id, its text from the steady
+    """The core's steady texts (:func:`puredetok._core.steady`): per id, its text from the steady
     hold, or None for an id whose step leaves it."""
     classes: Final[Sequence[int]]
-    """The codec's per-id class summaries (:attr:`puredetok.core.Codec.classes`)."""
+    """The codec's per-id class summaries (:attr:`puredetok._core.Codec.classes`)."""
     loud: Final[Sequence[bool]]
     """The rules' verdict per summary (:attr:`StopRules.loud`): False for a summary every token of
     which is quiet; a token whose summary is loud is quiet if its text holds none of
@@ -141,7 +141,7 @@ class _Context:
     max_end: Final[int | None]
     """The count at which ``max_new_tokens`` is reached (None: no limit)."""
     steady_hold: Final[Hashable]
-    """The core's steady hold (:func:`puredetok.core.steady`); the core's steady path tests it by
+    """The core's steady hold (:func:`puredetok._core.steady`); the core's steady path tests it by
     identity."""
     steady_texts: Final[Sequence[str | None]]
     """The core's steady texts, for the general path's step."""
@@ -498,7 +498,7 @@ def _advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
         and 0 <= token_id < codec.vocab_size
         and (delta := context.steady_texts[token_id]) is not None
     ):
-        hold = old  # the core's steady path (see puredetok.core.steady)
+        hold = old  # the core's steady path (see puredetok._core.steady)
     else:
         hold, delta = step_hold(codec, old, token_id)  # an ignored id past the vocabulary counts too
     matcher, min_end, max_end = context.matcher, context.min_end, context.max_end

@@ -21,7 +21,7 @@ A stage may also say what it will release next (``ahead``, :class:`AheadStage`: 
 trailing run that any later text of its element starts with), and the stage right after it may use
 that to release what it held only because it could not see it (``release``,
 :class:`ReleasingStage`: ``Replace`` holding ``"a"`` of the pattern ``"ab"`` while ``"▁"`` is
-bound to come next). The chain asks after every step (:class:`puredetok.core.chain.Chain`), so
+bound to come next). The chain asks after every step (:class:`puredetok._core.chain.Chain`), so
 that nothing certain stays held (G3).
 
 A stage may also offer ``settle`` (:class:`SettlingStage`): whether a step whose pieces end in a

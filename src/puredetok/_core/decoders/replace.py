@@ -141,7 +141,7 @@ class ReplaceStage:
         """The held text up to the first place where, followed by ``ahead`` (or by a part of it
         and then the end), it could still begin a match: before that place no match can start in
         any future, and without one the held text is released as it is (see
-        :meth:`~puredetok.core.decoders.base.ReleasingStage.release`).
+        :meth:`~puredetok._core.decoders.base.ReleasingStage.release`).
         """
         buf, fresh = hold
         if not buf or not ahead:
