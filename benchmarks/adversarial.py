@@ -40,9 +40,9 @@ from typing import Any, cast
 import zmq
 
 from benchmarks.inputs import events_section, tokenize_section, wire_section
+from puredetok import codec_for, feed, finish, start
 from puredetok.cli._measure import trace_ids
 from puredetok.cli._timing import Result, format_table
-from puredetok.core import codec_for, feed, finish, start
 from puredetok.serving._codec_cache import CodecCache
 from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.messages import (

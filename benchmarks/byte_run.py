@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from puredetok import codec_for
 from puredetok.cli._measure import _flat_after_history
 from puredetok.cli._timing import Result
-from puredetok.core import codec_for
 
 
 def byte_run_section(tokenizer: Any, long: int = 1_000_000) -> list[Result]:

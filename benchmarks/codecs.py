@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.worker import _Served
-from puredetok.core import codec_for
+from puredetok import codec_for
 from puredetok.serving._codec_cache import CodecCache, Setting
 from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.loading import load_tokenizer

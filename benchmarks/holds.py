@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from puredetok.core import codec_for, finish, start, step
+from puredetok import codec_for, finish, start, step
 
 TEXTS: dict[str, str] = {
     "CJK": (

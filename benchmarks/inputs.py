@@ -56,8 +56,8 @@ from typing import Any
 
 import msgspec
 
+from puredetok import Codec, codec_for, finish, start, step
 from puredetok.cli._timing import TEXT, Result, format_table
-from puredetok.core import Codec, codec_for, finish, start, step
 from puredetok.serving._codec_cache import CodecCache
 from puredetok.serving.messages import (
     HANDED_BACK,

@@ -13,9 +13,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from puredetok import codec_for, start, step
 from puredetok.cli._measure import stepper, trace_ids
 from puredetok.cli._timing import TEXT, Result, format_table, ratio_result, repeated
-from puredetok.core import codec_for, start, step
 
 TEKKEN_FILE = "tekken_240911.json"
 """The Tekken file of mistral-common's package data that is measured."""

@@ -1,7 +1,7 @@
 """What opening a stream after a prompt costs: ``python -m benchmarks.opening [NAME=PATH ...]``.
 
 Per request, side by side in one run: the old opening, which fed every prompt id and then
-finished to find the echo (contract C), and :func:`puredetok.core.start`, which reads the prompt
+finished to find the echo (contract C), and :func:`puredetok.start`, which reads the prompt
 from its end only as far back as the decoding model needs (``Decoding.tail_start``). Prompts of
 16, 1,024 and 32,768 ids of the mixed-script trace (:func:`puredetok.cli._measure.trace_ids`).
 
@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from puredetok import Codec, DecodeState, codec_for, feed, finish, start
 from puredetok.cli._measure import trace_ids
-from puredetok.core import Codec, DecodeState, codec_for, feed, finish, start
 
 LENGTHS = (16, 1_024, 32_768)
 """Prompt lengths, in ids."""

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks.holds import TEXTS
-from puredetok.core import Codec, DecodeState, codec_for, start, step
+from puredetok import Codec, DecodeState, codec_for, start, step
 from puredetok.stops import StopRules, Stream, advance, open_stream
 
 STOPS = StopRules(stop=("</answer>", "\n\n"), eos_token_ids=(2, 151645), max_new_tokens=4096, min_tokens=4)

@@ -79,7 +79,7 @@ def step_costs(tokens: int = 3000, names: list[str] | None = None) -> None:
 _WORKER = """
 import sys, time
 from puredetok.serving.loading import load_tokenizer
-import puredetok.core.build as build
+import puredetok._build.build as build
 if sys.argv[1] == "unchecked":
     build.check_model = lambda *args, **kwargs: None
 for line in sys.stdin:

@@ -8,7 +8,7 @@ Two things every decoder module must show:
   library still gives it, puredetok's model of the decoder (its per-token map, then its stage)
   gives the same elements, and a codec built by :func:`puredetok.codec_for` for a tokenizer with
   that decoder streams it exactly (every delta a prefix of the decode, ``feed`` equal to ``step``).
-* **The Stage contract** of :mod:`puredetok.core.decoders.base` (:func:`check_stage`): a run
+* **The Stage contract** of :mod:`puredetok._core.decoders.base` (:func:`check_stage`): a run
   pushed at once (``push_run``) gives what pushing it value by value gives; holds are hashable,
   equal after a pickle round trip, and never mutated; ``initial`` and ``idle`` hold nothing
   (``flush`` releases nothing from them); what a stage releases plus its ``flush`` is the
@@ -32,8 +32,9 @@ from tokenizers import Tokenizer, decoders, models
 
 import puredetok
 from helpers import assert_streams_exactly
-from puredetok.core.decoders import Decoder, Stage, from_config
-from puredetok.core.decoders.base import MISS, map_all
+from puredetok._build.config import from_config
+from puredetok._core.decoders import Decoder, Stage
+from puredetok._core.decoders.base import MISS, map_all
 
 Piece = tuple[Any, bool]
 Vector = tuple[list[str], list[str] | str]
@@ -266,7 +267,7 @@ def check_stage(stage: Stage, pieces: Sequence[Piece], cuts: Sequence[int] = ())
 
 
 def check_lanes(stage: Stage, holds: Sequence[Any], values: Sequence[Any]) -> int:
-    """``push_lanes`` (:class:`~puredetok.core.decoders.base.LaneStage`) against ``push``: from each
+    """``push_lanes`` (:class:`~puredetok._core.decoders.base.LaneStage`) against ``push``: from each
     hold, glued or not, every value it passes gives what ``push`` gives for that value alone. Returns
     how many values it passed (0 for a stage without it)."""
     push_lanes = getattr(stage, "push_lanes", None)
@@ -294,7 +295,7 @@ def check_lanes(stage: Stage, holds: Sequence[Any], values: Sequence[Any]) -> in
 
 
 def check_ahead(stage: Stage, pieces: Sequence[Piece]) -> None:
-    """``ahead`` (:class:`~puredetok.core.decoders.base.AheadStage`), where the stage has it: after
+    """``ahead`` (:class:`~puredetok._core.decoders.base.AheadStage`), where the stage has it: after
     each piece, what the stage releases glued from there on (the rest of ``pieces``, then its
     flush), joined up to its first unglued piece, begins with ``ahead`` or is a prefix of it."""
     ahead_of = getattr(stage, "ahead", None)
@@ -310,7 +311,7 @@ def check_ahead(stage: Stage, pieces: Sequence[Piece]) -> None:
 
 
 def check_release(stage: Stage, holds: Sequence[Any], values: Sequence[Any]) -> None:
-    """``release`` (:class:`~puredetok.core.decoders.base.ReleasingStage`), where the stage has it:
+    """``release`` (:class:`~puredetok._core.decoders.base.ReleasingStage`), where the stage has it:
     from each hold, told each value as what comes next, what it releases then and after gives the
     same elements as the hold itself, whatever follows that fits (a part of the value and the
     end, the value and another, pushed whole or a character at a time, then the end or an unglued

@@ -22,7 +22,7 @@ import msgspec  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import puredetok  # noqa: E402
-from puredetok.core import continuation_text  # noqa: E402
+from puredetok._core import continuation_text  # noqa: E402
 from puredetok.serving._codec_cache import CodecCache  # noqa: E402
 from puredetok.serving.loading import default_tokenizer_path, load_tokenizer  # noqa: E402
 from puredetok.testing.strategies import (  # noqa: E402
@@ -109,7 +109,7 @@ def reference(
     if raw:
         text = tok.backend_tokenizer.decode(list(ids), skip_special_tokens=skip)
         if cleanup:
-            from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules
+            from puredetok._core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules
 
             text = apply_rules(TRANSFORMERS_RULES, text)
         return str(text)

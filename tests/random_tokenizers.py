@@ -20,7 +20,7 @@ from typing import Any
 from hypothesis import strategies as st
 from tokenizers import AddedToken, Tokenizer, models
 
-from puredetok.core.decoders.byte_level import byte_alphabet
+from puredetok._core.decoders.byte_level import byte_alphabet
 
 SP = "\u2581"
 

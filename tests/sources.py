@@ -23,7 +23,8 @@ from transformers import PreTrainedTokenizerFast
 import helpers
 import puredetok
 import synthetic
-from puredetok.core import continuation_text, read_vocabulary
+from puredetok._build import read_vocabulary
+from puredetok._core import continuation_text
 from puredetok.serving._codec_cache import CodecCache
 from puredetok.serving.detokenize_manager import DetokenizeManager
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models
 
-from puredetok.core.decoders.byte_level import byte_alphabet
+from puredetok._core.decoders.byte_level import byte_alphabet
 
 SP = "\u2581"
 
@@ -393,7 +393,7 @@ def _grouped(tokens: list[str]) -> str:
 
 
 def _cleanup(tokens: list[str]) -> str:
-    from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules
+    from puredetok._core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules
 
     return apply_rules(TRANSFORMERS_RULES, " ".join(tokens))
 

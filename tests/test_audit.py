@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import reference, tokenizer, vocabulary
+from puredetok._core import continuation_text
 from puredetok.audit import AuditOptions, Auditor, Chunk, Request, audit_shard, shards_of
 from puredetok.audit.compare import Deferred
 from puredetok.cli import main
-from puredetok.core import continuation_text
 from puredetok.testing.strategies import prompt_ids, text_ids, token_ids
 
 ROOT = Path(__file__).resolve().parents[1]

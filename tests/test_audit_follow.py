@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+import puredetok
 from helpers import tokenizer, vocabulary
-from puredetok import core
 from puredetok.audit import AuditOptions, Auditor, Chunk, Request
 from puredetok.audit.compare import Difference
 from puredetok.audit.follow import Followed, Follower
@@ -384,11 +384,11 @@ def test_an_sglang_stream_is_followed_in_memory_of_one_chunk(
 
     def peak(count: int) -> int:
         ids = (base * (count // len(base) + 1))[:count]
-        state = core.start(codec)
+        state = puredetok.start(codec)
         pieces: list[tuple[list[int], str | None]] = []
         for index, token in enumerate(ids):
-            state, text = core.step(state, token)
-            pieces.append(([token], text + (core.finish(state) if index == count - 1 else "")))
+            state, text = puredetok.step(state, token)
+            pieces.append(([token], text + (puredetok.finish(state) if index == count - 1 else "")))
         end = {"type": "length", "length": count}
         numbered = list(enumerate(_sglang_lines("g", [], pieces, server, True, end), 1))
         tracemalloc.start()

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from helpers import _folder, tokenizer
+from puredetok._core import continuation_text
 from puredetok.cli import main
-from puredetok.core import continuation_text
 
 HERE = Path(__file__).resolve().parent
 DEADLINE = 240

@@ -16,7 +16,7 @@ from tokenizers import Regex, decoders
 import puredetok
 from helpers import BYTE_LEVEL, SENTENCEPIECE, TOKENIZERS, byte_ids, codec, stream, tokenizer
 from puredetok import feed, finish, start, step
-from puredetok.core.window import ATTEMPT, LIMIT
+from puredetok._build.window import ATTEMPT, LIMIT
 
 
 def _size(state: puredetok.DecodeState) -> int:

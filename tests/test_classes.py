@@ -1,4 +1,4 @@
-"""Character classes (``puredetok.core.classes``) and the stop layer's steady path built on them.
+"""Character classes (``puredetok._core.classes``) and the stop layer's steady path built on them.
 
 The steady path of ``advance`` returns a token's text without looking at it when its summary shares
 no class with a stop string's first character. That is only sound if a summary never misses a
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from helpers import TOKENIZERS, codec
 from puredetok import StopRules, advance, advance_many, close, open_stream
-from puredetok.core.classes import ADDED, ALL_CLASSES, class_of, classes_of
+from puredetok._core.classes import ADDED, ALL_CLASSES, class_of, classes_of
 
 TEXTS = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
 

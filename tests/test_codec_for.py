@@ -89,7 +89,7 @@ def _stream_text(c: puredetok.Codec, ids: list[int]) -> tuple[list[str], str]:
 
 def test_the_check_catches_a_wrong_model_and_names_the_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     """A model that recognises the configuration but decodes it wrongly is never called exact."""
-    from puredetok.core.decoders.metaspace import Metaspace
+    from puredetok._core.decoders.metaspace import Metaspace
 
     monkeypatch.setattr(Metaspace, "map_token", lambda self, token, first: str(token))  # "▁" kept
     monkeypatch.setattr(Metaspace, "map_tokens", lambda self, tokens, first: [*tokens])
@@ -157,7 +157,8 @@ def test_decode_replaced_on_the_object_or_its_backend_is_not_a_known_one() -> No
 
 
 def test_unknown_decoder_fields_and_types_are_not_known_ones() -> None:
-    from puredetok.core.decoders import Unmodelled, from_config
+    from puredetok._build.config import from_config
+    from puredetok._core.decoders import Unmodelled
 
     for config, why in (
         ({"type": "Fuse", "joiner": "-"}, "the Fuse decoder has fields puredetok does not know: joiner"),

@@ -33,7 +33,7 @@ from helpers import (
     tokenizer,
 )
 from puredetok import DecodeState, StopRules, advance, close, feed, finish, open_stream, start, step
-from puredetok.core.echo import Echo
+from puredetok._core.echo import Echo
 
 CASES = [(name, skip) for name in TOKENIZERS for skip in (False, True)]
 IDS = [f"{name}-{'skip' if skip else 'keep'}" for name, skip in CASES]

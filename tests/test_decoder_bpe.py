@@ -1,4 +1,4 @@
-"""``puredetok.core.decoders.bpe``: the crate's vectors and the Stage contract of its suffix stage
+"""``puredetok._core.decoders.bpe``: the crate's vectors and the Stage contract of its suffix stage
 (over whole tokens, and over fragments after a decoder with memory)."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from decoder_contract import (
     pieces_of,
     text_of,
 )
-from puredetok.core.decoders import Unmodelled
-from puredetok.core.decoders.bpe import BPEDecoder, SuffixStage
+from puredetok._core.decoders import Unmodelled
+from puredetok._core.decoders.bpe import BPEDecoder, SuffixStage
 
 # The crate's bpe.rs has no test module; these are its Python bindings' (TestBPEDecoder).
 VECTORS: list[tuple[str, list[str], str]] = [

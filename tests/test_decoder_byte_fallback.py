@@ -1,4 +1,4 @@
-"""``puredetok.core.decoders.byte_fallback``: the crate's vectors and the Stage contract."""
+"""``puredetok._core.decoders.byte_fallback``: the crate's vectors and the Stage contract."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from decoder_contract import (
     pieces_of,
     text_of,
 )
-from puredetok.core.decoders.byte_fallback import ByteFallbackStage, byte_token_value
+from puredetok._core.decoders.byte_fallback import ByteFallbackStage, byte_token_value
 
 R = "\ufffd"
 VECTORS: list[Vector] = [

@@ -1,4 +1,4 @@
-"""``puredetok.core.decoders.byte_level``: the crate's vectors and the Stage contract of its UTF-8
+"""``puredetok._core.decoders.byte_level``: the crate's vectors and the Stage contract of its UTF-8
 stage (both ``errors`` modes)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from decoder_contract import (
     pieces_of,
     text_of,
 )
-from puredetok.core.decoders.byte_level import ByteLevel, Utf8Stage, byte_alphabet
+from puredetok._core.decoders.byte_level import ByteLevel, Utf8Stage, byte_alphabet
 
 ALPHABET = byte_alphabet()
 SAMPLES = (

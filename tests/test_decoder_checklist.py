@@ -13,17 +13,20 @@ import pytest
 from tokenizers import decoders
 
 import synthetic
-from puredetok.core.decoders.config import _FIELDS
-from puredetok.core.pyclasses import KNOWN_CLASSES
+from puredetok._build.config import _FIELDS
+from puredetok._build.pyclasses import KNOWN_CLASSES
 
 ROOT = Path(__file__).parent.parent
-PACKAGE = ROOT / "src" / "puredetok" / "core"
-NOT_MODULES = {"__init__", "base", "config"}
-"""``base`` (the protocols) and ``config`` (tested by test_decoder_config.py) are not decoders."""
+PACKAGE = ROOT / "src" / "puredetok"
+NOT_MODULES = {"__init__", "base"}
+"""``base``: the protocols (decoders), what every class model provides (pyclasses)."""
 
 
 def _modules(folder: str) -> list[str]:
-    return sorted(p.stem for p in (PACKAGE / folder).glob("*.py") if p.stem not in NOT_MODULES)
+    """The decoder modules (``_core/decoders``), or the class modules: their readers
+    (``_build/pyclasses``) and their stages (``_core/pyclasses``)."""
+    paths = [*(PACKAGE / "_core" / folder).glob("*.py"), *(PACKAGE / "_build" / folder).glob("*.py")]
+    return sorted({p.stem for p in paths} - NOT_MODULES)
 
 
 @pytest.mark.parametrize(

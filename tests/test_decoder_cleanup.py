@@ -1,4 +1,4 @@
-"""``puredetok.core.decoders.cleanup``: transformers' space cleanup as a streaming transform, exact
+"""``puredetok._core.decoders.cleanup``: transformers' space cleanup as a streaming transform, exact
 against transformers in every mode it has; its rules are transformers' own and the crate's
 WordPiece cleanup (tests/test_decoder_wordpiece.py); each of its stages keeps the Stage contract."""
 
@@ -15,8 +15,8 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 import puredetok
 from decoder_contract import check_idle, check_stage, elements, pieces_of, text_of
 from helpers import assert_streams_exactly, codec, id_lists, reference, tokenizer
-from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, WORDPIECE_RULES, apply_rules, cleanup_stages
-from puredetok.core.decoders.replace import ReplaceStage
+from puredetok._core.decoders.cleanup import TRANSFORMERS_RULES, WORDPIECE_RULES, apply_rules, cleanup_stages
+from puredetok._core.decoders.replace import ReplaceStage
 
 MODES = [
     ("t5_small", False),

@@ -1,4 +1,4 @@
-"""``puredetok.core.decoders.config``: reading a decoder's JSON into decoder models. The crate's own
+"""``puredetok._build.config``: reading a decoder's JSON into decoder models. The crate's own
 serialization vectors (tokenizers/src/decoders/mod.rs, pre_tokenizers/metaspace.rs), its Sequence
 vector (decoders/sequence.rs), and every decoder type of the installed library read to its model."""
 
@@ -12,16 +12,17 @@ from tokenizers import Regex, Tokenizer, decoders, models
 
 import puredetok
 from decoder_contract import check_vector, models_of
-from puredetok.core.decoders import Decoder, Unmodelled, from_config
-from puredetok.core.decoders.bpe import BPEDecoder
-from puredetok.core.decoders.byte_fallback import ByteFallback
-from puredetok.core.decoders.byte_level import ByteLevel
-from puredetok.core.decoders.ctc import CTC
-from puredetok.core.decoders.fuse import Fuse
-from puredetok.core.decoders.metaspace import Metaspace
-from puredetok.core.decoders.replace import Replace
-from puredetok.core.decoders.strip import Strip
-from puredetok.core.decoders.wordpiece import WordPiece
+from puredetok._build.config import from_config
+from puredetok._core.decoders import Decoder, Unmodelled
+from puredetok._core.decoders.bpe import BPEDecoder
+from puredetok._core.decoders.byte_fallback import ByteFallback
+from puredetok._core.decoders.byte_level import ByteLevel
+from puredetok._core.decoders.ctc import CTC
+from puredetok._core.decoders.fuse import Fuse
+from puredetok._core.decoders.metaspace import Metaspace
+from puredetok._core.decoders.replace import Replace
+from puredetok._core.decoders.strip import Strip
+from puredetok._core.decoders.wordpiece import WordPiece
 
 SP = "\u2581"
 SERIALIZED: list[tuple[str, list[Decoder]]] = [

@@ -1,4 +1,4 @@
-"""``puredetok.core.decoders.ctc``: the crate's vectors (its Rust tests' handmade and LibriSpeech
+"""``puredetok._core.decoders.ctc``: the crate's vectors (its Rust tests' handmade and LibriSpeech
 samples, its Python bindings' tests) and the Stage contract of its grouping stage."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from decoder_contract import (
     pieces_of,
     text_of,
 )
-from puredetok.core.decoders import Unmodelled
-from puredetok.core.decoders.ctc import CTC, GroupStage
+from puredetok._core.decoders import Unmodelled
+from puredetok._core.decoders.ctc import CTC, GroupStage
 
 P = "<pad>"
 # The crate's two LibriSpeech samples, "_" standing for "<pad>" (ctc.rs, "librispeech_sample" and

@@ -1,4 +1,4 @@
-"""``puredetok.core.decoders.fuse``: the crate's vectors and the Stage contract."""
+"""``puredetok._core.decoders.fuse``: the crate's vectors and the Stage contract."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from decoder_contract import (
     elements,
     pieces_of,
 )
-from puredetok.core.decoders.fuse import Fuse, GlueStage
+from puredetok._core.decoders.fuse import Fuse, GlueStage
 
 VECTORS: list[Vector] = [
     # tokenizers/src/decoders/fuse.rs, test "decode"

@@ -1,4 +1,4 @@
-"""``puredetok.core.decoders.metaspace``: the crate's vectors, its per-token map for each prepend
+"""``puredetok._core.decoders.metaspace``: the crate's vectors, its per-token map for each prepend
 scheme, and the Stage contract of its stage over a joined stream."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from decoder_contract import (
     pieces_of,
     text_of,
 )
-from puredetok.core.decoders.metaspace import Metaspace
+from puredetok._core.decoders.metaspace import Metaspace
 
 SP = "\u2581"
 VECTORS: list[tuple[tuple[str, str], list[str], list[str] | str]] = [

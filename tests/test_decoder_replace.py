@@ -1,4 +1,4 @@
-"""``puredetok.core.decoders.replace``: the crate's vectors, its per-token map, and the Stage
+"""``puredetok._core.decoders.replace``: the crate's vectors, its per-token map, and the Stage
 contract of its stage over a joined stream (literal patterns; a regex pattern is not modelled)."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from decoder_contract import (
 )
 from helpers import assert_streams_exactly
 from puredetok import feed, finish, start
-from puredetok.core.decoders import Unmodelled
-from puredetok.core.decoders.replace import Replace, ReplaceStage
+from puredetok._core.decoders import Unmodelled
+from puredetok._core.decoders.replace import Replace, ReplaceStage
 
 VECTORS: list[tuple[tuple[str, str], list[str], list[str] | str]] = [
     # tokenizers/src/normalizers/replace.rs, test "test_replace_decode"

@@ -1,4 +1,4 @@
-"""``puredetok.core.decoders.spaces``: no decoder at all. The ``tokenizers`` crate then joins the
+"""``puredetok._core.decoders.spaces``: no decoder at all. The ``tokenizers`` crate then joins the
 tokens with single spaces (``TokenizerImpl::decode``: ``tokens.join(" ")`` when there is no
 decoder); as a per-token map that is a space before every token but the first, with no stage."""
 
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from decoder_contract import check_stream_against_library, codec_with, tokenizer_with
 from helpers import assert_streams_exactly
-from puredetok.core.decoders import Unmodelled
-from puredetok.core.decoders.spaces import JoinWithSpaces
+from puredetok._core.decoders import Unmodelled
+from puredetok._core.decoders.spaces import JoinWithSpaces
 
 POOL = ["Hey", "friend!", " ", "", "▁a", "a b", "<0x41>"]
 

@@ -1,4 +1,4 @@
-"""``puredetok.core.decoders.strip``: the crate's vectors, its per-token map, and the Stage
+"""``puredetok._core.decoders.strip``: the crate's vectors, its per-token map, and the Stage
 contract of its stage over a joined stream."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from decoder_contract import (
     pieces_of,
     text_of,
 )
-from puredetok.core.decoders.strip import Strip, StripStage
+from puredetok._core.decoders.strip import Strip, StripStage
 
 VECTORS: list[tuple[tuple[str, int, int], list[str], list[str] | str]] = [
     # tokenizers/src/decoders/strip.rs, test "decode"

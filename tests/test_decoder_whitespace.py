@@ -1,4 +1,4 @@
-"""``puredetok.core.decoders.whitespace``: Python's ``str.strip()`` over a stream (what CLIP, the CTC
+"""``puredetok._core.decoders.whitespace``: Python's ``str.strip()`` over a stream (what CLIP, the CTC
 speech tokenizers and Marian do to their whole text). Its vectors are ``str.strip`` itself; its
 stage keeps the Stage contract and a constant-size hold on runs of one whitespace piece."""
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from decoder_contract import check_idle, check_stage, pieces_of, text_of
-from puredetok.core.decoders.whitespace import EMPTY_SPACE, HeldSpace, StripStage, strip_text
+from puredetok._core.decoders.whitespace import EMPTY_SPACE, HeldSpace, StripStage, strip_text
 
 WHITESPACE = [" ", "\t", "\n", "\u3000", "\x85", "\u2028", "  ", " \n"]
 PIECES = st.sampled_from([*WHITESPACE, "a", "b c", " d ", "", "\u200b"])  # U+200B is not whitespace

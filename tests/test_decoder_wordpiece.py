@@ -1,4 +1,4 @@
-"""``puredetok.core.decoders.wordpiece``: the crate's vectors and its per-token map (WordPiece has
+"""``puredetok._core.decoders.wordpiece``: the crate's vectors and its per-token map (WordPiece has
 no stage: its cleanup works on each token alone)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from tokenizers import decoders
 
 from decoder_contract import check_stream_against_library, check_vector, decode_chain, models_of
-from puredetok.core.decoders import Unmodelled
-from puredetok.core.decoders.cleanup import WORDPIECE_RULES
-from puredetok.core.decoders.wordpiece import WordPiece
+from puredetok._core.decoders import Unmodelled
+from puredetok._core.decoders.cleanup import WORDPIECE_RULES
+from puredetok._core.decoders.wordpiece import WordPiece
 
 VECTORS: list[tuple[tuple[str, bool], list[str], list[str] | str]] = [
     # tokenizers/src/decoders/wordpiece.rs, test "wordpiece_decoder"

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import puredetok
 from helpers import byte_ids, codec, id_lists, tokenizer
-from puredetok.core import read_vocabulary, with_max_byte_run
+from puredetok._build import read_vocabulary, with_max_byte_run
 
 SHARED = ("llama2", "mistral_v03", "phi3_mini", "qwen3", "t5_small")
 CAPS = (None, 1, 4)

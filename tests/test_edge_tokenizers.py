@@ -30,9 +30,9 @@ import families
 import puredetok
 import synthetic
 from puredetok import InvalidTokenError, UnsupportedTokenizerError, feed, finish, start, step
-from puredetok.core import continuation_text
-from puredetok.core.build import MAX_VOCAB
-from puredetok.core.decoders.byte_level import byte_alphabet
+from puredetok._build.build import MAX_VOCAB
+from puredetok._core import continuation_text
+from puredetok._core.decoders.byte_level import byte_alphabet
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 

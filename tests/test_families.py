@@ -26,8 +26,8 @@ import puredetok
 import synthetic
 from holding import Tally, can_change, ending_with, holding_tails
 from puredetok import DecodeState, InvalidTokenError, feed, finish, start, step
-from puredetok.core import continuation_text
-from puredetok.core.window import LIMIT
+from puredetok._build.window import LIMIT
+from puredetok._core import continuation_text
 
 SOURCES: dict[str, Callable[[], Any]] = {
     **{f"class:{name}": builder for name, builder in families.FAMILIES.items()},

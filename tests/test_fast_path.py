@@ -13,10 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import TOKENIZERS, codec, id_lists
-from puredetok import InvalidTokenError
-from puredetok.core import feed, feed_hold, finish, start, steady, step, step_hold, with_max_byte_run
-from puredetok.core.chain import Chain
-from puredetok.core.stream import BATCH
+from puredetok import InvalidTokenError, feed, finish, start, step
+from puredetok._build import with_max_byte_run
+from puredetok._core import feed_hold, steady, step_hold
+from puredetok._core.chain import Chain
+from puredetok._core.stream import BATCH
 
 
 @pytest.mark.parametrize("name", TOKENIZERS)

@@ -1,4 +1,4 @@
-"""``puredetok.core.lanes`` and the bulk maps of ``compile_chain``: the text of every id alone,
+"""``puredetok._build.lanes`` and the bulk maps of ``compile_chain``: the text of every id alone,
 found by pushing the whole vocabulary through a chain's stages at once, is what a step and a finish
 per id give (the build-time check's model side); the chain's fast table is what a push from the
 steady holds gives where every stage stays as it was; and the tables, mapped decoder by decoder over
@@ -21,11 +21,12 @@ import families
 import helpers
 import puredetok
 import synthetic
-from puredetok.core.backend_model import backend_parts
-from puredetok.core.chain import Chain, compile_chain
-from puredetok.core.decoders.base import MISS, Piece
-from puredetok.core.lanes import finish_holds, texts_alone
-from puredetok.core.verify import _model_alone
+from puredetok._build.backend_model import backend_parts
+from puredetok._build.compile import compile_chain
+from puredetok._build.lanes import finish_holds, texts_alone
+from puredetok._build.verify import _model_alone
+from puredetok._core.chain import Chain
+from puredetok._core.decoders.base import MISS, Piece
 
 
 def _backend(name: str) -> Any:

@@ -1,91 +1,170 @@
-"""The layers meet only at their public faces: nothing outside ``puredetok.core`` imports one of
-the core's modules or a private name of the core (issue 13): the stop layer, the adapters, the
-command line and the testing kit use what ``puredetok.core`` exports.
+"""The rooms of the package and how they meet: the stepping core (``puredetok._core``) and the
+builder (``puredetok._build``) are used through their faces (each package's ``__all__``), no import
+points up a layer nor runs in a circle, and every room has one role, said in one line, and stays
+small.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import sys
 from pathlib import Path
 
 import pytest
 
-import puredetok.core
+import puredetok
 
-SOURCE = Path(puredetok.core.__file__).resolve().parents[1]
+SOURCE = Path(puredetok.__file__).resolve().parent
 """``src/puredetok``."""
-CORE = SOURCE / "core"
+
+FACED = ("_core", "_build")
+"""The rooms that the others use only through their package's face."""
+REACHES_IN = {"_build": {"_core"}}
+"""Who may import a faced room's modules: the builder compiles the core's records and stages."""
 
 
-def _outside_core() -> list[Path]:
-    return sorted(path for path in SOURCE.rglob("*.py") if CORE not in path.parents)
+def _room_of(path: Path) -> str:
+    parts = path.relative_to(SOURCE).parts
+    return parts[0].removesuffix(".py") if len(parts) > 1 or parts[0] != "__init__.py" else "__init__"
 
 
-def crossings(tree: ast.AST) -> list[str]:
-    """The imports in ``tree`` that reach into the core past its public face."""
+def crossings(tree: ast.AST, importer: str = "") -> list[str]:
+    """The imports in ``tree`` (of a module in room ``importer``) that reach into ``_core`` or
+    ``_build`` past its face: one of its modules, or a private name of its package."""
     found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names if alias.name.startswith("puredetok.core.")]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
-            if node.module.startswith("puredetok.core."):
-                found.append(node.module)
-            elif node.module == "puredetok.core":
-                found += [f"puredetok.core.{a.name}" for a in node.names if a.name.startswith("_")]
-            elif node.module == "puredetok":
-                found += [f"puredetok.{a.name}" for a in node.names if a.name == "core"]
+    for room in FACED:
+        if room == importer or room in REACHES_IN.get(importer, ()):
+            continue
+        package = f"puredetok.{room}"
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found += [alias.name for alias in node.names if alias.name.startswith(f"{package}.")]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
+                if node.module.startswith(f"{package}."):
+                    found.append(node.module)
+                elif node.module == package:
+                    found += [f"{package}.{a.name}" for a in node.names if a.name.startswith("_")]
+                elif node.module == "puredetok":
+                    found += [f"puredetok.{a.name}" for a in node.names if a.name == room]
     return found
 
 
-def test_the_scan_sees_modules_outside_the_core() -> None:
-    names = {path.relative_to(SOURCE).as_posix() for path in _outside_core()}
-    assert {"stops/stream.py", "serving/detokenize_manager.py", "replay/replay.py"} <= names
-    assert not any(name.startswith("core/") for name in names)
+def test_the_scan_sees_every_room() -> None:
+    rooms = {_room_of(path) for path in SOURCE.rglob("*.py")}
+    assert {"_core", "_build", "stops", "serving", "errors", "__init__"} <= rooms
 
 
 @pytest.mark.parametrize(
     "source",
     [
-        "from puredetok.core.stream import step",
-        "from puredetok.core import _state",
-        "import puredetok.core.codec",
-        "def f():\n    from puredetok.core.decoders.cleanup import apply_rules",
-        "if True:\n    import puredetok.core.saving as saving",
+        "from puredetok._core.stream import step",
+        "from puredetok._core import _state",
+        "import puredetok._core.codec",
+        "def f():\n    from puredetok._core.decoders.cleanup import apply_rules",
+        "if True:\n    import puredetok._core.saving as saving",
+        "from puredetok._build.build import codec_for",
+        "from puredetok import _build",
     ],
 )
 def test_the_scan_finds_a_crossing(source: str) -> None:
-    assert crossings(ast.parse(source))
+    assert crossings(ast.parse(source), "stops")
 
 
-def test_the_scan_lets_the_public_face_through() -> None:
-    assert not crossings(ast.parse("from puredetok.core import Codec, step\nimport puredetok.core"))
+def test_the_scan_lets_the_faces_through() -> None:
+    source = "from puredetok._core import Codec, step\nimport puredetok._core\n"
+    source += "from puredetok._build import codec_for"
+    assert not crossings(ast.parse(source), "stops")
+    assert not crossings(ast.parse("from puredetok._core.chain import Chain"), "_build")
+    assert crossings(ast.parse("from puredetok._build.compile import compile_chain"), "_core")
 
 
-def test_no_module_outside_the_core_imports_past_its_public_face() -> None:
+def test_no_module_imports_past_a_faced_rooms_face() -> None:
     bad = [
         f"{path.relative_to(SOURCE).as_posix()}: {crossing}"
-        for path in _outside_core()
-        for crossing in crossings(ast.parse(path.read_text(encoding="utf-8")))
+        for path in sorted(SOURCE.rglob("*.py"))
+        for crossing in crossings(ast.parse(path.read_text(encoding="utf-8")), _room_of(path))
     ]
-    assert not bad, f"imports past puredetok.core's public face: {bad}"
+    assert not bad, f"imports past the face of puredetok._core or puredetok._build: {bad}"
+
+
+def _top_level_imports(tree: ast.Module) -> list[str]:
+    """The modules a module imports when it is imported: at its top, outside ``if TYPE_CHECKING``
+    (an import inside a function runs only when it is called)."""
+    found: list[str] = []
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
+            found.append(node.module)
+        elif isinstance(node, ast.If) and ast.unparse(node.test) != "TYPE_CHECKING":
+            pending += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            pending += node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body]
+    return found
+
+
+def _foreign(room: str, anywhere: bool) -> list[str]:
+    """The imports of the room's modules that are neither the standard library, attrs, nor the
+    package itself: at import time, or (``anywhere``) in functions and under TYPE_CHECKING too."""
+    allowed = set(sys.stdlib_module_names) | {"attrs", "attr", "puredetok"}
+    found = []
+    for path in sorted((SOURCE / room).rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if anywhere:
+            names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+            names += [
+                n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level
+            ]
+        else:
+            names = _top_level_imports(tree)
+        found += [
+            f"{path.relative_to(SOURCE).as_posix()}: {name}"
+            for name in names
+            if name.split(".")[0] not in allowed
+        ]
+    return found
+
+
+def test_the_scan_of_imports_at_import_time() -> None:
+    source = (
+        "import os\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import tokenizers\n"
+        "def f():\n    import transformers\ntry:\n    import numpy\nexcept ImportError:\n    pass\n"
+    )
+    assert sorted(_top_level_imports(ast.parse(source))) == ["numpy", "os", "typing"]
+
+
+def test_the_stepping_core_imports_only_attrs_and_the_standard_library() -> None:
+    """Anywhere in its text: it steps with nothing else (tests/test_core_alone.py runs it so)."""
+    assert _foreign("_core", anywhere=True) == []
+
+
+def test_the_builder_imports_no_tokenizer_library_when_it_is_imported() -> None:
+    """``tokenizers`` and ``transformers`` only under TYPE_CHECKING or inside the functions that
+    read their objects: ``import puredetok`` needs neither."""
+    assert _foreign("_build", anywhere=False) == []
 
 
 # The rooms of the package, lowest first: a module imports only from its own room or a lower one.
 LAYERS: dict[str, int] = {
     "errors": 0,
-    "core": 1,
-    "stops": 2,
-    "testing": 2,
-    "streamer": 2,
-    "files": 2,  # reading files by content, decompressed: imports nothing of the package
-    "__init__": 3,
-    "serving": 3,
-    "replay": 4,
-    "worker": 4,
-    "client": 5,  # the two sides of the worker's wire
-    "engines": 4,
-    "audit": 5,  # reads traces through replay
-    "cli": 7,
+    "_core": 1,  # what steps: imports only attrs and the standard library
+    "_build": 2,  # what builds codecs from tokenizer objects
+    "core": 2,  # the old module path that pickles of states made before the split name
+    "stops": 3,
+    "testing": 3,
+    "streamer": 3,
+    "files": 3,  # reading files by content, decompressed: imports nothing of the package
+    "__init__": 4,
+    "serving": 4,
+    "replay": 5,
+    "worker": 5,
+    "client": 6,  # the two sides of the worker's wire
+    "engines": 5,
+    "audit": 6,  # reads traces through replay
+    "cli": 8,
 }
 
 
@@ -173,25 +252,52 @@ def test_every_room_has_a_layer_and_imports_only_downwards() -> None:
     assert not upward
 
 
-@pytest.mark.parametrize(
-    "room",
-    [
-        "serving",
-        "worker",
-        "replay",
-        "stops",
-        "cli",
-        "testing",
-        "client",
-        "audit",
-        "audit/formats",
-        "core",
-        "engines",
-        "files",
-    ],
-)
-def test_no_room_holds_more_than_about_3000_lines(room: str) -> None:
-    lines = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in (SOURCE / room).glob("*.py"))
-    # core/ holds both what steps and what builds codecs until it is split in two rooms (issue 36)
-    cap = 3100 if room == "core" else 3000
-    assert lines <= cap, f"{room}/ holds {lines} lines in its own files"
+ROOMS = sorted(path.parent.name for path in SOURCE.glob("*/__init__.py"))
+"""Every room that is a folder (a package of its own): its role is its ``__init__``'s docstring."""
+
+
+def test_the_rooms_are_found() -> None:
+    assert {"_core", "_build", "stops", "serving", "worker", "audit", "cli"} <= set(ROOMS)
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_no_room_holds_more_than_5000_lines(room: str) -> None:
+    """Counting its subfolders (``audit/formats``, ``_core/decoders`` ...). A cap is a smoke alarm:
+    a room past it is split by role, never to fit the number."""
+    lines = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in (SOURCE / room).rglob("*.py"))
+    assert lines <= 5000, f"{room}/ holds {lines} lines"
+
+
+def role(docstring: str | None) -> str | None:
+    """The one-line role of a room: its docstring's first line when that line is a whole sentence
+    and its first paragraph; None otherwise."""
+    if not docstring:
+        return None
+    lines = docstring.strip().splitlines()
+    first = lines[0].strip()
+    if not first.endswith(".") or (len(lines) > 1 and lines[1].strip()):
+        return None
+    return first
+
+
+def test_the_role_is_one_line() -> None:
+    assert role("What steps: records and stages.\n\nMore.") == "What steps: records and stages."
+    assert role("What steps: records and\nstages.") is None
+    assert role("What steps") is None
+    assert role(None) is None
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_every_room_says_its_role_in_one_line(room: str) -> None:
+    tree = ast.parse((SOURCE / room / "__init__.py").read_text(encoding="utf-8"))
+    assert role(ast.get_docstring(tree)) is not None, f"{room}/__init__.py: no one-line role first"
+
+
+def test_every_room_is_in_the_architecture_page() -> None:
+    """docs/architecture.md's table of rooms: a row for every room that is a folder, and none for a
+    folder that is not there."""
+    page = (SOURCE.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = page[page.index("## The rooms around the core") :]
+    rows = set(re.findall(r"^\| `(\w+)` \|", table, flags=re.M))
+    assert set(ROOMS) <= rows
+    assert rows - set(ROOMS) <= {"errors"}  # a module of its own

@@ -18,6 +18,7 @@ import pytest
 import synthetic
 from helpers import _folder, codec, reference, tokenizer
 from puredetok import codec_for
+from puredetok._core import continuation_text
 from puredetok.audit.compare import Difference
 from puredetok.audit.records import Request
 from puredetok.audit.report import unrelated
@@ -25,7 +26,6 @@ from puredetok.cli import bench as bench_cli
 from puredetok.cli import main
 from puredetok.cli import serve as serve_cli
 from puredetok.cli.loaded import DEFAULT_NAME, FAMILIES, family_name, loaded
-from puredetok.core import continuation_text
 from puredetok.replay.incremental import common_prefix
 from puredetok.serving.messages import ReadyMsg
 

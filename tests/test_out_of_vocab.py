@@ -32,8 +32,8 @@ from puredetok import (
     start,
     step,
 )
-from puredetok.core.codec import ID_LIMIT
-from puredetok.core.out_of_vocab import ignoring_out_of_vocab
+from puredetok._build.out_of_vocab import ignoring_out_of_vocab
+from puredetok._core.codec import ID_LIMIT
 from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams
 

@@ -1,4 +1,4 @@
-"""``puredetok.core.pyclasses.byt5``: transformers' own ByT5 test vectors (its
+"""``puredetok._build.pyclasses.byt5``: transformers' own ByT5 test vectors (its
 tests/models/byt5/test_tokenization_byt5.py), streamed exactly; the model is bytes through the
 UTF-8 stage with invalid bytes dropped (that stage's contract: tests/test_decoder_byte_level.py)."""
 
@@ -11,8 +11,8 @@ import pytest
 import families
 import puredetok
 from helpers import assert_streams_exactly
-from puredetok.core.chain import Chain
-from puredetok.core.decoders.byte_level import Utf8Stage
+from puredetok._core.chain import Chain
+from puredetok._core.decoders.byte_level import Utf8Stage
 
 VECTORS: list[tuple[list[int], str]] = [
     # "test_multibytes_char"

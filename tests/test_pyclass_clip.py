@@ -1,4 +1,4 @@
-"""``puredetok.core.pyclasses.clip``: transformers' own CLIP test tokenizer (its
+"""``puredetok._build.pyclasses.clip``: transformers' own CLIP test tokenizer (its
 tests/models/clip/test_tokenization_clip.py: vocabulary, merges, "lower newer"), streamed exactly;
 the model is the backend's byte-level chain, then ``</w>`` to a space and ``str.strip`` (those
 stages' contracts: tests/test_decoder_replace.py, tests/test_decoder_whitespace.py)."""
@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 import puredetok
 from helpers import assert_streams_exactly
-from puredetok.core.chain import Chain
-from puredetok.core.decoders.fuse import GlueStage
-from puredetok.core.decoders.replace import ReplaceStage
-from puredetok.core.decoders.whitespace import StripStage
+from puredetok._core.chain import Chain
+from puredetok._core.decoders.fuse import GlueStage
+from puredetok._core.decoders.replace import ReplaceStage
+from puredetok._core.decoders.whitespace import StripStage
 
 VOCAB = [
     "l",

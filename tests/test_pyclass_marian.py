@@ -1,4 +1,4 @@
-"""``puredetok.core.pyclasses.marian``: Marian (SentencePiece without a ``tokenizers`` backend). The
+"""``puredetok._build.pyclasses.marian``: Marian (SentencePiece without a ``tokenizers`` backend). The
 ``sentencepiece`` library's own decode is the oracle of each run of pieces between special tokens;
 special tokens are followed by a space; the Stage contract of Marian's stage (its settings:
 tests/test_pyclass_spm.py)."""
@@ -16,7 +16,8 @@ import families
 import puredetok
 from decoder_contract import check_stage, text_of
 from helpers import assert_streams_exactly
-from puredetok.core.pyclasses.marian import MarianStage, marian_model
+from puredetok._build.pyclasses.marian import marian_model
+from puredetok._core.pyclasses.marian import MarianStage
 
 NAMES = ["marian", "marian_keep_spaces"]
 

@@ -30,9 +30,10 @@ from holding import Tally, can_change, ending_with, holding_tails
 from mistral_objects import codec, ids_of
 from mistral_objects import vocabulary_of as vocabulary
 from puredetok import DecodeState, InvalidTokenError, feed, finish, start, step
+from puredetok._build.pyclasses.mistral import mistral_tokenizer_of
+from puredetok._core import continuation_text
+from puredetok._core.pyclasses.mistral import LangTagStage
 from puredetok.cli import main
-from puredetok.core import continuation_text
-from puredetok.core.pyclasses.mistral import LangTagStage, mistral_tokenizer_of
 from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.eos import eos_token_ids
 from puredetok.serving.loading import TokenizerLoadError, is_mistral_file, load_tokenizer

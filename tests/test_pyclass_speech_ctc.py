@@ -1,4 +1,4 @@
-"""``puredetok.core.pyclasses.speech_ctc``: transformers' own Wav2Vec2CTCTokenizer test vectors (its
+"""``puredetok._build.pyclasses.speech_ctc``: transformers' own Wav2Vec2CTCTokenizer test vectors (its
 tests/models/wav2vec2/test_tokenization_wav2vec2.py, over the vocabulary that test writes) streamed
 exactly, and the Stage contract of the lower-casing stage (the grouping stage's:
 tests/test_decoder_ctc.py; the strip's: tests/test_decoder_whitespace.py)."""
@@ -18,7 +18,7 @@ import puredetok
 from decoder_contract import check_idle, check_stage, pieces_of, text_of
 from helpers import assert_streams_exactly
 from puredetok import InvalidTokenError
-from puredetok.core.pyclasses.speech_ctc import LowerStage
+from puredetok._core.pyclasses.speech_ctc import LowerStage
 
 VOCAB = "<pad> <s> </s> <unk> | E T A O N I H S R D L U M W C F G Y P B V K ' X J Q Z".split(" ")
 UNK = 3  # the test's ids 77 and 98 are past this vocabulary: decode reads them as <unk>

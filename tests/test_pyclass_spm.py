@@ -1,4 +1,4 @@
-"""``puredetok.core.pyclasses.spm``: the settings SentencePiece's decoding depends on, read from a
+"""``puredetok._build.pyclasses.spm``: the settings SentencePiece's decoding depends on, read from a
 serialized model proto as SentencePiece reads them: those of models trained here (Marian's,
 tests/families.py), hand-built protos, and what is not modelled (a denormalizer, whitespace as a
 suffix, a proto that does not parse)."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from puredetok.core.decoders import Unmodelled
-from puredetok.core.pyclasses.spm import SpmSettings, read_settings
+from puredetok._build.pyclasses.spm import SpmSettings, read_settings
+from puredetok._core.decoders import Unmodelled
 from test_pyclass_marian import processor
 
 

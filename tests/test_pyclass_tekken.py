@@ -12,7 +12,8 @@ import mistral_objects as mo
 from decoder_contract import check_stage, text_of
 from mistral_objects import codec, ids_of
 from puredetok import feed, finish, start
-from puredetok.core.pyclasses.tekken import TekkenStage, tekken_model
+from puredetok._build.pyclasses.tekken import tekken_model
+from puredetok._core.pyclasses.tekken import TekkenStage
 
 
 def test_tekken_control_ids_end_a_run_of_bytes_even_when_ignored() -> None:

@@ -1,4 +1,4 @@
-"""``puredetok.core.pyclasses.whisper``: transformers' own Whisper vector (its
+"""``puredetok._build.pyclasses.whisper``: transformers' own Whisper vector (its
 tests/models/whisper/test_tokenization_whisper.py, "test_skip_special_tokens_skips_prompt_ids",
 spelled with the Whisper tokenizer the tests build), timestamps removed as ``decode`` does, the
 Stage contract of the timestamp stage, and the prompt rule's ``feed`` equal to its ``step``."""
@@ -16,7 +16,7 @@ import families
 import puredetok
 from decoder_contract import check_idle, check_stage, pieces_of, text_of
 from helpers import assert_streams_exactly
-from puredetok.core.pyclasses.whisper import TimestampStage, WhisperPrompt
+from puredetok._core.pyclasses.whisper import TimestampStage, WhisperPrompt
 
 TIMESTAMP = re.compile(r"<\|(\d+\.\d+)\|>")  # WhisperTokenizer.timestamp_pat
 PIECES = [

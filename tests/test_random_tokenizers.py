@@ -26,9 +26,9 @@ from tokenizers import Tokenizer
 import puredetok
 import random_tokenizers as rt
 from puredetok import feed, finish, start, step
-from puredetok.core.decoders.byte_level import byte_alphabet
-from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules
-from puredetok.core.decoders.config import _FIELDS as DECODER_FIELDS
+from puredetok._build.config import _FIELDS as DECODER_FIELDS
+from puredetok._core.decoders.byte_level import byte_alphabet
+from puredetok._core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules
 from puredetok.testing import Reference, check_continuation, check_ids, core_detokenizer
 
 EXAMPLES = int(os.environ.get("RANDOM_TOKENIZERS_EXAMPLES", "0")) or settings().max_examples

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import pickle
+import pickletools
 import random
 import zlib
 from typing import Any
@@ -35,8 +36,8 @@ from puredetok import (
     start,
     step,
 )
-from puredetok.core.rope import Rope
-from puredetok.core.saving import MAX_DEPTH, MAX_HELD_SPACE, STATE_FORMAT, pack
+from puredetok._core.rope import Rope
+from puredetok._core.saving import MAX_DEPTH, MAX_HELD_SPACE, STATE_FORMAT, pack
 from puredetok.errors import StateTypeError
 from puredetok.stops.saving import STREAM_FORMAT
 from test_release_differences import installed_release_skips_bpe_cleanup
@@ -74,6 +75,50 @@ def test_a_state_is_a_few_dozen_bytes_and_pickles_without_its_codec(name: str, s
     stream = open_stream(c, rules, text_ids)
     assert len(stream.to_bytes()) <= 80
     assert len(pickle.dumps(stream)) <= 160
+
+
+OLD_PICKLE = bytes.fromhex(
+    "80049542000000000000008c14707572656465746f6b2e636f72652e636f646563948c0a53617665645374617465949394"
+    "431401aaa721cc0ff5d5720602010502e4a8e347f68394859452942e"
+)
+"""``pickle.dumps`` of a Qwen3 state after ``[100024, 119, 128237]`` ("鱻" sent, the first two bytes
+of "䨻" held), made before the core moved to ``puredetok._core``: it names
+``puredetok.core.codec.SavedState``."""
+
+
+def test_a_state_pickled_before_the_core_moved_still_resumes() -> None:
+    c = codec("qwen3")
+    state, text = feed(start(c), [100024, 119, 128237])
+    assert text == "鱻"
+    assert pickle.loads(OLD_PICKLE).resume(c) == state
+    assert pickle.loads(OLD_PICKLE) == pickle.loads(pickle.dumps(state))
+
+
+def classes_named(data: bytes) -> set[str]:
+    """The ``module.name`` of every class a pickle names (``GLOBAL``, or ``STACK_GLOBAL`` after the
+    two strings it takes)."""
+    named: set[str] = set()
+    strings: list[str] = []
+    for opcode, argument, _ in pickletools.genops(data):
+        if opcode.name == "GLOBAL":
+            named.add(str(argument).replace(" ", "."))
+        elif opcode.name == "STACK_GLOBAL":
+            named.add(".".join(strings[-2:]))
+        elif isinstance(argument, str):
+            strings.append(argument)
+    return named
+
+
+def test_a_pickled_state_names_the_public_module() -> None:
+    """So that the pickles saved now outlive the private layout: ``puredetok.SavedState``."""
+    state = feed(start(codec("qwen3")), [100024, 119, 128237])[0]
+    assert classes_named(OLD_PICKLE) == {"puredetok.core.codec.SavedState"}
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        assert classes_named(pickle.dumps(state, protocol=protocol)) <= {
+            "puredetok.SavedState",
+            "_codecs.encode",
+        }
+        assert "puredetok.SavedState" in classes_named(pickle.dumps(state, protocol=protocol))
 
 
 @pytest.mark.parametrize(("name", "skip"), CASES, ids=IDS)
@@ -171,7 +216,9 @@ def test_hostile_bytes_never_crash_nor_restore_a_state_the_decoder_cannot_take(
         state = DecodeState.from_bytes(c, bad)
     except InvalidStateError:
         return
-    assert c.decoding.is_hold(state.hold.hold if type(state.hold) is puredetok.core.echo.Echo else state.hold)
+    assert c.decoding.is_hold(
+        state.hold.hold if type(state.hold) is puredetok._core.echo.Echo else state.hold
+    )
     for token_id in data.draw(id_lists(name, max_size=6)):
         try:
             state, _ = step(state, token_id)
@@ -181,7 +228,7 @@ def test_hostile_bytes_never_crash_nor_restore_a_state_the_decoder_cannot_take(
 
 
 def _craft(kind: int, c: puredetok.Codec, body: bytes) -> bytes:
-    from puredetok.core.saving import codec_key
+    from puredetok._core.saving import codec_key
 
     framed = bytes((kind,)) + codec_key(c) + body
     return framed + zlib.crc32(framed).to_bytes(4, "big")

@@ -32,7 +32,7 @@ from puredetok import (
     finish,
     open_stream,
 )
-from puredetok.core import steady
+from puredetok._core import steady
 from puredetok.stops import advance_each, open_like
 from puredetok.stops.stream import _advance
 from puredetok.testing.strategies import MULTILINGUAL

@@ -63,7 +63,7 @@ def test_exact_on_synthetic_tokenizers(name: str, skip: bool, data: st.DataObjec
 @pytest.mark.parametrize("name", sorted(synthetic.EXACT))
 @given(data=st.data())
 def test_exact_with_transformers_cleanup_on_a_raw_tokenizer(name: str, data: st.DataObject) -> None:
-    from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules
+    from puredetok._core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules
 
     c = codec(name, False, cleanup=True)
     assert c.exact and c.clean_up_tokenization_spaces

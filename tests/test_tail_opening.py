@@ -1,7 +1,7 @@
 """A stream after a prompt reads only the prompt's tail (``start`` through ``Decoding.tail_start``).
 
 The reference is the feed of the whole prompt, as ``start`` opened a stream before: the hold it
-leaves, with the prompt's held text as an :class:`~puredetok.core.echo.Echo`. The tail opening must
+leaves, with the prompt's held text as an :class:`~puredetok._core.echo.Echo`. The tail opening must
 give the same state (hold equality, Echo included) and the same future deltas, on every tokenizer
 in tests/data (with ``skip_special_tokens`` both ways, and with transformers' space cleanup forced
 on, which puts cleanup stages after a byte-level or byte-fallback chain), on the class families and
@@ -30,10 +30,10 @@ import puredetok
 import synthetic
 from helpers import TOKENIZERS, codec, output_lists, prompt_lists, tokenizer, vocabulary
 from puredetok import DecodeState, feed, finish, start, step
-from puredetok.core.chain import Chain
-from puredetok.core.decoders.base import settles
-from puredetok.core.echo import Echo
-from puredetok.core.stream import BATCH, feed_hold
+from puredetok._core.chain import Chain
+from puredetok._core.decoders.base import settles
+from puredetok._core.echo import Echo
+from puredetok._core.stream import BATCH, feed_hold
 from puredetok.testing.strategies import byte_runs, special_ids, text_ids
 
 CLEANUP_ENDINGS = (" ", " n", " n'", " '", " 'v", " 'r", " do", " do n", " .", "\n", ":\n", "é")

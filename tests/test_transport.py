@@ -38,7 +38,7 @@ import puredetok
 import transport_tasks
 from helpers import TOKENIZERS, codec, reference, tokenizer
 from puredetok import Codec, DecodeState, SavedState, SavedStream, StopRules, Stream
-from puredetok.core import continuation_text
+from puredetok._core import continuation_text
 from transport_tasks import future
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from puredetok.core.decoders.byte_level import Utf8Stage
-from puredetok.core.utf8 import Status, incomplete_tail, status
+from puredetok._core.decoders.byte_level import Utf8Stage
+from puredetok._core.utf8 import Status, incomplete_tail, status
 
 BYTES = st.binary(max_size=12) | st.lists(
     st.sampled_from([0x41, 0x80, 0xBF, 0xC2, 0xE0, 0xED, 0xA0, 0xF0, 0x90, 0xF4, 0x8F, 0xFF]), max_size=10

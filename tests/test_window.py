@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import puredetok
 from helpers import TOKENIZERS, id_lists, reference, tokenizer
 from puredetok import DecodeState, feed, finish, start, step
-from puredetok.core.window import ATTEMPT, Window
+from puredetok._build.window import ATTEMPT, Window
 
 
 @functools.cache
@@ -111,7 +111,7 @@ def test_a_byte_probe_is_kept_only_where_a_later_byte_changes_a_complete_charact
 
 
 def _concatenated_with_cleanup(tokens: list[str]) -> str:
-    from puredetok.core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules
+    from puredetok._core.decoders.cleanup import TRANSFORMERS_RULES, apply_rules
 
     return apply_rules(TRANSFORMERS_RULES, "".join(tokens))
 

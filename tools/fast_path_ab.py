@@ -1,7 +1,7 @@
 """``python tools/fast_path_ab.py OLD NEW [--rounds N]``: the per-token path of two trees side by side.
 
 ``OLD`` and ``NEW`` are ``src/puredetok`` folders (main's and a branch's, say). Their
-``core/stream.py`` and ``stops/stream.py`` are loaded side by side in this one process (the rest of
+``_core/stream.py`` and ``stops/stream.py`` are loaded side by side in this one process (the rest of
 the package is the one imported, with the tests' tokenizers), ``OLD``'s twice: the second copy is
 the control, what two identical copies differ by on this machine now. ``step``, ``advance``
 (without and with a token count), ``feed`` and ``advance_many`` by 4 ids run over the same
@@ -68,7 +68,7 @@ def main() -> None:
     copies = {"old": args.old, "control": args.old, "new": args.new}
     trees = {
         label: (
-            _load(f"{label}_core", root / "core" / "stream.py"),
+            _load(f"{label}_core", root / "_core" / "stream.py"),
             _load(f"{label}_stops", root / "stops" / "stream.py"),
         )
         for label, root in copies.items()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from puredetok.core import continuation_text
+from puredetok._core import continuation_text
 from puredetok.engines.sglang import unloaded
 from puredetok.serving.loading import default_tokenizer_path
 from sglang_process import PROMPT_WINDOW, DetokenizerProcess, Request, model_folder

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from generate_logs import Served, serve
-from puredetok.core import continuation_text
+from puredetok._core import continuation_text
 from sglang_helpers import OFF, REFUSED, decoder, detokenizer, folder, fresh_rid, tokenizer
 from sglang_process import Request
 from test_streams import id_lists

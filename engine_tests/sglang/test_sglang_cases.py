@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from puredetok.core import byte_alphabet
+from puredetok._core import byte_alphabet
 from sglang_helpers import detokenizer, fresh_rid, needs_plugin, tokenizer
 from sglang_process import DetokenizerProcess, Row
 

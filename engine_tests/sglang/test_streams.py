@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from puredetok.core import Codec, codec_for, feed, start
+from puredetok import Codec, codec_for, feed, start
 from sglang_helpers import VERSION, decoder, detokenizer, exact_text, fresh_rid, needs_plugin, tokenizer
 from sglang_process import PROMPT_WINDOW, Request, Row, iterations, token_batch
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import helpers
 from driver import own_detokenizer, vllm_tokenizer
-from puredetok.core import continuation_text
+from puredetok._core import continuation_text
 from serving_logs import Choice, Served, Server
 
 NAMES = ("llama2", "qwen3")

@@ -23,7 +23,7 @@ from vllm.v1.engine.output_processor import OutputProcessor
 import helpers
 import puredetok.engines.vllm as plugin
 from driver import KINDS, detokenizer_of, request, run, vllm_tokenizer
-from puredetok.core import continuation_text
+from puredetok._core import continuation_text
 from puredetok.serving._codec_cache import CodecOptions
 
 TOKENIZERS = ("qwen3", "llama2", "mistral_v03", "t5_small", "gpt2", "phi3_mini")

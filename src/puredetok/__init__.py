@@ -51,17 +51,8 @@ __all__ = [
 
 from importlib import metadata as _metadata
 
-from puredetok.core import (
-    Codec,
-    DecodeState,
-    SavedState,
-    TokenizerLike,
-    codec_for,
-    feed,
-    finish,
-    start,
-    step,
-)
+from puredetok._build import TokenizerLike, codec_for
+from puredetok._core import Codec, DecodeState, SavedState, feed, finish, start, step
 from puredetok.errors import (
     CodecMismatchError,
     InvalidStateError,

@@ -99,7 +99,7 @@ class OptionTypeError(TypeError, ValueError):
 
 MAX_INT: Final = 2**63 - 1
 """The largest token id, token limit or count any option or message takes: the largest int a
-saved state holds (:mod:`puredetok.core.saving` writes signed 64-bit ints), so that whatever a
+saved state holds (:mod:`puredetok._core.saving` writes signed 64-bit ints), so that whatever a
 request was opened with, a stopping worker can hand it back."""
 
 

@@ -33,7 +33,8 @@ from collections.abc import Iterator, Sequence
 from queue import Queue
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
-from puredetok.core import Codec, OutOfVocab, TokenizerLike, codec_for, feed, finish, start
+from puredetok._build import TokenizerLike, codec_for
+from puredetok._core import Codec, OutOfVocab, feed, finish, start
 
 if TYPE_CHECKING:
 

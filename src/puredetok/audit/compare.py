@@ -28,9 +28,10 @@ from typing import Any
 
 import attrs
 
+from puredetok._build import codec_for
+from puredetok._core import Codec, continuation_text, feed, finish, start, step
 from puredetok.audit.parsers import Joined, plain_join, rejoin
 from puredetok.audit.records import Request
-from puredetok.core import Codec, codec_for, continuation_text, feed, finish, start, step
 from puredetok.replay.incremental import common_prefix
 from puredetok.serving._codec_cache import CodecCache
 

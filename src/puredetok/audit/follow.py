@@ -28,9 +28,9 @@ from collections.abc import Sequence
 
 import attrs
 
+from puredetok._core import Codec, admit_token, finish, start, step
 from puredetok.audit.compare import DUPLICATE_LIMIT, Difference, Facts, decide, duplicated, near_fffd
 from puredetok.audit.records import Request
-from puredetok.core import Codec, admit_token, finish, start, step
 from puredetok.replay.incremental import Pieces, common_prefix
 
 STEP = 4096

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from puredetok.core import Codec
+from puredetok._core import Codec
 from puredetok.serving.loading import DEFAULT_TOKENIZER, LoadedTokenizer, TokenizerLoadError, load_tokenizer
 
 DEFAULT_NAME = "embedded Qwen3"

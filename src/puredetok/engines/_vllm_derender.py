@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from puredetok.core import Codec, DecodeState, finish, start, steady, step
+from puredetok._core import Codec, DecodeState, finish, start, steady, step
 from puredetok.engines._versions import installed
 
 __all__ = ["MODULE", "MAX_BYTE_RUN", "WINDOW", "Plugin", "register", "registered", "unfit", "unregister"]

@@ -42,7 +42,7 @@ from collections.abc import Callable, Hashable, MutableMapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from puredetok.core import Codec, feed_hold, finish_hold, start, steady, step_hold
+from puredetok._core import Codec, feed_hold, finish_hold, start, steady, step_hold
 from puredetok.engines._versions import announce, installed
 from puredetok.errors import InvalidTokenError
 from puredetok.serving._codec_cache import CodecCache, exact_or_why, plain_options
@@ -293,7 +293,7 @@ class SGLangDetokenizer:
                 token_id = ids[0]
                 if record[0] is record[1] and 0 <= token_id < record[3]:
                     text = record[2][token_id]
-                    if text is not None:  # the core's fast path (see puredetok.core.steady)
+                    if text is not None:  # the core's fast path (see puredetok._core.steady)
                         if text:
                             record[5].append(text)
                         out.append(text)
@@ -413,7 +413,7 @@ def _settle(record: list[Any], ids: Sequence[int], was_idle: bool, pieces: int) 
 
 
 def _feed(codec: Codec, hold: Hashable, ids: Sequence[int]) -> tuple[Hashable, str]:
-    """:func:`~puredetok.core.feed_hold`, with ids outside the vocabulary taken as SGLang takes
+    """:func:`~puredetok._core.feed_hold`, with ids outside the vocabulary taken as SGLang takes
     them (as id 0: its ``_clamp_decode_ids``).
     """
     try:

@@ -30,7 +30,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from puredetok.core import Codec, codec_for, finish
+from puredetok._build import codec_for
+from puredetok._core import Codec, finish
 from puredetok.engines import _vllm_derender
 from puredetok.engines._versions import announce, installed
 from puredetok.errors import InvalidTokenError

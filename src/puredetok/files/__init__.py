@@ -1,5 +1,7 @@
-"""Reading files by their content: plain, or compressed (gzip, bzip2, xz, zstd) and decompressed
-as they are read, in bounded memory; lines cut into stretches that can be read again.
+"""Reading files by their content, compressed or not, in bounded memory.
+
+Plain, or compressed (gzip, bzip2, xz, zstd) and decompressed as they are read; lines cut into
+stretches that can be read again.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ from typing import Any
 
 import attrs
 
-from puredetok.core import ID_LIMIT, Codec, DecodeState, clean_up_tokenization, finish, start, step
+from puredetok._core import ID_LIMIT, Codec, DecodeState, clean_up_tokenization, finish, start, step
 from puredetok.replay.incremental import Aligned, StopFinder, common_prefix
 from puredetok.replay.trace import TraceError, TraceEvent
 from puredetok.serving._codec_cache import CodecCache

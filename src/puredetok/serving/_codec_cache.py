@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from puredetok.core import OUT_OF_VOCAB, Codec, OutOfVocab, codec_for, read_vocabulary, with_max_byte_run
+from puredetok._build import codec_for, read_vocabulary, with_max_byte_run
+from puredetok._core import OUT_OF_VOCAB, Codec, OutOfVocab
 from puredetok.errors import choice, flag, optional_flag, optional_whole, whole
 
 if TYPE_CHECKING:
@@ -199,7 +200,7 @@ class CodecCache:
 
     def read(self, tokenizer: Any, vocabulary: Mapping[str, int] | None = None) -> None:
         """Read the vocabulary of ``tokenizer`` now (in this thread), or take ``vocabulary``, its
-        :func:`~puredetok.core.read_vocabulary`, and build its codecs from it from then on, while
+        :func:`~puredetok._build.read_vocabulary`, and build its codecs from it from then on, while
         the cache holds any of them: reading it holds the interpreter's lock for up to a second,
         which would stall a loop running beside a later build.
         """

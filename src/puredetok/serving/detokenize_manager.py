@@ -39,7 +39,7 @@ from typing import Any
 
 import attrs
 
-from puredetok.core import Codec, OutOfVocab
+from puredetok._core import Codec, OutOfVocab
 from puredetok.errors import InvalidTokenError, whole
 from puredetok.serving._codec_cache import DEFAULT_MAX_CODECS, CodecCache, Setting
 from puredetok.serving.eos import eos_token_ids
@@ -106,7 +106,7 @@ class DetokenizeManager:
     default options (``SamplingParams()``) is built with the manager, so no request waits for it.
     ``max_live`` bounds the requests live at once: a request that would open past it is refused (an
     error reply, or ``ValueError`` from :meth:`open` and :meth:`attach`). ``vocabulary`` is
-    :func:`~puredetok.core.read_vocabulary` of ``tokenizer`` if the caller already has it (several
+    :func:`~puredetok._build.read_vocabulary` of ``tokenizer`` if the caller already has it (several
     managers of one tokenizer: read once, not once per manager); None reads it with the manager,
     unless the cache has it already.
     """

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from puredetok.core import mistral_tokenizer_of
+from puredetok._build import mistral_tokenizer_of
 
 GENERATION_CONFIG = "generation_config.json"
 """The file, next to the tokenizer files, whose ``eos_token_id`` (an id or a list) also ends generation."""
@@ -28,7 +28,7 @@ def _ids(value: object, where: str) -> set[int]:
 def eos_token_ids(tokenizer: Any) -> frozenset[int]:
     """The tokenizer's ``eos_token_id`` plus the ``eos_token_id`` (one id or a list) of the
     ``generation_config.json`` in the tokenizer's folder (its ``name_or_path``), if there is one.
-    For a mistral-common tokenizer or a wrapper of one (see :func:`puredetok.core.mistral_tokenizer_of`),
+    For a mistral-common tokenizer or a wrapper of one (see :func:`puredetok._build.mistral_tokenizer_of`),
     also its inner tokenizer's ``eos_id``.
 
     Reads a local file at most; never the network. A tokenizer without either gives an empty set.

@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
-from puredetok.core import TokenizerLike
+from puredetok._build import TokenizerLike
 
 DEFAULT_TOKENIZER = "qwen3"
 """The name that stands for the embedded tokenizer (also used when no name is given)."""
@@ -37,7 +37,7 @@ class LoadedTokenizer(TokenizerLike, Protocol):
     """What puredetok uses of a tokenizer :func:`load_tokenizer` gives: a ``transformers``
     tokenizer, a ``tokenizers.Tokenizer`` or ``transformers``' ``MistralCommonBackend`` all have it.
 
-    ``decode`` (:class:`~puredetok.core.TokenizerLike`: what :func:`~puredetok.codec_for`
+    ``decode`` (:class:`~puredetok.TokenizerLike`: what :func:`~puredetok.codec_for`
     models), ``get_vocab`` and ``encode`` (text to ids; its result is a list of ids
     for ``transformers``, an ``Encoding`` with ``.ids`` for ``tokenizers``). What only some kinds
     have (``apply_chat_template``, ``backend_tokenizer``) is read where it is needed, by

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import attrs
 
-from puredetok.core import ADDED, ALL_CLASSES, class_of
+from puredetok._core import ADDED, ALL_CLASSES, class_of
 from puredetok.errors import OptionTypeError, flag, optional_whole, whole
 from puredetok.stops.matcher import Matcher, compile_stops
 
@@ -121,7 +121,7 @@ class StopRules:
     ending_ids: frozenset[int] = attrs.field(init=False, eq=False, repr=False)
     """The ids that end the stream: ``stop_token_ids`` plus the EOS ids unless ``ignore_eos`` (derived)."""
     loud: tuple[bool, ...] = attrs.field(init=False, eq=False, repr=False)
-    """Per token summary (see :mod:`puredetok.core.classes`), whether a token with it may need
+    """Per token summary (see :mod:`puredetok._core.classes`), whether a token with it may need
     the stop check (derived): its text shares a class with a stop string's first character, or
     it is an added token while there are ending ids. A token whose summary is not loud is quiet
     (:mod:`puredetok.stops.stream`, rule 3) when every ending id is an added token: its text holds

@@ -1,6 +1,6 @@
 """A stop-layer :class:`~puredetok.stops.Stream` as a value: bytes without its codec, and back.
 
-The same frame as a core state (:mod:`puredetok.core.saving`), with format byte 0x02, and a body
+The same frame as a core state (:mod:`puredetok._core.saving`), with format byte 0x02, and a body
 that holds everything that decides the stream's future besides the codec: the core's hold, the
 held text (a proper prefix of a stop string), the token counters (``min_left``, ``max_left``),
 the finish reason, and the stop rules themselves (stop strings, stop and EOS ids, ``ignore_eos``,
@@ -18,7 +18,7 @@ __all__ = ["STREAM_FORMAT", "StreamFields", "stream_to_bytes", "stream_from_byte
 from collections.abc import Hashable
 from typing import Any, TypeAlias
 
-from puredetok.core import Codec, check_hold, pack, unpack
+from puredetok._core import Codec, check_hold, pack, unpack
 from puredetok.errors import InvalidStateError
 from puredetok.stops.rules import FinishReason, StopRules, check_stop_limits
 

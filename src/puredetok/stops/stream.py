@@ -10,7 +10,7 @@ The rules, stated once (the code below is their consequence):
    tokens) or :func:`abort`; within its first ``min_tokens`` tokens no ending id nor stop string
    ends it. Once ended it emits nothing and refuses tokens.
 3. **Steady.** A stream is *steady* while it runs, its core hold is the core's steady hold
-   (:func:`puredetok.core.steady`) and it holds no text. A token is *quiet* when its text holds
+   (:func:`puredetok._core.steady`) and it holds no text. A token is *quiet* when its text holds
    no first character of a stop string and it is not an ending id: it can neither start a stop
    string nor end the stream. A steady stream given a quiet token whose step leaves the core's
    hold as it is stays steady and emits the token's steady text as it is; only its count changes,
@@ -21,7 +21,7 @@ The rules, stated once (the code below is their consequence):
    it) or the token limit.
 
 The steady path reads one record, :class:`_SteadyPath`, which a steady stream carries and a stream
-that is not carries as None; the per-id class summaries (:mod:`puredetok.core.classes`) tell
+that is not carries as None; the per-id class summaries (:mod:`puredetok._core.classes`) tell
 most quiet tokens from the rest without looking at their text. They cannot tell an ending id that
 is not an added token from other tokens: with one, no stream carries the record, and every token
 takes the general path (with the same result).
@@ -48,7 +48,7 @@ from typing import Any, Final
 
 import attrs
 
-from puredetok.core import Codec, DecodeState, feed_hold, finish_hold, start, steady, step_hold
+from puredetok._core import Codec, DecodeState, feed_hold, finish_hold, start, steady, step_hold
 from puredetok.errors import InvalidTokenError, StateTypeError, StreamFinishedError
 from puredetok.stops.matcher import Match, Matcher, scan
 from puredetok.stops.rules import FinishReason, StopRules
@@ -73,10 +73,10 @@ class _SteadyPath:
 
     __slots__ = ("texts", "classes", "loud", "size", "hand_over", "openers", "ending")
     texts: Final[Sequence[str | None]]
-    """The core's steady texts (:func:`puredetok.core.steady`): per id, its text from the steady
+    """The core's steady texts (:func:`puredetok._core.steady`): per id, its text from the steady
     hold, or None for an id whose step leaves it."""
     classes: Final[Sequence[int]]
-    """The codec's per-id class summaries (:attr:`puredetok.core.Codec.classes`)."""
+    """The codec's per-id class summaries (:attr:`puredetok._core.Codec.classes`)."""
     loud: Final[Sequence[bool]]
     """The rules' verdict per summary (:attr:`StopRules.loud`): False for a summary every token of
     which is quiet; a token whose summary is loud is quiet if its text holds none of
@@ -141,7 +141,7 @@ class _Context:
     max_end: Final[int | None]
     """The count at which ``max_new_tokens`` is reached (None: no limit)."""
     steady_hold: Final[Hashable]
-    """The core's steady hold (:func:`puredetok.core.steady`); the core's steady path tests it by
+    """The core's steady hold (:func:`puredetok._core.steady`); the core's steady path tests it by
     identity."""
     steady_texts: Final[Sequence[str | None]]
     """The core's steady texts, for the general path's step."""
@@ -498,7 +498,7 @@ def _advance(stream: Stream, token_id: int) -> tuple[Stream, str]:
         and 0 <= token_id < codec.vocab_size
         and (delta := context.steady_texts[token_id]) is not None
     ):
-        hold = old  # the core's steady path (see puredetok.core.steady)
+        hold = old  # the core's steady path (see puredetok._core.steady)
     else:
         hold, delta = step_hold(codec, old, token_id)  # an ignored id past the vocabulary counts too
     matcher, min_end, max_end = context.matcher, context.min_end, context.max_end

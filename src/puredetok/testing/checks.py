@@ -34,7 +34,8 @@ from hypothesis import HealthCheck, find
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-from puredetok.core import Codec, TokenizerLike, check_token, codec_for, continuation_text, start, step
+from puredetok._build import TokenizerLike, codec_for
+from puredetok._core import Codec, check_token, continuation_text, start, step
 from puredetok.testing.detokenizers import ContinuingFactory, Detokenizer, DetokenizerFactory
 
 REPLACEMENT = "\ufffd"

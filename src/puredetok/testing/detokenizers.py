@@ -24,7 +24,7 @@ from typing import Protocol, TypeAlias
 
 import attrs
 
-from puredetok.core import Codec, DecodeState, feed, finish, start, step
+from puredetok._core import Codec, DecodeState, feed, finish, start, step
 
 
 class Detokenizer(Protocol):

@@ -30,7 +30,8 @@ import attrs
 import tokenizers
 from hypothesis import strategies as st
 
-from puredetok.core import TokenizerLike, byte_alphabet
+from puredetok._build import TokenizerLike
+from puredetok._core import byte_alphabet
 from puredetok.errors import UnsupportedTokenizerError
 
 ADVERSARIAL_TEXTS: tuple[str, ...] = (

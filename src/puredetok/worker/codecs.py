@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from puredetok.core import Codec
+from puredetok._core import Codec
 from puredetok.serving._codec_cache import CodecCache, CodecOptions, Setting
 from puredetok.serving.background import Background
 from puredetok.serving.messages import DetokenizeBatch, DetokenizeMsg, Uid

@@ -63,7 +63,7 @@ import attrs
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from puredetok.core import OutOfVocab
+from puredetok._core import OutOfVocab
 from puredetok.serving._codec_cache import CodecCache, Setting
 from puredetok.serving.detokenize_manager import (
     DEFAULT_MAX_CODECS,

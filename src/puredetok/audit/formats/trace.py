@@ -21,10 +21,10 @@ from typing import Any
 
 import attrs
 
+from puredetok._core import ID_LIMIT
 from puredetok.audit.compare import Auditor
 from puredetok.audit.follow import Followed, Follower
 from puredetok.audit.records import InputError, Item, Request, Skipped
-from puredetok.core import ID_LIMIT
 from puredetok.replay.replay import Replayer, RequestReport
 from puredetok.replay.trace import TraceError, TraceEvent, TraceHeader, read_trace
 from puredetok.serving._codec_cache import CodecCache

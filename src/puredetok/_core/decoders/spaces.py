@@ -1,0 +1,30 @@
+"""No decoder at all: ``tokenizers`` then joins the tokens with single spaces."""
+
+from __future__ import annotations
+
+__all__ = ["JoinWithSpaces"]
+
+from typing import Any
+
+import attrs
+
+from puredetok._core.decoders.base import Stage, Unmodelled
+
+
+@attrs.frozen
+class JoinWithSpaces:
+    """``" ".join(tokens)``, as a per-token map."""
+
+    depends_on_first = True
+
+    def map_token(self, token: Any, first: bool) -> str:
+        """A space before every token but the first."""
+        return str(token) if first else " " + str(token)
+
+    def stage(self) -> Stage | None:
+        """Whole tokens need no memory."""
+        return None
+
+    def fragment_stage(self) -> Stage:
+        """Never part of a chain."""
+        raise Unmodelled("space joining after another decoder")
