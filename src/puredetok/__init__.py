@@ -30,6 +30,7 @@ __all__ = [
     "FinishReason",
     "InvalidStateError",
     "InvalidTokenError",
+    "PuredetokError",
     "SavedState",
     "SavedStream",
     "StopRules",
@@ -57,6 +58,7 @@ from puredetok.errors import (
     CodecMismatchError,
     InvalidStateError,
     InvalidTokenError,
+    PuredetokError,
     StreamFinishedError,
     UnsupportedTokenizerError,
 )

@@ -9,6 +9,7 @@ import operator
 from typing import Any, Final, SupportsIndex, cast
 
 __all__ = [
+    "PuredetokError",
     "InvalidTokenError",
     "StreamFinishedError",
     "UnsupportedTokenizerError",
@@ -19,7 +20,14 @@ __all__ = [
 ]
 
 
-class InvalidTokenError(ValueError):
+class PuredetokError(Exception):
+    """The base of every exception puredetok defines: ``except PuredetokError`` catches whatever
+    the package raises of its own (each also keeps the built-in base it had, ``ValueError``,
+    ``TypeError`` ..., so code that caught those still does).
+    """
+
+
+class InvalidTokenError(PuredetokError, ValueError):
     """A token id that is not in the codec's vocabulary (negative, too large, or not an int).
 
     The state the id was offered to is untouched and still valid. ``why`` replaces the usual
@@ -45,18 +53,18 @@ class InvalidTokenError(ValueError):
         return (type(self).__new__, (type(self), *self.args), self.__dict__)
 
 
-class UnsupportedTokenizerError(TypeError):
+class UnsupportedTokenizerError(PuredetokError, TypeError):
     """`codec_for` was given an object it cannot read as a tokenizer."""
 
 
-class StreamFinishedError(ValueError):
+class StreamFinishedError(PuredetokError, ValueError):
     """A token offered to a stream that has already finished (by a stop, its length limit, or abort).
 
     The stream is untouched; its ``finish_reason`` says why it ended.
     """
 
 
-class InvalidStateError(ValueError):
+class InvalidStateError(PuredetokError, ValueError):
     """Bytes that are not a saved state (or stream) a codec can resume: truncated, corrupt, of
     another kind, or holding a value the codec's decoder cannot take. Nothing is changed.
     """
@@ -68,7 +76,7 @@ class CodecMismatchError(InvalidStateError):
     """
 
 
-class StateTypeError(TypeError):
+class StateTypeError(PuredetokError, TypeError):
     """A value handed where a state (a :class:`~puredetok.DecodeState`) or a stream (a
     :class:`~puredetok.Stream`) is expected. A saved one, a ``SavedState`` or a ``SavedStream``
     (what a pickled state or stream unpickles as: it travels without its codec), is resumed with
@@ -90,7 +98,7 @@ class StateTypeError(TypeError):
         return (type(self).__new__, (type(self), *self.args), self.__dict__)
 
 
-class OptionTypeError(TypeError, ValueError):
+class OptionTypeError(PuredetokError, TypeError, ValueError):
     """An option or parameter given a value of the wrong type (``skip_special_tokens="false"``,
     ``max_tokens="5"``), naming it: a :class:`TypeError`, and a :class:`ValueError` too, which is
     what such values raised before they were all checked alike.

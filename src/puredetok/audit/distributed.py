@@ -52,6 +52,7 @@ import attrs
 from puredetok.audit.compare import AuditOptions, Auditor, Deferred
 from puredetok.audit.records import Columns
 from puredetok.audit.sources import Shard, ShardResult, audit_stretches
+from puredetok.errors import PuredetokError
 from puredetok.serving.loading import load_tokenizer
 
 
@@ -83,7 +84,7 @@ MAX_SHARES = 8
 """At most this many shares of one compressed file (each decompresses all of it)."""
 
 
-class TaskFailedError(RuntimeError):
+class TaskFailedError(PuredetokError, RuntimeError):
     """A Ray task of the audit failed (its code raised, or its worker died): the run stops, as
     nothing is run again. The message is one line naming the cause.
     """

@@ -20,10 +20,11 @@ from typing import NoReturn
 
 from puredetok.cli import audit, bench, explain, replay, serve
 from puredetok.cli.options import TOKENIZER_NOTE
+from puredetok.errors import PuredetokError
 from puredetok.serving.loading import TokenizerLoadError
 
 
-class UsageError(Exception):
+class UsageError(PuredetokError):
     """Bad input to a command: reported in one line, exit code 2."""
 
 

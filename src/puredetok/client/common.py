@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 import zmq
 
+from puredetok.errors import PuredetokError
 from puredetok.serving.messages import (
     DEFAULT_PARAMS,
     TO_BACKEND,
@@ -71,7 +72,7 @@ class HandBack:
     """How many of the request's generated ids the state has consumed."""
 
 
-class RequestError(Exception):
+class RequestError(PuredetokError):
     """A request that ended without its text, and why (``reply``: the worker's error reply, if any)."""
 
     def __init__(self, uid: Uid, message: str, reply: UserReply | None = None) -> None:

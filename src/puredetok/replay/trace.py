@@ -28,10 +28,11 @@ from typing import Any
 import attrs
 import msgspec
 
+from puredetok.errors import PuredetokError
 from puredetok.serving.messages import SamplingParams, Uid
 
 
-class TraceError(ValueError):
+class TraceError(PuredetokError, ValueError):
     """A trace line that is not a valid event (the message names the line, :attr:`line`)."""
 
     def __init__(self, line: int, why: str) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from puredetok._build import TokenizerLike
+from puredetok.errors import PuredetokError
 
 DEFAULT_TOKENIZER = "qwen3"
 """The name that stands for the embedded tokenizer (also used when no name is given)."""
@@ -60,7 +61,7 @@ class LoadedTokenizer(TokenizerLike, Protocol):
         ...
 
 
-class TokenizerLoadError(ValueError):
+class TokenizerLoadError(PuredetokError, ValueError):
     """A tokenizer name or path that cannot be loaded (offline)."""
 
 

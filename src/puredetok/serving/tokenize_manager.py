@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 import tokenizers
 
+from puredetok.errors import PuredetokError
 from puredetok.serving.messages import TokenizeMsg, Uid
 
 RESERVED_TEMPLATE_OPTIONS = frozenset(
@@ -52,7 +53,7 @@ RESERVED_TEMPLATE_OPTIONS = frozenset(
 """``apply_chat_template`` arguments the manager sets itself; a request may not pass them."""
 
 
-class TokenizeError(ValueError):
+class TokenizeError(PuredetokError, ValueError):
     """A request that cannot be tokenized (the reason is the message)."""
 
 

@@ -36,6 +36,7 @@ from hypothesis.errors import NoSuchExample
 
 from puredetok._build import TokenizerLike, codec_for
 from puredetok._core import Codec, check_token, continuation_text, start, step
+from puredetok.errors import PuredetokError
 from puredetok.testing.detokenizers import ContinuingFactory, Detokenizer, DetokenizerFactory
 
 REPLACEMENT = "\ufffd"
@@ -107,7 +108,7 @@ class Violation:
         )
 
 
-class ConformanceError(AssertionError):
+class ConformanceError(PuredetokError, AssertionError):
     """A detokenizer broke a guarantee; ``violation`` holds the (minimal) counterexample."""
 
     def __init__(self, violation: Violation) -> None:

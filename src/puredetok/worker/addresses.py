@@ -41,11 +41,13 @@ from typing import Any
 
 import attrs
 
+from puredetok.errors import PuredetokError
+
 Resolver = Callable[..., list[tuple[Any, Any, Any, Any, tuple[Any, ...]]]]
 """How a host name is resolved: :func:`socket.getaddrinfo` or the like."""
 
 
-class AddressError(OSError):
+class AddressError(PuredetokError, OSError):
     """An address a worker may not or cannot bind (the message says why and what to do)."""
 
 

@@ -15,6 +15,8 @@ __all__ = ["Scanner", "ScanError", "DEFAULT_MAX_DEPTH", "DEFAULT_MAX_ELEMENTS"]
 
 from typing import Any
 
+from puredetok.errors import PuredetokError
+
 DEFAULT_MAX_DEPTH = 32
 """Arrays and maps nested in each other at most, in any value of a frame (a chat message's
 content parts, a tool's JSON schema in the template options, the sampling parameters' extras)."""
@@ -25,7 +27,7 @@ a quarter of a second in pure Python) and what decoding the scanned bytes can bu
 per value at worst)."""
 
 
-class ScanError(ValueError):
+class ScanError(PuredetokError, ValueError):
     """The bytes are not one msgpack value within the limits; ``reason`` is a short tag:
     ``"too_deep"``, ``"too_many_values"`` or ``"not_msgpack"`` (malformed or truncated).
     """

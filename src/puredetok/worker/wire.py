@@ -39,6 +39,7 @@ from typing import Any, Union, cast
 import attrs
 import msgspec
 
+from puredetok.errors import PuredetokError
 from puredetok.serving.messages import (
     COLUMNS,
     INBOUND,
@@ -72,7 +73,7 @@ string that is not UTF-8, the releases before it let ``UnicodeDecodeError`` thro
 _encoder = msgspec.msgpack.Encoder()
 
 
-class FrameError(ValueError):
+class FrameError(PuredetokError, ValueError):
     """A frame that cannot be read at all; ``reason`` is a short tag for counting."""
 
     def __init__(self, reason: str, detail: str) -> None:

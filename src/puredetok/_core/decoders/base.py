@@ -56,6 +56,8 @@ __all__ = [
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Final, Protocol, cast
 
+from puredetok.errors import PuredetokError
+
 Piece = tuple[Any, bool]
 """A value passed between stages (``str``, or ``bytes`` before ``ByteLevel``'s UTF-8 stage) and
 whether it is glued to the element before it."""
@@ -85,7 +87,7 @@ Lanes = tuple[list[Any], Any, bool]
 hold each of those pushes leaves, and the ``glued`` flag of each output piece."""
 
 
-class Unmodelled(Exception):
+class Unmodelled(PuredetokError):
     """This decoder configuration has no exact streaming model; the reason is the message."""
 
 
