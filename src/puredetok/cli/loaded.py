@@ -1,8 +1,8 @@
-"""Saying what a command loaded (SPEC section 5): the tokenizer (its path, or the embedded Qwen3),
+"""Saying what a command loaded (docs/audit.md, docs/trace.md, docs/worker.md): the tokenizer (its path, or the embedded Qwen3),
 what chose it, its decoder family and whether its codec is exact, where the user sees it.
 
 A forgotten ``--tokenizer`` was silent: every command fell back to the embedded Qwen3, and an
-audit of a Llama-2 log with it reported every request as differing (issue 35, case 4).
+audit of a Llama-2 log with it reported every request as differing.
 """
 
 from __future__ import annotations

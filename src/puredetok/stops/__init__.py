@@ -1,4 +1,4 @@
-"""Stop conditions and finish reasons: a pure layer over the core (SPEC section 3).
+"""Stop conditions and finish reasons: a pure layer over the core (docs/stops.md).
 
 ::
 

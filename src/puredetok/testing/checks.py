@@ -43,7 +43,7 @@ REPLACEMENT = "\ufffd"
 
 
 class Guarantee(enum.Enum):
-    """A guarantee of SPEC section 2 that the kit checks; the value is its code (``"G1"``...)."""
+    """A guarantee of docs/guarantees.md that the kit checks; the value is its code (``"G1"``...)."""
 
     EXACT = "G1"
     """The stream's whole text (deltas and final flush) equals ``decode(ids)``."""
