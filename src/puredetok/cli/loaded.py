@@ -1,5 +1,6 @@
-"""Saying what a command loaded (docs/audit.md, docs/trace.md, docs/worker.md): the tokenizer (its path, or the embedded Qwen3),
-what chose it, its decoder family and whether its codec is exact, where the user sees it.
+"""Saying what a command loaded (docs/audit.md, docs/trace.md, docs/worker.md): the tokenizer
+(its path, or the embedded Qwen3), what chose it, its decoder family and whether its codec is
+exact, where the user sees it.
 
 A forgotten ``--tokenizer`` was silent: every command fell back to the embedded Qwen3, and an
 audit of a Llama-2 log with it reported every request as differing.
