@@ -36,7 +36,9 @@ def _modules(folder: str) -> list[str]:
 )
 def test_every_decoder_module_has_its_own_tests(folder: str, prefix: str) -> None:
     missing = [m for m in _modules(folder) if not list((ROOT / "tests").glob(f"*/{prefix}{m}.py"))]
-    assert not missing, f"no tests/<room>/{prefix}<module>.py for {missing} (docs/architecture.md, new decoder)"
+    assert not missing, (
+        f"no tests/<room>/{prefix}<module>.py for {missing} (docs/architecture.md, new decoder)"
+    )
 
 
 def _library_types() -> set[str]:

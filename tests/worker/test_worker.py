@@ -482,7 +482,8 @@ def test_serve_keeps_assistant_turns_as_data_when_asked(tmp_path: Path) -> None:
     """``serve --assistant-as-data`` (forwarded to every worker of a pool): an earlier assistant
     turn a client sends back that writes <|im_end|>, <|im_start|> and <tool_call> gives the ids of
     its characters, as ``TokenizeManager(assistant_as_data=True)`` does; without the flag the turn is
-    trusted as the model's own output and keeps its control ids (see tests/serving/test_tokenize_manager.py)."""
+    trusted as the model's own output and keeps its control ids (see
+    tests/serving/test_tokenize_manager.py)."""
     from puredetok.serving.tokenize_manager import TokenizeManager
 
     qwen = tokenizer("qwen3")
