@@ -309,12 +309,12 @@ OLDEST_ALSO = (
 
 OLDEST_TESTS: dict[str, tuple[str, ...]] = {
     # transformers: what its releases decode differently
-    "tests/test_release_differences.py": ("transformers", "tokenizers"),
+    "tests/builder/test_release_differences.py": ("transformers", "tokenizers"),
     # G1 - G7 on every shared tokenizer, under the property search
-    "tests/test_guarantees.py": ("transformers", "tokenizers", "hypothesis"),
+    "tests/core/test_guarantees.py": ("transformers", "tokenizers", "hypothesis"),
     # every path a user takes (the managers, a worker with both clients, replay, audit locally and
     # on Ray, the streamers, the kit) on every shared tokenizer family
-    "tests/test_matrix.py": (
+    "tests/package/test_matrix.py": (
         "transformers",
         "tokenizers",
         "attrs",
@@ -326,20 +326,20 @@ OLDEST_TESTS: dict[str, tuple[str, ...]] = {
         "hypothesis",
     ),
     # the rows where a release decides otherwise: the field cases, the streamer, the state's size
-    "tests/test_field_cases.py": ("transformers", "tokenizers"),
-    "tests/test_streamer.py": ("transformers",),
-    "tests/test_edge_tokenizers.py": ("tokenizers",),
-    "tests/test_saving.py": ("transformers", "tokenizers", "attrs"),
+    "tests/core/test_field_cases.py": ("transformers", "tokenizers"),
+    "tests/testing/test_streamer.py": ("transformers",),
+    "tests/core/test_edge_tokenizers.py": ("tokenizers",),
+    "tests/core/test_saving.py": ("transformers", "tokenizers", "attrs"),
     # mypy --strict on user code over transformers' and msgspec's own types
-    "tests/test_typing_user_code.py": ("transformers", "tokenizers", "msgspec"),
-    "tests/test_tokenize_manager.py": ("jinja2",),  # chat templates
-    "tests/test_wire.py": ("msgspec",),  # the wire's records, hostile frames
-    "tests/test_pyclass_mistral.py": ("mistral-common",),
-    "tests/test_pyclass_tekken.py": ("mistral-common",),
+    "tests/package/test_typing_user_code.py": ("transformers", "tokenizers", "msgspec"),
+    "tests/serving/test_tokenize_manager.py": ("jinja2",),  # chat templates
+    "tests/worker/test_wire.py": ("msgspec",),  # the wire's records, hostile frames
+    "tests/builder/test_pyclass_mistral.py": ("mistral-common",),
+    "tests/builder/test_pyclass_tekken.py": ("mistral-common",),
     # the kit's strategies and search, under the oldest pytest the testing extra allows (the
     # runner of every module here)
-    "tests/test_testing_kit.py": ("hypothesis", "pytest"),
-    "tests/test_audit_compressed.py": ("zstandard", "hypothesis"),  # and a log cut short
+    "tests/testing/test_testing_kit.py": ("hypothesis", "pytest"),
+    "tests/audit/test_audit_compressed.py": ("zstandard", "hypothesis"),  # and a log cut short
 }
 """The modules ``test-oldest`` runs, each with the dependencies whose oldest release it proves
 (every dependency and extra of :data:`OLDEST_EXTRAS` at least once; test_matrix.py every shared
@@ -349,7 +349,7 @@ OLDEST_TOOLS = ("pytest", "pytest-timeout", "pytest-xdist", "mypy", "sentencepie
 """What the oldest run needs besides the package: the test tools (their newest releases, but pytest:
 the testing extra's floor, which the constraints pin)."""
 
-OLDEST_OPEN = ("tests/test_matrix.py::test_a_worker_with_both_clients_sync_then_asyncio",)
+OLDEST_OPEN = ("tests/package/test_matrix.py::test_a_worker_with_both_clients_sync_then_asyncio",)
 """Tests the oldest run leaves out until their defect there is found (docs/versions.md): with
 pyzmq 25.0.0 the asyncio clients waited past their own timeout for a worker's reply, once in three
 runs (qwen2_5)."""

@@ -6,7 +6,7 @@
 same 200 examples per property on every run (30 on the oldest releases, where the run proves the
 dependencies' behaviour rather than the properties' depth), while every ``dev`` run explores new ones.
 A property that a new seed can break is a bug all the same: ``sweep`` looks for such seeds, one
-module at a time, ``pytest --hypothesis-profile=sweep --hypothesis-seed=N tests/test_x.py`` for
+module at a time, ``pytest --hypothesis-profile=sweep --hypothesis-seed=N tests/ROOM/test_x.py`` for
 several ``N`` (``HYPOTHESIS_SWEEP_EXAMPLES`` sets its budget), without the example database, so
 that every seed starts afresh. What it finds is fixed and pinned as an ``@example``.
 """

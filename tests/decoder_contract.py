@@ -1,4 +1,4 @@
-"""Support for the per-module decoder tests (tests/test_decoder_*.py, tests/test_pyclass_*.py).
+"""Support for the per-module decoder tests (tests/core/test_decoder_*.py, tests/builder/test_pyclass_*.py).
 
 Two things every decoder module must show:
 

@@ -6,7 +6,7 @@ It reads the tokenizer (its ``tokenizers`` backend and decoder configuration, or
 vocabulary, holds the model to ``tokenizer.decode`` before the codec claims exactness, and builds
 the generic fallback (which calls the tokenizer's own ``decode``) where no exact model exists. It
 never imports ``tokenizers`` nor ``transformers`` at the top: an object of theirs exists only once
-they are imported (``tests/test_core_alone.py``).
+they are imported (``tests/package/test_core_alone.py``).
 
 This package's ``__all__`` is the face the layers above use.
 """

@@ -11,7 +11,7 @@ the ids that take another path through a stage (a byte token that starts a run, 
 stage holds) are pushed on from there one by one, exactly as a step does.
 
 The result equals pushing each id alone: the Stage contract holds every stage's ``push_lanes`` to
-its ``push`` (``check_lanes`` in tests/decoder_contract.py), ``tests/test_lanes.py`` holds these
+its ``push`` (``check_lanes`` in tests/decoder_contract.py), ``tests/builder/test_lanes.py`` holds these
 texts to a step and a finish per id, and the build-time check compares every one of them with the
 tokenizer's own decode of that id.
 """

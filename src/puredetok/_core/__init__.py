@@ -2,13 +2,13 @@
 
 Pure and small in what it needs: attrs and the standard library, nothing else (a process without
 ``tokenizers`` or ``transformers`` unpickles an exact codec built elsewhere and streams with it;
-``tests/test_core_alone.py`` checks it; the generic fallback's codec holds its tokenizer). No I/O,
+``tests/package/test_core_alone.py`` checks it; the generic fallback's codec holds its tokenizer). No I/O,
 no mutation, no globals, no logging. What builds a codec from a tokenizer object is the room above,
 :mod:`puredetok._build`.
 
 This package's ``__all__`` is the face the layers above use (the stop layer, serving, the adapters,
 the command line, the testing kit): they import from here, never from one of its modules, nor a
-private name (``tests/test_layers.py`` checks it). It holds more than the public face
+private name (``tests/package/test_layers.py`` checks it). It holds more than the public face
 (:mod:`puredetok`): the fast path a layer with its own record takes (:func:`steady`,
 :func:`step_hold`, ...), the saved-bytes helpers, the character classes.
 """

@@ -6,7 +6,7 @@ text only, never rescanning the output: no match can begin before the held text.
 
 :func:`find_stop` and :func:`held_from` give the same answers by their plain definitions (a search
 for each stop string, a look at each suffix). Nothing in the stop layer uses them: they are the
-oracle the tests check the automaton against (tests/test_stop_matcher.py).
+oracle the tests check the automaton against (tests/stops/test_stop_matcher.py).
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def _push_uncapped(hold: Any, batch: list[Any]) -> tuple[Any, list[Any]]:
 
     It does what :meth:`ByteFallbackStage.push` and :func:`_release` do, a run at a time instead
     of a byte at a time (a call per run would cost more than the run's own work here); the Stage
-    contract property (tests/test_decoder_byte_fallback.py) holds the three to one answer.
+    contract property (tests/core/test_decoder_byte_fallback.py) holds the three to one answer.
     """
     out: list[Any] = []
     for kind, group in groupby(batch, type):

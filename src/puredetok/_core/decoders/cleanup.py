@@ -48,7 +48,7 @@ def apply_rules(rules: tuple[tuple[str, str], ...], text: str) -> str:
 
 # Consecutive rules that share their first characters and differ after them never match at the
 # same place, and removing the space of one cannot make or break a match of another: one pass
-# replaces them all, exactly as the one-by-one cascade does (tests/test_cleanup.py checks it).
+# replaces them all, exactly as the one-by-one cascade does (tests/core/test_decoder_cleanup.py checks it).
 _TRANSFORMERS_PASSES = (
     TRANSFORMERS_RULES[0:4],  # " ." " ?" " !" " ,"
     TRANSFORMERS_RULES[4:5],  # " ' "
