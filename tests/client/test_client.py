@@ -35,6 +35,7 @@ from puredetok.serving.messages import (
     UNKNOWN_REQUEST,
     AbortBackendMsg,
     DetokenizeMsg,
+    HealthReply,
     Opening,
     SamplingParams,
     UserMsg,
@@ -275,6 +276,27 @@ def test_abort_takes_one_uid_and_refuses_anything_else(tmp_path: Path) -> None:
             with pytest.raises(TypeError, match="a uid is an int or a str"):
                 client.abort(bad)  # type: ignore[arg-type]
     asyncio.run(refuse_async())
+
+
+def test_health_counts_one_answer_per_worker_to_this_probe(tmp_path: Path) -> None:
+    """A late answer to an earlier probe, or a second answer from the same worker, is not an
+    answer to this probe: ``health`` waited for two replies and took a stale one of worker-0 for
+    worker-1's (tests/worker/test_supervision.py found it under load)."""
+    workers = [f"ipc://{tmp_path}/w0", f"ipc://{tmp_path}/w1"]
+    with FrontendClient(workers, f"ipc://{tmp_path}/f") as client:
+        tracker = client._tracker
+        client._probe(1.0)
+        earlier = tracker.probe
+        deadline = client._probe(60.0)
+        assert tracker.probe > earlier
+        tracker.message(HealthReply(earlier, "worker-0", 1, 0))  # late: the earlier probe's
+        tracker.message(HealthReply(tracker.probe, "worker-0", 1, 0))
+        tracker.message(HealthReply(tracker.probe, "worker-0", 1, 0))  # the same worker again
+        assert [reply.worker for reply in tracker.health] == ["worker-0"]
+        assert client._probing(deadline)  # worker-1 has not answered
+        tracker.message(HealthReply(tracker.probe, "worker-1", 2, 0))
+        assert [reply.worker for reply in tracker.health] == ["worker-0", "worker-1"]
+        assert not client._probing(deadline)
 
 
 def test_a_peer_of_another_protocol_version_is_refused_and_logged_never_misread(

@@ -253,7 +253,11 @@ def test_an_engine_source_that_is_not_there_stops_the_task_saying_where_it_looke
         module.engine_env("minisgl")
     assert commands == []
     monkeypatch.delenv("PUREDETOK_MINISGL_SOURCE")
-    assert module.local_source("minisgl") is not None or not (ROOT.parent / "shared").exists()
+    if (ROOT.parent / "shared" / "engines" / "mini-sglang" / "pyproject.toml").is_file():
+        assert module.local_source("minisgl") is not None  # the default, beside the clone
+    else:  # a clone elsewhere: the default is not there, and the task says so
+        with pytest.raises(SystemExit, match=where.replace("nowhere", "mini-sglang")):
+            module.local_source("minisgl")
     assert module.local_source("vllm") is None
 
 

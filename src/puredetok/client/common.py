@@ -158,6 +158,9 @@ class _Tracker:
         self.processes: dict[str, int] = {}
         """The process id last heard of at each worker address and under each worker name."""
         self.health: list[HealthReply] = []
+        """The replies to the current probe, one per worker."""
+        self.probe = 0
+        """The id of the current health probe: a late reply to an earlier one is not its answer."""
         self.unclaimed = 0
         """Replies for uids no request of this client has (counted, dropped)."""
         self._decoder = FrameDecoder(TO_FRONTEND)
@@ -190,7 +193,8 @@ class _Tracker:
             self.ready(message)
         elif isinstance(message, HealthReply):
             self.processes.setdefault(message.worker, message.pid)
-            self.health.append(message)
+            if message.probe == self.probe and all(h.worker != message.worker for h in self.health):
+                self.health.append(message)
 
     def reply(self, reply: UserReply) -> None:
         entry = self.entries.get(reply.uid)
@@ -381,8 +385,10 @@ class _Frontend(_Side[_Pull], Generic[_Pull, _Req], abc.ABC):
 
     def _probe(self, timeout: float) -> float:
         """Send a health probe to every worker (forgetting earlier replies); when to stop waiting."""
-        self._tracker.health.clear()
-        self._pool.send([HealthCheckMsg(int(time.monotonic() * 1000))])
+        tracker = self._tracker
+        tracker.health.clear()
+        tracker.probe = max(tracker.probe + 1, int(time.monotonic() * 1000))
+        self._pool.send([HealthCheckMsg(tracker.probe)])
         return time.monotonic() + timeout
 
     def _probing(self, deadline: float) -> bool:
