@@ -349,11 +349,6 @@ OLDEST_TOOLS = ("pytest", "pytest-timeout", "pytest-xdist", "mypy", "sentencepie
 """What the oldest run needs besides the package: the test tools (their newest releases, but pytest:
 the testing extra's floor, which the constraints pin)."""
 
-OLDEST_OPEN = ("tests/package/test_matrix.py::test_a_worker_with_both_clients_sync_then_asyncio",)
-"""Tests the oldest run leaves out until their defect there is found (docs/versions.md): with
-pyzmq 25.0.0 the asyncio clients waited past their own timeout for a worker's reply, once in three
-runs (qwen2_5)."""
-
 
 def oldest_pins(pyproject: str) -> str:
     """A pip constraints file of the oldest release every range of ``pyproject`` allows: each
@@ -415,8 +410,7 @@ def test_oldest() -> None:
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     environment.setdefault("HYPOTHESIS_PROFILE", "ci-oldest")
     workers = os.environ.get("PYTEST_WORKERS", "auto")
-    left_out = [f"--deselect={test}" for test in OLDEST_OPEN]
-    arguments = sys.argv[2:] or ["--durations=15", *left_out, *OLDEST_TESTS]
+    arguments = sys.argv[2:] or ["--durations=15", *OLDEST_TESTS]
     run(python, "-m", "pytest", "-p", "no:cacheprovider", "-n", workers, *arguments, env=environment)
 
 

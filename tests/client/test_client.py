@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -340,3 +341,41 @@ def test_a_peer_of_another_protocol_version_is_refused_and_logged_never_misread(
         peer_front.close(0)
         peer_back.close(0)
         context.term()
+
+
+# -- close() is done when it returns -----------------------------------------------------------
+
+CLIENTS = {
+    "frontend": FrontendClient,
+    "backend": BackendClient,
+    "asyncio frontend": AsyncFrontendClient,
+    "asyncio backend": AsyncBackendClient,
+}
+
+
+@pytest.mark.parametrize("kind", CLIENTS)
+def test_a_closed_client_has_closed_its_connections_when_close_returns(kind: str, tmp_path: Path) -> None:
+    """A worker's connection to a client is closed when ``close()`` returns, not later in libzmq's
+    threads: a frame sent down it in between was lost, even to the next client to bind the address
+    (a scheduler restarted; under load the matrix's sync-then-asyncio test lost both requests).
+    """
+    listen = tmp_path / "listen"
+    peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # a worker's end of the connection
+    peer.settimeout(30)
+
+    async def run() -> None:
+        client = CLIENTS[kind]([f"ipc://{tmp_path}/worker-0"], f"ipc://{listen}")
+        peer.connect(str(listen))
+        assert peer.recv(1) == b"\xff"  # the client took the connection: its greeting's first byte
+        closed = client.close()
+        if asyncio.iscoroutine(closed):
+            await closed
+        peer.setblocking(False)
+        try:
+            while peer.recv(4096):  # the rest of the greeting, then the end of the connection
+                pass
+        except BlockingIOError:
+            pytest.fail("close() returned with the connection still open")
+
+    asyncio.run(run())
+    peer.close()

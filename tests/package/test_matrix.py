@@ -168,8 +168,10 @@ def test_a_worker_with_both_clients_sync_then_asyncio(name: str, worker: Worker)
             for skip in expected
         }
         users: list[UserMsg] = []
+        deadline = time.monotonic() + 120
         while len(users) < len(requests):
-            users += [m for m in scheduler.receive(60.0) if isinstance(m, UserMsg)]
+            assert time.monotonic() < deadline, f"the scheduler got {len(users)} of {len(requests)} requests"
+            users += [m for m in scheduler.receive(5.0) if isinstance(m, UserMsg)]
         assert all(list(user.input_ids) == encoded for user in users)
         scheduler.send(_schedule(users, output))
         assert {skip: request.text() for skip, request in requests.items()} == expected
@@ -184,8 +186,10 @@ def test_a_worker_with_both_clients_sync_then_asyncio(name: str, worker: Worker)
                 for skip in expected
             }
             users: list[UserMsg] = []
+            deadline = time.monotonic() + 120
             while len(users) < len(requests):
-                users += [m for m in await scheduler.receive(60.0) if isinstance(m, UserMsg)]
+                assert time.monotonic() < deadline, f"the scheduler got {len(users)} of {len(requests)}"
+                users += [m for m in await scheduler.receive(5.0) if isinstance(m, UserMsg)]
             scheduler.send(_schedule(users, output))
             return {skip: await request.text() for skip, request in requests.items()}
 

@@ -20,10 +20,11 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import attrs
 import zmq
+import zmq.asyncio
 
 from puredetok.errors import PuredetokError
 from puredetok.serving.messages import (
@@ -295,13 +296,24 @@ class _Side(Generic[_Pull]):
         # Sends go through plain (blocking) sockets even for the asyncio clients: they never wait
         # unless a worker has 100,000 frames queued.
         self._pool = WorkerPool(workers, tokenize, context=zmq.Context.shadow(context.underlying))
-        self._pull: _Pull = context.socket(zmq.PULL)
+        # The bound socket lives in a context of its own, which close() terminates: libzmq closes a
+        # socket's connections later, in its own threads, and a frame a worker sent down one in
+        # between was lost, even once another client bound the address (a scheduler restarted).
+        # Terminating waits for them: when close() returns, the next frames wait for the next client.
+        own = zmq.asyncio.Context() if isinstance(context, zmq.asyncio.Context) else zmq.Context()
+        self._listening = cast(zmq.Context[_Pull], own)
+        self._pull: _Pull = self._listening.socket(zmq.PULL)
         self._pull.setsockopt(zmq.LINGER, 0)
-        self._pull.bind(listen)
+        try:
+            self._pull.bind(listen)
+        except zmq.ZMQError:
+            self._close_sockets()
+            raise
 
     def _close_sockets(self) -> None:
         self._pool.close()
         self._pull.close(linger=0)
+        self._listening.term()
 
 
 class _Frontend(_Side[_Pull], Generic[_Pull, _Req], abc.ABC):
