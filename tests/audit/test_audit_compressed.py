@@ -21,9 +21,9 @@ import zstandard
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from puredetok._files import Decompressed
 from puredetok.audit import Request, Tally, audit_shard, shards_of
 from puredetok.audit.sources import ShardResult, audit_stretches
-from puredetok.files import Decompressed
 from test_audit import (
     ROOT,
     SGLANG_MODES,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 import re
@@ -13,18 +14,48 @@ import griffe
 import pytest
 
 import puredetok
-import puredetok.audit
-import puredetok.audit.formats
-import puredetok.client
-import puredetok.engines
-import puredetok.files
-import puredetok.replay
-import puredetok.serving
-import puredetok.worker
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "api.md"
 DOCUMENTED = re.findall(r"^::: ([\w.]+)$", PAGE.read_text(encoding="utf-8"), flags=re.M)
+
+PUBLIC = (
+    "puredetok",
+    "puredetok.errors",
+    "puredetok.stops",
+    "puredetok.serving",
+    "puredetok.worker",
+    "puredetok.client",
+    "puredetok.replay",
+    "puredetok.audit",
+    "puredetok.testing",
+    "puredetok.testing.strategies",
+    "puredetok.streamer",
+    "puredetok.engines.vllm",
+    "puredetok.engines.sglang",
+    "puredetok.engines.minisgl",
+    "puredetok.cli",
+)
+"""The public modules: the top-level face and the namespaces a user imports (as attrs keeps
+``validators`` and ``exceptions``); every other module is private, an underscore in its path."""
+
+PICKLE_PATHS = ("puredetok.core", "puredetok.core.codec")
+"""Not API: the path that pickles of states made before the core moved name (see :mod:`puredetok.core`)."""
+
+NAMESPACES = ("puredetok.engines",)
+"""Packages that only hold public modules: nothing of their own to document."""
+
+NOT_YET = ("stops", "serving", "worker", "client", "replay", "audit", "testing", "engines", "cli")
+"""Rooms not moved yet (issue 36 moves them one by one): their modules may still be public and
+documented; the checks below hold for every other room. Emptied as the rooms move."""
+
+
+def _waiting(module: str) -> bool:
+    return module.split(".")[1:2] != [] and module.split(".")[1] in NOT_YET
+
+
+MAX_NAMES = 150
+"""At most this many public names outside the top-level face: each one a promise to keep."""
 
 
 def public_names(module: str) -> list[str]:
@@ -33,40 +64,69 @@ def public_names(module: str) -> list[str]:
     return list(names)
 
 
-ROOMS = (
-    puredetok.serving,
-    puredetok.worker,
-    puredetok.client,
-    puredetok.replay,
-    puredetok.audit,
-    puredetok.audit.formats,
-    puredetok.engines,
-    puredetok.files,
-)
-"""The rooms whose every module is documented (a room's sub-room is one of them)."""
+def all_modules() -> list[str]:
+    return sorted(
+        info.name
+        for info in pkgutil.walk_packages(puredetok.__path__, "puredetok.")
+        if not info.name.endswith("__main__")
+    )
 
 
-def test_the_page_documents_every_public_module() -> None:
-    """The package, its errors, the stop layer, every module of the serving, worker, client, replay,
-    audit, engines and files rooms, the streamers, the conformance kit and the command line (the core's own
-    modules are implementation: the package re-exports them)."""
-    adapters = [
-        f"{room.__name__}.{info.name}"
-        for room in ROOMS
-        for info in pkgutil.iter_modules(room.__path__)
-        if not info.name.startswith("_") and not info.ispkg
+def test_the_page_documents_the_public_modules_and_no_other() -> None:
+    assert [m for m in DOCUMENTED if not _waiting(m)] == [m for m in PUBLIC if not _waiting(m)]
+
+
+def test_every_other_module_is_private() -> None:
+    """An underscore in its path: out of the API reference, free to move (h11's ``_state``)."""
+    public = [
+        module
+        for module in all_modules()
+        if module not in PUBLIC
+        and module not in PICKLE_PATHS + NAMESPACES
+        and not any(part.startswith("_") for part in module.split("."))
     ]
-    wanted = [
-        "puredetok",
-        "puredetok.errors",
-        "puredetok.stops",
-        *adapters,
-        "puredetok.streamer",
-        "puredetok.testing",
-        "puredetok.testing.strategies",
-        "puredetok.cli",
+    assert [module for module in public if not _waiting(module)] == []
+
+
+def _defined_names(module: str) -> set[str]:
+    """The public names a module's own text binds at its top, what a reader takes for its API: its
+    definitions, and in a package's ``__init__`` (a face) what it imports too."""
+    path = Path(str(importlib.import_module(module).__file__))
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.ImportFrom) and path.name == "__init__.py" and node.module:
+            names |= {alias.asname or alias.name for alias in node.names}
+    return {name for name in names if not name.startswith("_")}
+
+
+@pytest.mark.parametrize("module", [m for m in PUBLIC if not _waiting(m)])
+def test_a_public_module_lists_every_public_name_it_binds(module: str) -> None:
+    """``__all__`` is the one list (the API reference renders it): a name added to a public module
+    without being listed there, or listed without being there, fails here."""
+    listed = public_names(module)
+    assert len(listed) == len(set(listed)), f"{module}: a name listed twice"
+    unlisted = _defined_names(module) - set(listed) - {"annotations"}
+    assert not unlisted, f"{module} binds public names it does not list in __all__: {sorted(unlisted)}"
+    missing = [name for name in listed if not hasattr(importlib.import_module(module), name)]
+    assert not missing, f"{module} lists names it does not have: {missing}"
+
+
+def test_at_most_150_public_names_outside_the_top_level_face() -> None:
+    face = set(puredetok.__all__)
+    outside = [
+        f"{module}.{name}"
+        for module in PUBLIC[1:]
+        if not _waiting(module)
+        for name in public_names(module)
+        if name not in face
     ]
-    assert sorted(DOCUMENTED) == sorted(wanted)
+    assert len(outside) <= MAX_NAMES, f"{len(outside)} public names outside the face"
 
 
 @pytest.fixture(scope="module")

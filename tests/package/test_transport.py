@@ -336,7 +336,6 @@ def public_records() -> set[type]:
 
 KEPT_HOME = {
     "puredetok.audit.distributed.CodecsRef": "a Ray object reference: it travels in Ray tasks' arguments",
-    "puredetok.files.stretches.Stretch": "an open spool file: a stretch is read where it was cut",
     "puredetok.worker.addresses.Claim": "a file lock held by this process",
     "puredetok.testing.detokenizers.CoreStream": "a live detokenizer under test (mutable), not a value",
 }
@@ -354,6 +353,7 @@ bound method is not)."""
 def records() -> list[Any]:
     """One value of each public record that is sent (:data:`KEPT_HOME` and :data:`SENT_ABOVE`
     aside), its fields set to other values than their defaults."""
+    from puredetok._files.compressed import Decompressed
     from puredetok.audit.compare import AuditOptions, Deferred, Difference, Facts
     from puredetok.audit.distributed import TaskFailedError, Timing
     from puredetok.audit.follow import Followed
@@ -373,7 +373,6 @@ def records() -> list[Any]:
         StreamFinishedError,
         UnsupportedTokenizerError,
     )
-    from puredetok.files.compressed import Decompressed
     from puredetok.replay.incremental import Ending
     from puredetok.replay.replay import ReplaySummary, RequestReport
     from puredetok.replay.trace import TraceError, TraceEvent, TraceHeader
@@ -531,11 +530,12 @@ def check_records_came_back(back: list[Any]) -> None:
 
 
 def test_every_public_record_is_sent_or_says_why_not() -> None:
-    """A record added to a public module is sent by these tests (or named here with its reason)."""
+    """A record added to a public module is sent by these tests (or named here with its reason);
+    private records that travel (a shard's result in Ray, a file's compression) are sent too."""
     sent = {type(value) for value in records()}
     named = {cls for cls in public_records() if f"{cls.__module__}.{cls.__qualname__}" in KEPT_HOME}
     assert len(named) == len(KEPT_HOME)
-    assert public_records() - SENT_ABOVE - named == sent
+    assert public_records() - SENT_ABOVE - named <= sent
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

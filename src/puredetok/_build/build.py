@@ -42,7 +42,8 @@ from puredetok._build.pyclasses.mistral import Native, read_native, unreadable
 from puredetok._build.reading import backend_of, is_backend, override, vocabulary
 from puredetok._build.verify import Oracle, check_model, fast_path_disagreement, mark_probes
 from puredetok._build.window import build_window
-from puredetok.errors import UnsupportedTokenizerError, choice, flag, optional_flag, optional_whole
+from puredetok._options import choice, flag, optional_flag, optional_whole
+from puredetok.errors import UnsupportedTokenizerError
 
 if TYPE_CHECKING:
     import tokenizers

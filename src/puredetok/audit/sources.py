@@ -6,7 +6,7 @@ Parquet table, or a whole file (a JSON array, a trace, a compressed file). Shard
 one by one locally or in parallel on Ray; either way their reports are joined in shard order, so
 that both runs give the same report, and memory holds one shard's findings at a time.
 
-A compressed file (gzip, bzip2, xz, zstd: :mod:`puredetok.files`) cannot be cut at byte
+A compressed file (gzip, bzip2, xz, zstd: :mod:`puredetok._files`) cannot be cut at byte
 offsets: it is one shard, read as one stream, and audited in stretches cut as a plain file's
 shards are (:func:`audit_stretches`), each one's findings given as it ends.
 """
@@ -32,13 +32,13 @@ from typing import Any
 import attrs
 import msgspec
 
+from puredetok._files import Decompressed, stretches
+from puredetok._files.text import binary
 from puredetok.audit.compare import PARSER_SPLIT, Auditor, Difference
 from puredetok.audit.follow import Followed
 from puredetok.audit.formats import rollouts, sglang, trace, vllm
 from puredetok.audit.records import Columns, InputError, Item, Request, Skipped
 from puredetok.audit.report import Tally, difference_record, error_record, past_vocabulary, unrelated
-from puredetok.files import Decompressed, stretches
-from puredetok.files.text import binary
 
 FORMATS = ("vllm", "vllm-stream", "sglang", "sglang-stream", "rollouts", "trace")
 """The input formats: vLLM's whole responses and streamed chunks, SGLang's ``/generate`` outputs

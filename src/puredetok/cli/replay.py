@@ -15,10 +15,10 @@ from typing import IO, Any
 import attrs
 from tqdm import tqdm
 
+from puredetok._files import Decompressed, compression_of
+from puredetok._files.text import binary
 from puredetok.cli.loaded import Loaded, load, loaded
 from puredetok.cli.options import add_tokenizer_option
-from puredetok.files import Decompressed, compression_of
-from puredetok.files.text import binary
 from puredetok.replay.replay import CHECKS, MAX_LISTED, Replayer, ReplaySummary, RequestReport
 from puredetok.replay.trace import TraceError, TraceEvent, TraceHeader, trace_items
 from puredetok.serving.loading import LoadedTokenizer

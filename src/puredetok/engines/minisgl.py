@@ -45,8 +45,8 @@ from itertools import repeat
 from multiprocessing.queues import Queue
 from typing import Any
 
+from puredetok._options import MAX_INT
 from puredetok.engines._versions import installed
-from puredetok.errors import MAX_INT
 from puredetok.serving.detokenize_manager import DEFAULT_MAX_LIVE, DetokenizeManager
 from puredetok.serving.messages import DetokenizeBatch, DetokenizeMsg, Opening, SamplingParams, TokenizeMsg
 from puredetok.serving.tokenize_manager import TokenizeError, TokenizeManager

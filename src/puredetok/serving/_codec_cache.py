@@ -20,7 +20,7 @@ import attrs
 
 from puredetok._build import codec_for, read_vocabulary, with_max_byte_run
 from puredetok._core import OUT_OF_VOCAB, Codec, OutOfVocab
-from puredetok.errors import choice, flag, optional_flag, optional_whole, whole
+from puredetok._options import choice, flag, optional_flag, optional_whole, whole
 
 if TYPE_CHECKING:
     from puredetok.serving.messages import SamplingParams

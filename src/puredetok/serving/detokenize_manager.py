@@ -40,7 +40,8 @@ from typing import Any
 import attrs
 
 from puredetok._core import Codec, OutOfVocab
-from puredetok.errors import InvalidTokenError, whole
+from puredetok._options import whole
+from puredetok.errors import InvalidTokenError
 from puredetok.serving._codec_cache import DEFAULT_MAX_CODECS, CodecCache, Setting
 from puredetok.serving.eos import eos_token_ids
 from puredetok.serving.messages import (

@@ -79,7 +79,8 @@ import msgspec
 from msgspec import Meta, Struct, field
 from msgspec.structs import astuple
 
-from puredetok.errors import MAX_INT, OptionTypeError
+from puredetok._options import MAX_INT
+from puredetok.errors import OptionTypeError
 
 PROTOCOL_VERSION: Final = 2
 """The version of the wire protocol: every frame carries it (``[kind, version, batch]``) and the

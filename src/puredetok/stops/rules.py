@@ -10,7 +10,8 @@ from typing import Any, Literal
 import attrs
 
 from puredetok._core import ADDED, ALL_CLASSES, class_of
-from puredetok.errors import OptionTypeError, flag, optional_whole, whole
+from puredetok._options import flag, optional_whole, whole
+from puredetok.errors import OptionTypeError
 from puredetok.stops.matcher import Matcher, compile_stops
 
 
