@@ -1,7 +1,7 @@
 """``python tools/fast_path_ab.py OLD NEW [--rounds N]``: the per-token path of two trees side by side.
 
 ``OLD`` and ``NEW`` are ``src/puredetok`` folders (main's and a branch's, say). Their
-``_core/stream.py`` and ``stops/stream.py`` are loaded side by side in this one process (the rest of
+``_core/stream.py`` and ``stops/_stream.py`` are loaded side by side in this one process (the rest of
 the package is the one imported, with the tests' tokenizers), ``OLD``'s twice: the second copy is
 the control, what two identical copies differ by on this machine now. ``step``, ``advance``
 (without and with a token count), ``feed`` and ``advance_many`` by 4 ids run over the same

@@ -74,6 +74,9 @@ from puredetok.stops import (
     open_stream,
 )
 
+for _public in (Codec, DecodeState, TokenizerLike):
+    _public.__module__ = __name__  # a pickle names the public path, never the private module
+
 
 def _version() -> str:
     try:

@@ -39,7 +39,7 @@ from puredetok import (
 from puredetok._core.rope import Rope
 from puredetok._core.saving import MAX_DEPTH, MAX_HELD_SPACE, STATE_FORMAT, pack
 from puredetok.errors import StateTypeError
-from puredetok.stops.saving import STREAM_FORMAT
+from puredetok.stops._saving import STREAM_FORMAT
 from test_release_differences import installed_release_skips_bpe_cleanup
 
 CASES = [(name, skip) for name in TOKENIZERS for skip in (False, True)]

@@ -1,4 +1,4 @@
-"""The stop layer's one matcher (:func:`~puredetok.stops.matcher.scan`, an Aho-Corasick automaton)
+"""The stop layer's one matcher (:func:`~puredetok.stops._matcher.scan`, an Aho-Corasick automaton)
 against the plain definitions kept as its oracle: :func:`find_stop` (the earliest-completing stop
 string, the longest of those ending together) and :func:`held_from` (the longest suffix that is a
 proper prefix of a stop string).
@@ -10,7 +10,7 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from puredetok.stops.matcher import SHALLOW, SKIP, Match, compile_stops, find_stop, held_from, scan
+from puredetok.stops._matcher import SHALLOW, SKIP, Match, compile_stops, find_stop, held_from, scan
 
 # A small alphabet, so that stop strings overlap, nest and repeat (the automaton's failure links).
 ALPHABET = "ab\nc<|"

@@ -34,7 +34,7 @@ from puredetok import (
 )
 from puredetok._core import steady
 from puredetok.stops import advance_each, open_like
-from puredetok.stops.stream import _advance
+from puredetok.stops._stream import _advance
 from puredetok.testing.strategies import MULTILINGUAL
 from sources import EXTRA, FALLBACKS, Source, source
 from stop_reference import expected, longest_hold
@@ -149,7 +149,7 @@ def test_the_steady_path_gives_what_the_general_path_gives(
     same error:
     stop strings across many ids and inside one, specials, min_tokens, include_stop_str_in_output,
     ending ids, limits, ids past the vocabulary. Each stream on the way carries the steady path's
-    tables exactly when it is steady (rule 3 of puredetok.stops.stream)."""
+    tables exactly when it is steady (rule 3 of puredetok.stops._stream)."""
     src = source(name)
     prompt, ids, rules = data.draw(scenarios(src, skip))
     size = src.codec(skip).vocab_size

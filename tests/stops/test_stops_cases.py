@@ -357,7 +357,7 @@ def test_a_counting_record_is_the_record_the_constructor_builds() -> None:
 
 
 def test_a_quiet_token_returns_a_steady_stream_as_it_is_or_changes_only_its_count() -> None:
-    """The steady path (rule 3 of puredetok.stops.stream): a steady stream that counts nothing is
+    """The steady path (rule 3 of puredetok.stops._stream): a steady stream that counts nothing is
     returned as it is; one that counts gets a record whose count alone changed, still steady; the
     token reaching ``min_tokens``, when nothing counts after it, hands over, and from there the
     stream is returned as it is."""

@@ -11,7 +11,7 @@ whoever resumes says which codec (and its fingerprint is checked).
 
 The bytes (format 1)::
 
-    1 byte    what follows: 0x01 a core state (0x02: a stop-layer stream, see puredetok.stops.saving)
+    1 byte    what follows: 0x01 a core state (0x02: a stop-layer stream, see puredetok.stops._saving)
     8 bytes   the codec's key: the first 8 bytes of BLAKE2b(codec.fingerprint)
     ...       the body: tagged values (None, bools, ints, strings, bytes, tuples, and the core's
               own immutable records: a rope of text, held whitespace, a prompt's echo)

@@ -70,7 +70,7 @@ from puredetok.stops import (
     open_like,
     open_stream,
 )
-from puredetok.stops.rules import check_stop_limits
+from puredetok.stops._rules import check_stop_limits
 
 DEFAULT_REMEMBER_ENDED = 65_536
 """How many ended uids the manager remembers (to report late messages for them)."""

@@ -30,8 +30,8 @@ __all__ = [
 ]
 
 from puredetok.errors import StreamFinishedError
-from puredetok.stops.rules import FinishReason, StopRules
-from puredetok.stops.stream import (
+from puredetok.stops._rules import FinishReason, StopRules
+from puredetok.stops._stream import (
     SavedStream,
     Stream,
     abort,
@@ -42,3 +42,6 @@ from puredetok.stops.stream import (
     open_like,
     open_stream,
 )
+
+for _record in (FinishReason, SavedStream, StopRules, Stream):
+    _record.__module__ = __name__  # a pickle names the public path, never the private module

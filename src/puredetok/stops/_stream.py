@@ -50,9 +50,9 @@ import attrs
 
 from puredetok._core import Codec, DecodeState, feed_hold, finish_hold, start, steady, step_hold
 from puredetok.errors import InvalidTokenError, StateTypeError, StreamFinishedError
-from puredetok.stops.matcher import Match, Matcher, scan
-from puredetok.stops.rules import FinishReason, StopRules
-from puredetok.stops.saving import stream_from_bytes, stream_to_bytes
+from puredetok.stops._matcher import Match, Matcher, scan
+from puredetok.stops._rules import FinishReason, StopRules
+from puredetok.stops._saving import stream_from_bytes, stream_to_bytes
 
 NO_RULES = StopRules()
 """The default rules: no stop strings, no stop or EOS tokens, no limits."""
@@ -318,7 +318,7 @@ class Stream:
 
     def to_bytes(self) -> bytes:
         """This stream without its codec, stop rules and counters included: a few dozen bytes
-        (see :mod:`puredetok.stops.saving`). :meth:`from_bytes` gives an equal stream.
+        (see :mod:`puredetok.stops._saving`). :meth:`from_bytes` gives an equal stream.
         """
         fields = (self.rules, self.hold, self.held, self.min_left, self.max_left, self.finish_reason)
         return stream_to_bytes(self.codec, fields)

@@ -12,7 +12,7 @@ import attrs
 from puredetok._core import ADDED, ALL_CLASSES, class_of
 from puredetok._options import flag, optional_whole, whole
 from puredetok.errors import OptionTypeError
-from puredetok.stops.matcher import Matcher, compile_stops
+from puredetok.stops._matcher import Matcher, compile_stops
 
 
 def _stop_strings(value: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -125,7 +125,7 @@ class StopRules:
     """Per token summary (see :mod:`puredetok._core.classes`), whether a token with it may need
     the stop check (derived): its text shares a class with a stop string's first character, or
     it is an added token while there are ending ids. A token whose summary is not loud is quiet
-    (:mod:`puredetok.stops.stream`, rule 3) when every ending id is an added token: its text holds
+    (:mod:`puredetok.stops._stream`, rule 3) when every ending id is an added token: its text holds
     no first character of a stop string, and it is no ending id."""
 
     def __attrs_post_init__(self) -> None:

@@ -20,7 +20,7 @@ from typing import Any, TypeAlias
 
 from puredetok._core import Codec, check_hold, pack, unpack
 from puredetok.errors import InvalidStateError
-from puredetok.stops.rules import FinishReason, StopRules, check_stop_limits
+from puredetok.stops._rules import FinishReason, StopRules, check_stop_limits
 
 STREAM_FORMAT = 0x02
 """The first byte of a saved stream."""
