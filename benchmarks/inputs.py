@@ -421,8 +421,8 @@ def _run(shape: str, path: str, tokenizer: Any, shared: dict[str, Any]) -> tuple
     and its events. ``shared`` keeps the codecs (and the auditor) from one run to the next.
     """
     if shape == "replay, a trace":
-        from puredetok.replay.replay import Replayer
-        from puredetok.replay.trace import TraceEvent, read_trace
+        from puredetok.replay._replay import Replayer
+        from puredetok.replay._trace import TraceEvent, read_trace
 
         replayer = Replayer(tokenizer, codecs=shared.setdefault("codecs", CodecCache()))
         with open(path, "rb") as source:

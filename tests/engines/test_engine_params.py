@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 import puredetok
 from helpers import TOKENIZERS, codec, id_lists, shared_codecs, tokenizer
 from puredetok import codec_for, finish, start, step
-from puredetok.replay.replay import Replayer
-from puredetok.replay.trace import TraceHeader, read_trace
+from puredetok.replay._replay import Replayer
+from puredetok.replay._trace import TraceHeader, read_trace
 from puredetok.serving._codec_cache import CodecCache
 from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams

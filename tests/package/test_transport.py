@@ -373,9 +373,9 @@ def records() -> list[Any]:
         StreamFinishedError,
         UnsupportedTokenizerError,
     )
-    from puredetok.replay.incremental import Ending
-    from puredetok.replay.replay import ReplaySummary, RequestReport
-    from puredetok.replay.trace import TraceError, TraceEvent, TraceHeader
+    from puredetok.replay._incremental import Ending
+    from puredetok.replay._replay import ReplaySummary, RequestReport
+    from puredetok.replay._trace import TraceError, TraceEvent, TraceHeader
     from puredetok.serving import messages as m
     from puredetok.serving.loading import TokenizerLoadError, default_tokenizer_path
     from puredetok.serving.tokenize_manager import TokenizeError, TokenizeResult

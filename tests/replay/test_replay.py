@@ -24,9 +24,9 @@ import helpers
 from helpers import id_lists, reference, shared_codecs, tokenizer
 from puredetok.cli import main
 from puredetok.cli import replay as replay_cli
-from puredetok.replay import replay as replay_module
-from puredetok.replay.replay import Replayer
-from puredetok.replay.trace import TraceEvent, TraceHeader, read_trace
+from puredetok.replay import _replay as replay_module
+from puredetok.replay._replay import Replayer
+from puredetok.replay._trace import TraceEvent, TraceHeader, read_trace
 from puredetok.serving.detokenize_manager import DetokenizeManager
 from puredetok.serving.loading import load_tokenizer
 from puredetok.serving.messages import SamplingParams, UserReply

@@ -1,4 +1,4 @@
-"""The incremental comparison (replay/incremental.py) against the whole texts: the same first
+"""The incremental comparison (replay/_incremental.py) against the whole texts: the same first
 difference, the same U+FFFD finding, the same window of the reference, the same stop string ends;
 and its work counted: linear in the characters fed, however they are cut."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from puredetok.replay.incremental import Aligned, StopFinder, common_prefix
+from puredetok.replay._incremental import Aligned, StopFinder, common_prefix
 
 texts = st.text(alphabet="ab \ufffd", max_size=40)
 

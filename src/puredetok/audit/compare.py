@@ -32,7 +32,7 @@ from puredetok._build import codec_for
 from puredetok._core import Codec, continuation_text, feed, finish, start, step
 from puredetok.audit.parsers import Joined, plain_join, rejoin
 from puredetok.audit.records import Request
-from puredetok.replay.incremental import common_prefix
+from puredetok.replay._incremental import common_prefix
 from puredetok.serving._codec_cache import CodecCache
 
 KINDS = (

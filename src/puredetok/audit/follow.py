@@ -31,7 +31,7 @@ import attrs
 from puredetok._core import Codec, admit_token, finish, start, step
 from puredetok.audit.compare import DUPLICATE_LIMIT, Difference, Facts, decide, duplicated, near_fffd
 from puredetok.audit.records import Request
-from puredetok.replay.incremental import Pieces, common_prefix
+from puredetok.replay._incremental import Pieces, common_prefix
 
 STEP = 4096
 """The exact text is searched for the stop string in steps of this many characters."""

@@ -23,7 +23,7 @@ import attrs
 
 from puredetok.audit.compare import KINDS, Difference
 from puredetok.audit.records import InputError
-from puredetok.replay.incremental import common_prefix
+from puredetok.replay._incremental import common_prefix
 
 
 @attrs.define

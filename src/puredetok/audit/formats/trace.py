@@ -25,8 +25,8 @@ from puredetok._core import ID_LIMIT
 from puredetok.audit.compare import Auditor
 from puredetok.audit.follow import Followed, Follower
 from puredetok.audit.records import InputError, Item, Request, Skipped
-from puredetok.replay.replay import Replayer, RequestReport
-from puredetok.replay.trace import TraceError, TraceEvent, TraceHeader, read_trace
+from puredetok.replay._replay import Replayer, RequestReport
+from puredetok.replay._trace import TraceError, TraceEvent, TraceHeader, read_trace
 from puredetok.serving._codec_cache import CodecCache
 from puredetok.serving.messages import SamplingParams, UserReply
 from puredetok.stops import Stream, advance, open_stream
@@ -112,7 +112,7 @@ def read_trace_requests(
     auditor: Auditor | None = None,
 ) -> Iterator[Item | Followed]:
     """The requests of a trace, each as the manager streamed it, when it ends (``codecs``: shared
-    with other replays of the same tokenizer, see :class:`~puredetok.replay.replay.Replayer`).
+    with other replays of the same tokenizer, see :class:`~puredetok.replay._replay.Replayer`).
     With an ``auditor``, those it can be are compared as they are replayed (:class:`Followed`).
     """
     replayer: Replayer | None = None

@@ -22,7 +22,7 @@ An aborted request has no final text to compare: G1 does not apply, G2 and G4 do
 Time is linear in the trace. Memory is bounded by the requests live at once, and does not grow
 with a request's length: the expected text is streamed through the core (exact: its stream
 equals ``decode``, contract C with the prompt), one id at a time as the request's events come,
-and compared with the streamed text as both arrive (:mod:`puredetok.replay.incremental`): a
+and compared with the streamed text as both arrive (:mod:`puredetok.replay._incremental`): a
 request keeps neither its ids nor its text, only the part of either text the other has not
 reached yet, a window of the last characters compared (as many as its longest stop string) and
 its states. G2 is then checked after every event. A codec that is not exact (``codec.exact`` is
@@ -56,8 +56,8 @@ from typing import Any
 import attrs
 
 from puredetok._core import ID_LIMIT, Codec, DecodeState, clean_up_tokenization, finish, start, step
-from puredetok.replay.incremental import Aligned, StopFinder, common_prefix
-from puredetok.replay.trace import TraceError, TraceEvent
+from puredetok.replay._incremental import Aligned, StopFinder, common_prefix
+from puredetok.replay._trace import TraceError, TraceEvent
 from puredetok.serving._codec_cache import CodecCache
 from puredetok.serving.detokenize_manager import DEFAULT_REMEMBER_ENDED, DetokenizeManager
 from puredetok.serving.messages import (
@@ -355,7 +355,7 @@ class Replayer:
         return f"line {line}" if self.trace_name is None else f"{self.trace_name}:{line}"
 
     def skip_line(self, error: TraceError) -> None:
-        """Count a line that is not a valid event (:func:`~puredetok.replay.trace.trace_items`
+        """Count a line that is not a valid event (:func:`~puredetok.replay._trace.trace_items`
         gives it), and note it as an input error.
         """
         self.summary.bad_lines += 1

@@ -15,7 +15,7 @@ replace the header's, and options that are not given take the engines' defaults
 
 An id is read as the line gives it: a value that is not an id the tokenizer has (not an int,
 negative, past the vocabulary, past ``2**64 - 1``) is not an error of the line but of its
-request, which :class:`~puredetok.replay.replay.Replayer` skips and names, replaying the rest.
+request, which :class:`~puredetok.replay._replay.Replayer` skips and names, replaying the rest.
 """
 
 from __future__ import annotations
