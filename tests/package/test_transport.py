@@ -362,7 +362,13 @@ def records() -> list[Any]:
     from puredetok.audit.report import Tally
     from puredetok.audit.sources import Shard, ShardResult
     from puredetok.cli import UsageError
-    from puredetok.client.common import HandBack, RequestError, RequestHandedBack, RequestLost, RequestTimeout
+    from puredetok.client._common import (
+        HandBack,
+        RequestError,
+        RequestHandedBack,
+        RequestLost,
+        RequestTimeout,
+    )
     from puredetok.errors import (
         CodecMismatchError,
         InvalidStateError,

@@ -25,8 +25,8 @@ reach the worker that holds it). The failure model, request by request (docs/wor
 
 from __future__ import annotations
 
-from puredetok.client.backend import AsyncBackendClient, BackendClient
-from puredetok.client.common import (
+from puredetok.client._backend import AsyncBackendClient, BackendClient
+from puredetok.client._common import (
     DEFAULT_TIMEOUT,
     HandBack,
     RequestError,
@@ -34,7 +34,7 @@ from puredetok.client.common import (
     RequestLost,
     RequestTimeout,
 )
-from puredetok.client.frontend import AsyncFrontendClient, AsyncRequest, FrontendClient, Request
+from puredetok.client._frontend import AsyncFrontendClient, AsyncRequest, FrontendClient, Request
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -50,3 +50,18 @@ __all__ = [
     "BackendClient",
     "AsyncBackendClient",
 ]
+
+for _public in (
+    AsyncBackendClient,
+    AsyncFrontendClient,
+    AsyncRequest,
+    BackendClient,
+    FrontendClient,
+    HandBack,
+    Request,
+    RequestError,
+    RequestHandedBack,
+    RequestLost,
+    RequestTimeout,
+):
+    _public.__module__ = __name__  # a pickle names the public path, never the private module

@@ -14,7 +14,7 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from puredetok.client.common import DEFAULT_TIMEOUT, HandBack, _Frontend, _Replies
+from puredetok.client._common import DEFAULT_TIMEOUT, HandBack, _Frontend, _Replies
 from puredetok.serving.messages import HealthReply, Uid, UserReply
 
 

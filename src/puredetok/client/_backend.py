@@ -12,7 +12,7 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from puredetok.client.common import _Backend
+from puredetok.client._common import _Backend
 from puredetok.serving.messages import AbortBackendMsg, UserMsg
 
 
