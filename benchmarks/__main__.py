@@ -17,7 +17,7 @@ from benchmarks.mistral import TEKKEN_FILE, installed_tekken, tekken_section
 from benchmarks.worker import worker_section
 from puredetok.cli import bench
 from puredetok.cli._timing import format_table
-from puredetok.serving.loading import DEFAULT_TOKENIZER, load_tokenizer
+from puredetok.serving._loading import DEFAULT_TOKENIZER, load_tokenizer
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,8 +44,8 @@ from puredetok import codec_for, feed, finish, start
 from puredetok.cli._measure import trace_ids
 from puredetok.cli._timing import Result, format_table
 from puredetok.serving._codec_cache import CodecCache
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.messages import (
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._messages import (
     TO_FRONTEND,
     DetokenizeBatch,
     DetokenizeMsg,
@@ -435,7 +435,7 @@ def stalled_section(
 
 def adversarial_main(argv: list[str] | None = None) -> int:
     """Print the adversarial sections."""
-    from puredetok.serving.loading import load_tokenizer
+    from puredetok.serving._loading import load_tokenizer
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.adversarial", description=__doc__)
     parser.add_argument("--tokenizer", default=None, help="tokenizer name or path (default: the bundled one)")

@@ -36,7 +36,7 @@ from typing import Any
 from puredetok.audit import AuditOptions, Auditor, Columns, Tally, audit_shard, shards_of
 from puredetok.audit.sources import SHARD_BYTES
 from puredetok.cli._timing import TEXT
-from puredetok.serving.loading import load_tokenizer
+from puredetok.serving._loading import load_tokenizer
 
 PROMPT = "Translate into every language you know, then explain the code: "
 OUTPUT_TOKENS = 200

@@ -21,9 +21,9 @@ import subprocess
 import sys
 
 import puredetok.engines.vllm as plugin
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.loading import load_tokenizer
-from puredetok.serving.messages import DetokenizeBatch, DetokenizeMsg, Opening, SamplingParams
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._loading import load_tokenizer
+from puredetok.serving._messages import DetokenizeBatch, DetokenizeMsg, Opening, SamplingParams
 
 REQUESTS, STEPS, CALLS = 256, 16, 10_000
 

@@ -32,9 +32,9 @@ from typing import Any
 from benchmarks.worker import _Served
 from puredetok import codec_for
 from puredetok.serving._codec_cache import CodecCache, Setting
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.loading import load_tokenizer
-from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._loading import load_tokenizer
+from puredetok.serving._messages import DetokenizeMsg, Opening, SamplingParams
 from puredetok.worker.wire import encode_batch
 
 STREAMS = 8

@@ -66,9 +66,9 @@ from benchmarks.manager import BatchedTwoWindow, serving_params
 from puredetok.cli._measure import trace_ids
 from puredetok.cli._timing import Result, ratio_result, repeated
 from puredetok.serving._codec_cache import CodecCache
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.loading import load_tokenizer
-from puredetok.serving.messages import DetokenizeBatch, Opening
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._loading import load_tokenizer
+from puredetok.serving._messages import DetokenizeBatch, Opening
 from puredetok.worker.worker import _Collector
 
 CONCURRENCIES = (256, 1_024, 4_096)

@@ -195,7 +195,7 @@ def hold_table(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the table for the tokenizers given (folders or tokenizer.json files)."""
-    from puredetok.serving.loading import load_tokenizer
+    from puredetok.serving._loading import load_tokenizer
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.holds", description=__doc__.splitlines()[0])
     parser.add_argument("tokenizers", nargs="+", metavar="NAME=PATH", help="tokenizers to measure, named")

@@ -10,8 +10,8 @@ audit take for one request of a million events.
   slow paths a bad message sends a frame down (a detokenize frame salvaged cell by cell, an abort
   frame read message by message, a tokenize frame with one message nested too deep).
 - Tokenize: per-item time (per character, chat message, tool or request) of what the worker does
-  with a frame's tokenize messages (:func:`~puredetok.serving.tokenizing.text_chars`, then
-  :meth:`~puredetok.serving.tokenize_manager.TokenizeManager.tokenize`), for one long text
+  with a frame's tokenize messages (:func:`~puredetok.serving._tokenizing.text_chars`, then
+  :meth:`~puredetok.serving._tokenize_manager.TokenizeManager.tokenize`), for one long text
   (prose, one character repeated, one word without spaces), chats of many or long messages, with
   special-token text kept as data, with many tool definitions (template options), and a frame
   of many requests. Ratio: the large size against the small one.
@@ -59,7 +59,7 @@ import msgspec
 from puredetok import Codec, codec_for, finish, start, step
 from puredetok.cli._timing import TEXT, Result, format_table
 from puredetok.serving._codec_cache import CodecCache
-from puredetok.serving.messages import (
+from puredetok.serving._messages import (
     HANDED_BACK,
     PROTOCOL_VERSION,
     TO_FRONTEND,
@@ -145,7 +145,7 @@ def tokenize_requests(shape: str, size: int) -> list[TokenizeMsg]:
 
 
 def _tokenize_ns(manager: Any, messages: list[TokenizeMsg], units: int, rounds: int) -> float:
-    from puredetok.serving.tokenizing import text_chars
+    from puredetok.serving._tokenizing import text_chars
 
     best = float("inf")
     for _ in range(rounds):
@@ -161,7 +161,7 @@ def _tokenize_ns(manager: Any, messages: list[TokenizeMsg], units: int, rounds: 
 
 def tokenize_section(tokenizer: Any, rounds: int = 3) -> list[Result]:
     """Per shape and size, CPU ns per unit; ratio: the large size against the small one."""
-    from puredetok.serving.tokenize_manager import TokenizeManager
+    from puredetok.serving._tokenize_manager import TokenizeManager
 
     manager = TokenizeManager(tokenizer)
     manager.tokenize([TokenizeMsg(0, text="warm up")])
@@ -314,7 +314,7 @@ WIRE_SHAPES: dict[str, tuple[str, tuple[int, int], Callable[[int], bytes], tuple
     ),
 }
 """Per shape: the unit counted, its small and large size, the frame of a size, and the kinds the
-decoder reads (empty: a worker's, :data:`~puredetok.serving.messages.INBOUND`)."""
+decoder reads (empty: a worker's, :data:`~puredetok.serving._messages.INBOUND`)."""
 
 
 def _decode_ns(decoder: Any, frame: bytes, units: int, rounds: int) -> float:
@@ -471,7 +471,7 @@ def _child(shape: str, warm: str, path: str, tokenizer_name: str | None) -> dict
     (which builds the codecs, kept for the measured run as a replay or audit of many files keeps
     them, and warms the imports).
     """
-    from puredetok.serving.loading import load_tokenizer
+    from puredetok.serving._loading import load_tokenizer
 
     tokenizer = load_tokenizer(tokenizer_name)
     shared: dict[str, Any] = {}
@@ -552,7 +552,7 @@ def events_section(
 
 def inputs_main(argv: list[str] | None = None) -> int:
     """Print the wire, tokenize and replay/audit sections."""
-    from puredetok.serving.loading import load_tokenizer
+    from puredetok.serving._loading import load_tokenizer
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.inputs", description=__doc__)
     parser.add_argument("--tokenizer", default=None, help="tokenizer name or path (default: the bundled one)")

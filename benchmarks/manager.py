@@ -15,8 +15,8 @@ import attrs
 
 from puredetok.cli._measure import MIN_TOKENS, STOPS, trace_ids
 from puredetok.cli._timing import Result, ratio_result, repeated
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.messages import DetokenizeBatch, DetokenizeMsg, Opening, SamplingParams
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._messages import DetokenizeBatch, DetokenizeMsg, Opening, SamplingParams
 
 
 class BatchedTwoWindow:

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     tekken = installed_tekken()
     if tekken is None:
         parser.error("mistral-common is not installed (pip install 'puredetok[mistral]')")
-    from puredetok.serving.loading import load_tokenizer
+    from puredetok.serving._loading import load_tokenizer
 
     title = f"Tekken ({TEKKEN_FILE}) beside Qwen3: step, same trace text, ratios over {args.repeats} repeats"
     print(format_table(title, tekken_section(load_tokenizer(), tekken, args.tokens, args.repeats)))

@@ -95,7 +95,7 @@ def opening_rows(label: str, tokenizer: Any, repeats: int = 3, rounds: int = 5) 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the table for ``NAME=PATH`` tokenizers (default: the embedded Qwen3)."""
-    from puredetok.serving.loading import load_tokenizer
+    from puredetok.serving._loading import load_tokenizer
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.opening", description=__doc__)
     parser.add_argument("tokenizers", nargs="*", metavar="NAME=PATH", help="tokenizers to measure")

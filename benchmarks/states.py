@@ -86,7 +86,7 @@ def size_table(tokenizers: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the table for ``NAME=PATH`` tokenizers (default: the embedded Qwen3)."""
-    from puredetok.serving.loading import load_tokenizer
+    from puredetok.serving._loading import load_tokenizer
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.states", description=__doc__)
     parser.add_argument("tokenizers", nargs="*", metavar="NAME=PATH", help="tokenizers to measure")

@@ -22,8 +22,8 @@ import zmq
 from benchmarks.manager import serving_params
 from puredetok.cli._measure import trace_ids
 from puredetok.cli._timing import Result
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.messages import (
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._messages import (
     TO_FRONTEND,
     DetokenizeBatch,
     DetokenizeMsg,

@@ -78,7 +78,7 @@ def step_costs(tokens: int = 3000, names: list[str] | None = None) -> None:
 
 _WORKER = """
 import sys, time
-from puredetok.serving.loading import load_tokenizer
+from puredetok.serving._loading import load_tokenizer
 import puredetok._build.build as build
 if sys.argv[1] == "unchecked":
     build.check_model = lambda *args, **kwargs: None

@@ -24,7 +24,7 @@ from hypothesis import strategies as st  # noqa: E402
 import puredetok  # noqa: E402
 from puredetok._core import continuation_text  # noqa: E402
 from puredetok.serving._codec_cache import CodecCache  # noqa: E402
-from puredetok.serving.loading import default_tokenizer_path, load_tokenizer  # noqa: E402
+from puredetok.serving._loading import default_tokenizer_path, load_tokenizer  # noqa: E402
 from puredetok.testing.strategies import (  # noqa: E402
     Vocabulary,
     prompt_ids,

@@ -6,7 +6,7 @@ model).
 
 A :class:`Source` gives a layer property what it needs: the codec for each ``skip_special_tokens``,
 the tokenizer's own decode (the oracle), ids to draw, an EOS id, and what a
-:class:`~puredetok.serving.detokenize_manager.DetokenizeManager` is built from (with the codecs it
+:class:`~puredetok.serving._detokenize_manager.DetokenizeManager` is built from (with the codecs it
 must use).
 """
 
@@ -26,7 +26,7 @@ import synthetic
 from puredetok._build import read_vocabulary
 from puredetok._core import continuation_text
 from puredetok.serving._codec_cache import CodecCache
-from puredetok.serving.detokenize_manager import DetokenizeManager
+from puredetok.serving._detokenize_manager import DetokenizeManager
 
 
 @attrs.frozen(eq=False)

@@ -19,7 +19,14 @@ from typing import Any
 import msgspec
 import zmq
 
-from puredetok.serving.messages import PROTOCOL_VERSION, TO_BACKEND, TO_FRONTEND, Message, ReadyMsg, UserReply
+from puredetok.serving._messages import (
+    PROTOCOL_VERSION,
+    TO_BACKEND,
+    TO_FRONTEND,
+    Message,
+    ReadyMsg,
+    UserReply,
+)
 from puredetok.worker.routing import WorkerPool
 from puredetok.worker.wire import FrameDecoder
 

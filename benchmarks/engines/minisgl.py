@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from puredetok.serving.loading import default_tokenizer_path
+from puredetok.serving._loading import default_tokenizer_path
 
 ROOT = Path(__file__).resolve().parents[2]
 """The repository's root."""

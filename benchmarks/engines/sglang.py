@@ -37,7 +37,7 @@ from typing import Any
 
 from puredetok.cli._measure import STOPS
 from puredetok.cli._timing import TEXT
-from puredetok.serving.loading import default_tokenizer_path
+from puredetok.serving._loading import default_tokenizer_path
 
 ROOT = Path(__file__).resolve().parents[2]
 # SGLang's detokenizer process is driven by the engine tests' driver (engine_tests/sglang).

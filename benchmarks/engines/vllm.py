@@ -282,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--requests and --repeats must be >= 1, --tokens >= 16")
     from vllm.tokenizers.registry import get_tokenizer
 
-    from puredetok.serving.loading import TokenizerLoadError, check_vocabulary, default_tokenizer_path
+    from puredetok.serving._loading import TokenizerLoadError, check_vocabulary, default_tokenizer_path
 
     folders = args.tokenizer or [str(default_tokenizer_path())]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

@@ -29,7 +29,7 @@ from minisgl.message import (
 )
 from minisgl.utils import ZmqPullQueue, ZmqPushQueue, load_tokenizer
 
-from puredetok.serving.loading import default_tokenizer_path
+from puredetok.serving._loading import default_tokenizer_path
 from puredetok.testing.strategies import Vocabulary
 
 TOKENIZERS = Path(__file__).resolve().parents[2] / "tests" / "data" / "tokenizers"

@@ -17,7 +17,7 @@ import pytest
 
 from puredetok._core import continuation_text
 from puredetok.engines.sglang import unloaded
-from puredetok.serving.loading import default_tokenizer_path
+from puredetok.serving._loading import default_tokenizer_path
 from sglang_process import PROMPT_WINDOW, DetokenizerProcess, Request, model_folder
 
 VERSION = importlib.metadata.version("sglang")

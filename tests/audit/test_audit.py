@@ -631,7 +631,7 @@ def test_on_ray_data_every_shard_is_the_local_one(tmp_path: Path) -> None:
     from puredetok.audit.distributed import audit_on_ray, batch_sizes
 
     shards = shards_of(str(_mixed_log(tmp_path, 30)), size=1500)
-    from puredetok.serving.loading import load_tokenizer
+    from puredetok.serving._loading import load_tokenizer
 
     auditor = Auditor(load_tokenizer("qwen3"))
     local = [audit_shard(shard, auditor) for shard in shards]
@@ -662,7 +662,7 @@ def test_a_worker_an_earlier_run_left_idle_audits_the_next_run_without_starting_
     from puredetok.audit.distributed import audit_on_ray
 
     shards = shards_of(str(_mixed_log(tmp_path, 30)), size=1500)
-    from puredetok.serving.loading import load_tokenizer
+    from puredetok.serving._loading import load_tokenizer
 
     auditor = Auditor(load_tokenizer("qwen3"))
     local = [(r.index, r.records, r.tally) for r in (audit_shard(shard, auditor) for shard in shards)]

@@ -345,7 +345,7 @@ def test_on_ray_data_a_compressed_file_is_the_local_one(tmp_path: Path) -> None:
     ray = pytest.importorskip("ray")
     from puredetok.audit import Auditor, Columns
     from puredetok.audit.distributed import audit_on_ray
-    from puredetok.serving.loading import load_tokenizer
+    from puredetok.serving._loading import load_tokenizer
 
     lines = _log("vllm-stream", [i % 3 == 0 for i in range(30)], [False] * 30)
     data = "".join(line + "\n" for line in lines).encode()
@@ -452,7 +452,7 @@ def test_on_ray_data_one_compressed_file_is_shared_between_the_workers(tmp_path:
     ray = pytest.importorskip("ray")
     from puredetok.audit import Auditor, Columns
     from puredetok.audit.distributed import audit_on_ray, shares
-    from puredetok.serving.loading import load_tokenizer
+    from puredetok.serving._loading import load_tokenizer
 
     lines = _log("rollouts", [i % 4 == 0 for i in range(40)], [i % 7 == 3 for i in range(40)])
     path = tmp_path / "rollouts.jsonl.xz"

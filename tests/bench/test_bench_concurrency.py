@@ -22,8 +22,8 @@ from benchmarks.concurrency import (
 from benchmarks.manager import serving_params
 from helpers import tokenizer
 from puredetok.cli._measure import trace_ids
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.messages import DetokenizeBatch, Opening
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._messages import DetokenizeBatch, Opening
 
 
 def test_every_slot_carries_one_request_after_another_and_they_end_in_different_steps() -> None:

@@ -34,8 +34,8 @@ from puredetok import (
 )
 from puredetok._build.out_of_vocab import ignoring_out_of_vocab
 from puredetok._core.codec import ID_LIMIT
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._messages import DetokenizeMsg, Opening, SamplingParams
 
 CASES = [(name, skip) for name in TOKENIZERS for skip in (False, True)]
 IDS = [f"{name}-{'skip' if skip else 'keep'}" for name, skip in CASES]

@@ -34,10 +34,10 @@ from puredetok._build.pyclasses.mistral import mistral_tokenizer_of
 from puredetok._core import continuation_text
 from puredetok._core.pyclasses.mistral import LangTagStage
 from puredetok.cli import main
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.eos import eos_token_ids
-from puredetok.serving.loading import TokenizerLoadError, is_mistral_file, load_tokenizer
-from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._eos import eos_token_ids
+from puredetok.serving._loading import TokenizerLoadError, is_mistral_file, load_tokenizer
+from puredetok.serving._messages import DetokenizeMsg, Opening, SamplingParams
 
 NAMES = tuple(mo.FILES)
 OBJECTS = [(kind, name) for name in NAMES for kind in ("inner", "backend")]

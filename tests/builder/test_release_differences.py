@@ -25,7 +25,7 @@ from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
 import puredetok
 from helpers import assert_streams_exactly, id_lists, tokenizer
-from puredetok.serving.loading import load_tokenizer
+from puredetok.serving._loading import load_tokenizer
 
 SWITCH = "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output"
 NAMES = ("llama3", "phi2")  # the shared BPE tokenizers whose files ask for the cleanup

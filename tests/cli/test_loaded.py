@@ -27,7 +27,7 @@ from puredetok.cli import main
 from puredetok.cli import serve as serve_cli
 from puredetok.cli.loaded import DEFAULT_NAME, FAMILIES, family_name, loaded
 from puredetok.replay._incremental import common_prefix
-from puredetok.serving.messages import ReadyMsg
+from puredetok.serving._messages import ReadyMsg
 
 EMBEDDED = "embedded Qwen3 (byte-level BPE, exact), the default (--tokenizer PATH chooses another)"
 """What every command says of the tokenizer it falls back to."""

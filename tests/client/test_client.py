@@ -31,7 +31,7 @@ from puredetok.client import (
     RequestLost,
     RequestTimeout,
 )
-from puredetok.serving.messages import (
+from puredetok.serving._messages import (
     PROTOCOL_VERSION,
     UNKNOWN_REQUEST,
     AbortBackendMsg,

@@ -27,7 +27,7 @@ import puredetok
 from helpers import TOKENIZERS, byte_ids, codec, continuation, reference, tokenizer
 from puredetok import StopRules, advance_many, close, open_stream
 from puredetok._core import continuation_text
-from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams, UserReply
+from puredetok.serving._messages import DetokenizeMsg, Opening, SamplingParams, UserReply
 from puredetok.streamer import AsyncTextIteratorStreamer, TextIteratorStreamer, TextStreamer
 from sources import source
 

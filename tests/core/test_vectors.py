@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from helpers import codec, reference, stream, tokenizer
 from puredetok import feed, finish, start
-from puredetok.serving.loading import default_tokenizer_path, load_tokenizer
+from puredetok.serving._loading import default_tokenizer_path, load_tokenizer
 
 SEED = "鱻䨻🦩 is rare, 推理 naïve"
 SEED_IDS = [100024, 119, 128237, 119, 123918, 102, 374, 8848, 11, 46602, 101, 21887, 94880, 586]

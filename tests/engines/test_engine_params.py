@@ -21,8 +21,8 @@ from puredetok import codec_for, finish, start, step
 from puredetok.replay._replay import Replayer
 from puredetok.replay._trace import TraceHeader, read_trace
 from puredetok.serving._codec_cache import CodecCache
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._messages import DetokenizeMsg, Opening, SamplingParams
 from sources import vocabulary_of
 
 OPENAI_KEYS = (

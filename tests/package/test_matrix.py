@@ -45,10 +45,10 @@ import pytest
 from helpers import TOKENIZERS, continuation, edge_ids, tokenizer
 from puredetok.cli import main
 from puredetok.client import AsyncBackendClient, AsyncFrontendClient, BackendClient, FrontendClient
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.eos import eos_token_ids
-from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams, TokenizeMsg, UserMsg
-from puredetok.serving.tokenize_manager import TokenizeManager
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._eos import eos_token_ids
+from puredetok.serving._messages import DetokenizeMsg, Opening, SamplingParams, TokenizeMsg, UserMsg
+from puredetok.serving._tokenize_manager import TokenizeManager
 from puredetok.streamer import AsyncTextIteratorStreamer, TextIteratorStreamer, TextStreamer
 from puredetok.testing import (
     check_continuation,

@@ -18,7 +18,7 @@ import tokenizers
 import puredetok
 import typing_consumer
 from helpers import codec, tokenizer
-from puredetok.serving.messages import DetokenizeMsg
+from puredetok.serving._messages import DetokenizeMsg
 from puredetok.streamer import TextIteratorStreamer
 from puredetok.testing import Guarantee
 

@@ -382,9 +382,9 @@ def records() -> list[Any]:
     from puredetok.replay._incremental import Ending
     from puredetok.replay._replay import ReplaySummary, RequestReport
     from puredetok.replay._trace import TraceError, TraceEvent, TraceHeader
-    from puredetok.serving import messages as m
-    from puredetok.serving.loading import TokenizerLoadError, default_tokenizer_path
-    from puredetok.serving.tokenize_manager import TokenizeError, TokenizeResult
+    from puredetok.serving import _messages as m
+    from puredetok.serving._loading import TokenizerLoadError, default_tokenizer_path
+    from puredetok.serving._tokenize_manager import TokenizeError, TokenizeResult
     from puredetok.stops import FinishReason
     from puredetok.testing.checks import ConformanceError, Guarantee, Reference, Violation
     from puredetok.testing.strategies import Vocabulary

@@ -42,8 +42,8 @@ SAMPLES = ("typing_readme.py", "typing_consumer.py", "typing_serving.py")
 MISUSE = """
 import puredetok
 from puredetok.client import FrontendClient
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.loading import load_tokenizer
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._loading import load_tokenizer
 from puredetok.streamer import TextStreamer
 
 def misuse(manager: DetokenizeManager, client: FrontendClient) -> None:

@@ -23,7 +23,7 @@ from puredetok import (
     start,
     step,
 )
-from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams, TokenizeMsg, UserMsg
+from puredetok.serving._messages import DetokenizeMsg, Opening, SamplingParams, TokenizeMsg, UserMsg
 from puredetok.streamer import TextIteratorStreamer, TextStreamer
 from puredetok.testing import (
     Detokenizer,

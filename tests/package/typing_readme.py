@@ -33,10 +33,10 @@ from puredetok import (
     start,
     step,
 )
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.eos import eos_token_ids
-from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams
-from puredetok.serving.tokenize_manager import TokenizeManager
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._eos import eos_token_ids
+from puredetok.serving._messages import DetokenizeMsg, Opening, SamplingParams
+from puredetok.serving._tokenize_manager import TokenizeManager
 from puredetok.streamer import AsyncTextIteratorStreamer, TextIteratorStreamer, TextStreamer
 from puredetok.testing import check_ids, core_detokenizer, reference_for
 from puredetok.testing.strategies import Vocabulary

@@ -12,10 +12,10 @@ import asyncio
 from typing import assert_type
 
 from puredetok.client import AsyncBackendClient, AsyncFrontendClient, BackendClient, FrontendClient
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.loading import LoadedTokenizer, load_tokenizer
-from puredetok.serving.messages import DetokenizeMsg, Opening, SamplingParams, TokenizeMsg, UserReply
-from puredetok.serving.tokenize_manager import TokenizeManager
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._loading import LoadedTokenizer, load_tokenizer
+from puredetok.serving._messages import DetokenizeMsg, Opening, SamplingParams, TokenizeMsg, UserReply
+from puredetok.serving._tokenize_manager import TokenizeManager
 
 
 def detokenize_and_abort() -> list[str]:

@@ -27,9 +27,9 @@ from puredetok.cli import replay as replay_cli
 from puredetok.replay import _replay as replay_module
 from puredetok.replay._replay import Replayer
 from puredetok.replay._trace import TraceEvent, TraceHeader, read_trace
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.loading import load_tokenizer
-from puredetok.serving.messages import SamplingParams, UserReply
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._loading import load_tokenizer
+from puredetok.serving._messages import SamplingParams, UserReply
 from puredetok.testing.strategies import MULTILINGUAL
 from sources import vocabulary_of
 

@@ -1,4 +1,4 @@
-"""serving/background.py: jobs run beside the loop, in order; an error is its own job's result."""
+"""serving/_background.py: jobs run beside the loop, in order; an error is its own job's result."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from puredetok.serving.background import Background
+from puredetok.serving._background import Background
 
 
 def collect_all(background: Background[int, int], jobs: int) -> list[tuple[int, int | Exception]]:

@@ -32,9 +32,9 @@ from puredetok.serving._codec_cache import (
     exact_or_why,
     ignores_spaces_option,
 )
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.loading import load_tokenizer
-from puredetok.serving.messages import (
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._loading import load_tokenizer
+from puredetok.serving._messages import (
     AbortBackendMsg,
     AbortMsg,
     DetokenizeMsg,

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from helpers import byte_ids, continuation, forged, id_lists, reference, tokenizer
 from puredetok import feed, finish, start
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.messages import (
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._messages import (
     UNKNOWN_REQUEST,
     DetokenizeBatch,
     DetokenizeMsg,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from helpers import tokenizer
-from puredetok.serving.eos import GENERATION_CONFIG, eos_token_ids
+from puredetok.serving._eos import GENERATION_CONFIG, eos_token_ids
 
 
 class Fake:

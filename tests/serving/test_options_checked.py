@@ -17,8 +17,8 @@ import pytest
 from helpers import codec, tokenizer
 from puredetok import Stream, codec_for
 from puredetok.errors import OptionTypeError
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.messages import (
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._messages import (
     AbortMsg,
     DetokenizeBatch,
     DetokenizeMsg,

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import BYTE_LEVEL, TOKENIZERS, forged, tokenizer
-from puredetok.serving.messages import TokenizeMsg
-from puredetok.serving.tokenize_manager import TokenizeError, TokenizeManager
+from puredetok.serving._messages import TokenizeMsg
+from puredetok.serving._tokenize_manager import TokenizeError, TokenizeManager
 from puredetok.testing.strategies import MULTILINGUAL
 from test_vectors import SEED_IDS
 

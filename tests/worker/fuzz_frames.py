@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import msgspec
 
 from helpers import tokenizer
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.messages import (
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._messages import (
     PROTOCOL_VERSION,
     AbortMsg,
     DetokenizeMsg,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from helpers import tokenizer
-from puredetok.serving.messages import HealthCheckMsg, HealthReply
+from puredetok.serving._messages import HealthCheckMsg, HealthReply
 from puredetok.worker.addresses import (
     AddressError,
     check_address,

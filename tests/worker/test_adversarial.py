@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import shared_codecs, tokenizer
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.messages import (
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._messages import (
     AbortMsg,
     DetokenizeBatch,
     DetokenizeMsg,
@@ -34,7 +34,7 @@ from puredetok.serving.messages import (
     SamplingParams,
     UserReply,
 )
-from puredetok.serving.tokenize_manager import TokenizeError, TokenizeManager
+from puredetok.serving._tokenize_manager import TokenizeError, TokenizeManager
 from puredetok.stops import Stream
 from puredetok.worker.flow import Backlog, slices
 from puredetok.worker.wire import Decoded, encode_batch, encode_frame

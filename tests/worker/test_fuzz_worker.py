@@ -19,7 +19,7 @@ import zmq
 
 from fuzz_frames import hostile_frames
 from helpers import tokenizer
-from puredetok.serving.messages import (
+from puredetok.serving._messages import (
     DetokenizeMsg,
     HealthCheckMsg,
     HealthReply,

@@ -15,8 +15,8 @@ import zmq
 
 from helpers import codec, tokenizer
 from puredetok import Stream
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.messages import (
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._messages import (
     HANDED_BACK,
     AbortBackendMsg,
     DetokenizeMsg,

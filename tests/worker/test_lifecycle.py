@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from helpers import tokenizer
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.messages import (
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._messages import (
     TO_BACKEND,
     TO_FRONTEND,
     AbortBackendMsg,
@@ -45,7 +45,7 @@ from puredetok.serving.messages import (
     UserMsg,
     UserReply,
 )
-from puredetok.serving.tokenizing import TokenizeThread
+from puredetok.serving._tokenizing import TokenizeThread
 from puredetok.worker.wire import FrameDecoder, encode_batch, encode_frame
 from puredetok.worker.worker import Limits, Worker
 from zmq_harness import raw_detokenize_frame

@@ -29,7 +29,7 @@ from puredetok.client import (
     FrontendClient,
     RequestError,
 )
-from puredetok.serving.messages import (
+from puredetok.serving._messages import (
     AbortBackendMsg,
     AbortMsg,
     DetokenizeMsg,

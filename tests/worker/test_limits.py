@@ -22,8 +22,8 @@ import pytest
 import zmq
 
 from helpers import tokenizer
-from puredetok.serving.detokenize_manager import DetokenizeManager
-from puredetok.serving.messages import (
+from puredetok.serving._detokenize_manager import DetokenizeManager
+from puredetok.serving._messages import (
     AbortBackendMsg,
     AbortMsg,
     DetokenizeMsg,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers import codec, tokenizer
-from puredetok.serving.messages import (
+from puredetok.serving._messages import (
     HANDED_BACK,
     UNKNOWN_REQUEST,
     DetokenizeMsg,

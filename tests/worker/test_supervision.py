@@ -22,7 +22,7 @@ from puredetok.client import (
     FrontendClient,
     RequestLost,
 )
-from puredetok.serving.messages import (
+from puredetok.serving._messages import (
     AbortBackendMsg,
     AbortMsg,
     DetokenizeMsg,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from puredetok.serving.messages import (
+from puredetok.serving._messages import (
     INBOUND,
     KINDS,
     PROTOCOL_VERSION,

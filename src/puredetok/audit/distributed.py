@@ -53,7 +53,7 @@ from puredetok.audit.compare import AuditOptions, Auditor, Deferred
 from puredetok.audit.records import Columns
 from puredetok.audit.sources import Shard, ShardResult, audit_stretches
 from puredetok.errors import PuredetokError
-from puredetok.serving.loading import load_tokenizer
+from puredetok.serving._loading import load_tokenizer
 
 
 @attrs.frozen

@@ -21,7 +21,7 @@ from typing import NoReturn
 from puredetok.cli import audit, bench, explain, replay, serve
 from puredetok.cli.options import TOKENIZER_NOTE
 from puredetok.errors import PuredetokError
-from puredetok.serving.loading import TokenizerLoadError
+from puredetok.serving._loading import TokenizerLoadError
 
 
 class UsageError(PuredetokError):

@@ -18,7 +18,7 @@ from tokenizers.decoders import DecodeStream
 from puredetok._build import codec_for
 from puredetok._core import Codec, DecodeState, feed, finish, start, step
 from puredetok.cli._timing import TEXT, Result, compare, ratio_result, repeated
-from puredetok.serving.eos import eos_token_ids
+from puredetok.serving._eos import eos_token_ids
 from puredetok.stops import StopRules, Stream, advance, advance_many, close, open_stream
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from puredetok._core import Codec
-from puredetok.serving.loading import DEFAULT_TOKENIZER, LoadedTokenizer, TokenizerLoadError, load_tokenizer
+from puredetok.serving._loading import DEFAULT_TOKENIZER, LoadedTokenizer, TokenizerLoadError, load_tokenizer
 
 DEFAULT_NAME = "embedded Qwen3"
 """How the tokenizer embedded in the package is named."""
@@ -93,7 +93,7 @@ def loaded(name: str | os.PathLike[str] | None, chosen_by: str, codec: Codec) ->
 
 
 def load(name: str | os.PathLike[str] | None) -> LoadedTokenizer:
-    """:func:`~puredetok.serving.loading.load_tokenizer`, its error saying that a model id is not
+    """:func:`~puredetok.serving._loading.load_tokenizer`, its error saying that a model id is not
     looked up (the commands load offline, from a folder).
     """
     try:

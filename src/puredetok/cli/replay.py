@@ -21,8 +21,8 @@ from puredetok.cli.loaded import Loaded, load, loaded
 from puredetok.cli.options import add_tokenizer_option
 from puredetok.replay._replay import CHECKS, MAX_LISTED, Replayer, ReplaySummary, RequestReport
 from puredetok.replay._trace import TraceError, TraceEvent, TraceHeader, trace_items
-from puredetok.serving.loading import LoadedTokenizer
-from puredetok.serving.messages import SamplingParams, UserReply
+from puredetok.serving._loading import LoadedTokenizer
+from puredetok.serving._messages import SamplingParams, UserReply
 
 NAME = "replay"
 HELP = (

@@ -10,13 +10,13 @@ from types import FrameType
 
 from puredetok.cli.loaded import Loaded, load, loaded
 from puredetok.cli.options import add_tokenizer_option, tokenizer_choice
-from puredetok.serving.detokenize_manager import (
+from puredetok.serving._detokenize_manager import (
     DEFAULT_MAX_CODECS,
     DEFAULT_MAX_LIVE,
     DEFAULT_MAX_STOP_CHARS,
     DEFAULT_MAX_STOPS,
 )
-from puredetok.serving.messages import DEFAULT_PARAMS, ReadyMsg, SamplingParams
+from puredetok.serving._messages import DEFAULT_PARAMS, ReadyMsg, SamplingParams
 from puredetok.worker.addresses import check_address, check_bind_address, default_address
 from puredetok.worker.routing import WorkerProcesses
 from puredetok.worker.wire import DEFAULT_MAX_FRAME_BYTES

@@ -13,7 +13,7 @@ import zmq
 import zmq.asyncio
 
 from puredetok.client._common import _Backend
-from puredetok.serving.messages import AbortBackendMsg, UserMsg
+from puredetok.serving._messages import AbortBackendMsg, UserMsg
 
 
 class BackendClient(_Backend[zmq.Socket[bytes]]):

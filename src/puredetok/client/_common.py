@@ -27,7 +27,7 @@ import zmq
 import zmq.asyncio
 
 from puredetok.errors import PuredetokError
-from puredetok.serving.messages import (
+from puredetok.serving._messages import (
     DEFAULT_PARAMS,
     TO_BACKEND,
     TO_FRONTEND,
@@ -46,7 +46,7 @@ from puredetok.serving.messages import (
     UserMsg,
     UserReply,
 )
-from puredetok.serving.uids import check_uid
+from puredetok.serving._uids import check_uid
 from puredetok.worker.routing import WorkerPool, route
 from puredetok.worker.wire import DropCounter, FrameDecoder, FrameError
 

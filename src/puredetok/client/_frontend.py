@@ -15,7 +15,7 @@ import zmq
 import zmq.asyncio
 
 from puredetok.client._common import DEFAULT_TIMEOUT, HandBack, _Frontend, _Replies
-from puredetok.serving.messages import HealthReply, Uid, UserReply
+from puredetok.serving._messages import HealthReply, Uid, UserReply
 
 
 class FrontendClient(_Frontend[zmq.Socket[bytes], "Request"]):

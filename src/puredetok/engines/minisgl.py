@@ -5,8 +5,8 @@ detokenizer as processes of ``minisgl.tokenizer.tokenize_worker``, started by
 ``minisgl.server.launch.launch_server``, which looks the function up when it starts them.
 :func:`tokenize_worker` here has the same signature and speaks the same messages on the same
 sockets, with mini-sglang's own classes (``minisgl.message``, ``minisgl.utils.ZmqPushQueue``,
-``ZmqPullQueue``), over puredetok's :class:`~puredetok.serving.tokenize_manager.TokenizeManager`
-and :class:`~puredetok.serving.detokenize_manager.DetokenizeManager`; :class:`MiniSglTokenizer`
+``ZmqPullQueue``), over puredetok's :class:`~puredetok.serving._tokenize_manager.TokenizeManager`
+and :class:`~puredetok.serving._detokenize_manager.DetokenizeManager`; :class:`MiniSglTokenizer`
 is the work of one batch of messages, with no sockets.
 
 ``python -m puredetok.engines.minisgl <mini-sglang's own arguments>`` runs mini-sglang's own server
@@ -47,9 +47,9 @@ from typing import Any
 
 from puredetok._options import MAX_INT
 from puredetok.engines._versions import installed
-from puredetok.serving.detokenize_manager import DEFAULT_MAX_LIVE, DetokenizeManager
-from puredetok.serving.messages import DetokenizeBatch, DetokenizeMsg, Opening, SamplingParams, TokenizeMsg
-from puredetok.serving.tokenize_manager import TokenizeError, TokenizeManager
+from puredetok.serving._detokenize_manager import DEFAULT_MAX_LIVE, DetokenizeManager
+from puredetok.serving._messages import DetokenizeBatch, DetokenizeMsg, Opening, SamplingParams, TokenizeMsg
+from puredetok.serving._tokenize_manager import TokenizeError, TokenizeManager
 
 logger = logging.getLogger(__name__)
 

@@ -99,7 +99,7 @@ def codec_of(
     max_byte_run: int | None = None,
 ) -> Codec | None:
     """The exact codec for a tokenizer and decode options, from the plugin's codec cache (built
-    once, at most :data:`~puredetok.serving.detokenize_manager.DEFAULT_MAX_CODECS` kept, a build
+    once, at most :data:`~puredetok.serving._detokenize_manager.DEFAULT_MAX_CODECS` kept, a build
     under way waited for: see docs/adapters.md); ``None`` when puredetok cannot model this
     tokenizer exactly (the reason is logged once). Ids past the vocabulary decode to nothing, as in
     vLLM, when the tokenizer's decode skips them.

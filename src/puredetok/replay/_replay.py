@@ -59,8 +59,8 @@ from puredetok._core import ID_LIMIT, Codec, DecodeState, clean_up_tokenization,
 from puredetok.replay._incremental import Aligned, StopFinder, common_prefix
 from puredetok.replay._trace import TraceError, TraceEvent
 from puredetok.serving._codec_cache import CodecCache
-from puredetok.serving.detokenize_manager import DEFAULT_REMEMBER_ENDED, DetokenizeManager
-from puredetok.serving.messages import (
+from puredetok.serving._detokenize_manager import DEFAULT_REMEMBER_ENDED, DetokenizeManager
+from puredetok.serving._messages import (
     DEFAULT_PARAMS,
     DetokenizeMsg,
     Opening,

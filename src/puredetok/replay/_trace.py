@@ -8,7 +8,7 @@ One event per line::
     {"uid": 1, "tokens": [586], "finished": true}
     {"uid": 2, "abort": true}
 
-``options`` are the fields of :class:`~puredetok.serving.messages.SamplingParams` (stop rules
+``options`` are the fields of :class:`~puredetok.serving._messages.SamplingParams` (stop rules
 and decode options; ``max_tokens`` is accepted for ``max_new_tokens``); a request's own options
 replace the header's, and options that are not given take the engines' defaults
 (``skip_special_tokens`` true). Blank lines are ignored.
@@ -29,7 +29,7 @@ import attrs
 import msgspec
 
 from puredetok.errors import PuredetokError
-from puredetok.serving.messages import SamplingParams, Uid
+from puredetok.serving._messages import SamplingParams, Uid
 
 
 class TraceError(PuredetokError, ValueError):

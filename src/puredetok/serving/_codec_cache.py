@@ -23,7 +23,7 @@ from puredetok._core import OUT_OF_VOCAB, Codec, OutOfVocab
 from puredetok._options import choice, flag, optional_flag, optional_whole, whole
 
 if TYPE_CHECKING:
-    from puredetok.serving.messages import SamplingParams
+    from puredetok.serving._messages import SamplingParams
 
 DEFAULT_MAX_CODECS = 16
 """How many codecs a cache keeps by default (a manager's, the worker's, each engine plugin's)."""

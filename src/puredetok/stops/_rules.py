@@ -107,7 +107,7 @@ class StopRules:
     stop_token_ids: frozenset[int] = attrs.field(default=frozenset(), converter=_stop_token_ids)
     """Token ids that end the stream (the token adds no text)."""
     eos_token_ids: frozenset[int] = attrs.field(default=frozenset(), converter=_eos_token_ids)
-    """End-of-sequence ids (see :func:`puredetok.serving.eos.eos_token_ids`); ignored with ``ignore_eos``."""
+    """End-of-sequence ids (see :func:`puredetok.serving._eos.eos_token_ids`); ignored with ``ignore_eos``."""
     ignore_eos: bool = attrs.field(default=False, validator=_flag)
     """Whether EOS ids are ordinary tokens (decoded like any other)."""
     max_new_tokens: int | None = attrs.field(default=None, converter=_max_new_tokens)

@@ -2,7 +2,7 @@
 
 It needs ``hypothesis`` (``pip install 'puredetok[testing]'``). In a pytest suite::
 
-    from puredetok.serving.loading import load_tokenizer
+    from puredetok.serving._loading import load_tokenizer
     from puredetok.testing import assert_conforms, from_step_function, reference_for, strategies
 
     TOKENIZER = load_tokenizer()            # or any transformers tokenizer / tokenizers.Tokenizer

@@ -3,7 +3,7 @@
 Building a codec for a set of decode options the worker has not seen (``skip_special_tokens=False``,
 ``clean_up_tokenization_spaces=True``, ...) reads the whole vocabulary and checks the model against
 the tokenizer's decode: 0.2 - 0.9 s. A :class:`CodecBuilder` does it in a thread of its own (a
-:class:`~puredetok.serving.background.Background`: one build at a time, in the order asked) and
+:class:`~puredetok.serving._background.Background`: one build at a time, in the order asked) and
 wakes the loop when a codec is ready.
 Both ask the worker's codec cache (:class:`~puredetok.serving._codec_cache.CodecCache`, which the
 worker's manager asks too): the builder's thread builds into it, and :class:`Parking` asks it
@@ -25,9 +25,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from puredetok._core import Codec
+from puredetok.serving._background import Background
 from puredetok.serving._codec_cache import CodecCache, CodecOptions, Setting
-from puredetok.serving.background import Background
-from puredetok.serving.messages import DetokenizeBatch, DetokenizeMsg, Uid
+from puredetok.serving._messages import DetokenizeBatch, DetokenizeMsg, Uid
 
 SWITCH_SECONDS = 0.0005
 """While a codec is built, the interpreter switches threads this often (Python's default is every

@@ -24,7 +24,7 @@ from typing import Any
 
 import zmq
 
-from puredetok.serving.messages import Batch, DetokenizeBatch, ReplyBatch
+from puredetok.serving._messages import Batch, DetokenizeBatch, ReplyBatch
 from puredetok.worker.wire import Decoded
 
 

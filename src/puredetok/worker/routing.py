@@ -9,7 +9,7 @@
 - :class:`WorkerProcesses` runs the workers of this host (``puredetok serve --workers N``) and
   restarts one that dies, at once, as a new incarnation.
 - :class:`Incarnations` is the frontend's side of a restart: the new worker announces itself
-  (:class:`~puredetok.serving.messages.ReadyMsg`, with a new ``instance``), and every request the
+  (:class:`~puredetok.serving._messages.ReadyMsg`, with a new ``instance``), and every request the
   frontend had routed to that worker and not seen end is lost: it fails them with an error and
   aborts them (see docs/worker.md, "Failure model").
 """
@@ -30,7 +30,7 @@ from typing import Any
 
 import zmq
 
-from puredetok.serving.messages import (
+from puredetok.serving._messages import (
     AbortMsg,
     DetokenizeMsg,
     HealthCheckMsg,
@@ -167,7 +167,7 @@ class Incarnations:
     request routed to it that the frontend has not seen end was lost with the old process: those
     it owns (:meth:`WorkerPool.owner` is its ``address``), and those whose tokenize message went
     to it (what :meth:`WorkerPool.send` returned) and have had no reply yet. Fail each with an
-    error, and send an :class:`~puredetok.serving.messages.AbortMsg` for it so that the scheduler
+    error, and send an :class:`~puredetok.serving._messages.AbortMsg` for it so that the scheduler
     stops generating it. A worker's replies all come after its ``ReadyMsg`` (one connection, in
     order), so nothing the new process sent is mistaken for the old one's.
     """

@@ -1,14 +1,14 @@
 """The wire format: typed msgpack frames, checked against the message schema. Never pickle.
 
 A frame is the msgpack array ``[kind, version, batch]``: one batch of messages of one kind, and the
-version of the protocol it was written in (:data:`~puredetok.serving.messages.PROTOCOL_VERSION`).
+version of the protocol it was written in (:data:`~puredetok.serving._messages.PROTOCOL_VERSION`).
 The frames of the kinds a side reads are a tagged union of ``msgspec`` Structs (``array_like``,
 tagged by their kind: :func:`frame_type`), so one decode reads a well-formed frame straight into
 its typed records. A frame of another version is refused whole (:class:`FrameError` with reason
 ``"version"``, naming both versions), before anything in it is read. For the kinds that flow per
 token (``"detokenize"``, ``"reply"``) the batch is a map of columns
-(:class:`~puredetok.serving.messages.DetokenizeBatch`,
-:class:`~puredetok.serving.messages.ReplyBatch`); for the others it is an array of messages, each a
+(:class:`~puredetok.serving._messages.DetokenizeBatch`,
+:class:`~puredetok.serving._messages.ReplyBatch`); for the others it is an array of messages, each a
 map of its fields. Decoding checks every field's type and constraint. A frame that cannot be read
 at all (too large, not msgpack, not ``[str, int, batch]``, another version, an unknown kind) raises
 :class:`FrameError`; a frame in which only some messages are malformed gives the good ones and a
@@ -40,7 +40,7 @@ import attrs
 import msgspec
 
 from puredetok.errors import PuredetokError
-from puredetok.serving.messages import (
+from puredetok.serving._messages import (
     COLUMNS,
     INBOUND,
     KINDS,

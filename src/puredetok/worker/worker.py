@@ -5,7 +5,7 @@ scheduler (``backend``) and text to the API server (``frontend``); it connects t
 number of workers can share them. Each loop reads up to ``local_bs`` waiting messages (and about
 :data:`LOOP_BYTES` of frames), handles up to ``local_bs`` of those waiting, kind by kind (keeping
 the order of each request's messages), and sends one frame per kind. Tokenizing runs in a thread
-beside the loop (:mod:`puredetok.serving.tokenizing`), so a long prompt never holds up the streams.
+beside the loop (:mod:`puredetok.serving._tokenizing`), so a long prompt never holds up the streams.
 
 Limits (:class:`Limits`) bound what one frame, one request and the whole worker may hold: a frame
 over ``max_frame_bytes`` is refused by ZeroMQ before it is read; a text over ``max_text_chars``
@@ -65,7 +65,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from puredetok._core import OutOfVocab
 from puredetok.serving._codec_cache import CodecCache, Setting
-from puredetok.serving.detokenize_manager import (
+from puredetok.serving._detokenize_manager import (
     DEFAULT_MAX_CODECS,
     DEFAULT_MAX_LIVE,
     DEFAULT_MAX_STOP_CHARS,
@@ -73,8 +73,8 @@ from puredetok.serving.detokenize_manager import (
     DEFAULT_REMEMBER_ENDED,
     DetokenizeManager,
 )
-from puredetok.serving.loading import load_tokenizer
-from puredetok.serving.messages import (
+from puredetok.serving._loading import load_tokenizer
+from puredetok.serving._messages import (
     HANDED_BACK,
     UNKNOWN_REQUEST,
     AbortBackendMsg,
@@ -92,8 +92,8 @@ from puredetok.serving.messages import (
     UserMsg,
     UserReply,
 )
-from puredetok.serving.tokenize_manager import TokenizeManager, TokenizeResult
-from puredetok.serving.tokenizing import TokenizeThread, text_chars, trim_memory
+from puredetok.serving._tokenize_manager import TokenizeManager, TokenizeResult
+from puredetok.serving._tokenizing import TokenizeThread, text_chars, trim_memory
 from puredetok.worker.addresses import AddressError, check_bind_address, claim, default_address, loopback
 from puredetok.worker.codecs import CodecBuilder, Parking
 from puredetok.worker.flow import Backlog, Outgoing
@@ -173,19 +173,19 @@ class Limits:
     max_ids: int = DEFAULT_MAX_IDS
     """The most ids of one message, prompt included, or of a tokenized prompt (:data:`DEFAULT_MAX_IDS`)."""
     max_live: int = DEFAULT_MAX_LIVE
-    """The most live requests (see :data:`~puredetok.serving.detokenize_manager.DEFAULT_MAX_LIVE`)."""
+    """The most live requests (see :data:`~puredetok.serving._detokenize_manager.DEFAULT_MAX_LIVE`)."""
     max_stops: int = DEFAULT_MAX_STOPS
     """The most stop strings of one request
-    (:data:`~puredetok.serving.detokenize_manager.DEFAULT_MAX_STOPS`)."""
+    (:data:`~puredetok.serving._detokenize_manager.DEFAULT_MAX_STOPS`)."""
     max_stop_chars: int = DEFAULT_MAX_STOP_CHARS
     """The most characters of one request's stop strings together
-    (:data:`~puredetok.serving.detokenize_manager.DEFAULT_MAX_STOP_CHARS`)."""
+    (:data:`~puredetok.serving._detokenize_manager.DEFAULT_MAX_STOP_CHARS`)."""
     max_outbox_bytes: int = DEFAULT_MAX_OUTBOX_BYTES
     """Bytes waiting to be sent past which the worker stops taking input
     (:data:`DEFAULT_MAX_OUTBOX_BYTES`)."""
     max_codecs: int = DEFAULT_MAX_CODECS
     """The most codecs (sets of decode options) kept, least recently used dropped first
-    (:data:`~puredetok.serving.detokenize_manager.DEFAULT_MAX_CODECS`)."""
+    (:data:`~puredetok.serving._detokenize_manager.DEFAULT_MAX_CODECS`)."""
     max_chat_messages: int = DEFAULT_MAX_CHAT_MESSAGES
     """The most chat messages of one tokenize request (:data:`DEFAULT_MAX_CHAT_MESSAGES`)."""
 

@@ -1,5 +1,5 @@
 """puredetok's own token traces (see ``docs/trace.md``): the engine audited is puredetok's
-:class:`~puredetok.serving.detokenize_manager.DetokenizeManager` itself.
+:class:`~puredetok.serving._detokenize_manager.DetokenizeManager` itself.
 
 A trace records the ids a scheduler sent, not an engine's text: each request is replayed
 through the manager, and the text it streamed is the text audited, against the exact text of
@@ -28,7 +28,7 @@ from puredetok.audit.records import InputError, Item, Request, Skipped
 from puredetok.replay._replay import Replayer, RequestReport
 from puredetok.replay._trace import TraceError, TraceEvent, TraceHeader, read_trace
 from puredetok.serving._codec_cache import CodecCache
-from puredetok.serving.messages import SamplingParams, UserReply
+from puredetok.serving._messages import SamplingParams, UserReply
 from puredetok.stops import Stream, advance, open_stream
 
 

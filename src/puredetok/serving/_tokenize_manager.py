@@ -32,7 +32,7 @@ import attrs
 import tokenizers
 
 from puredetok.errors import PuredetokError
-from puredetok.serving.messages import TokenizeMsg, Uid
+from puredetok.serving._messages import TokenizeMsg, Uid
 
 RESERVED_TEMPLATE_OPTIONS = frozenset(
     {

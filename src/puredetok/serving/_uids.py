@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from typing import Any, TypeAlias
 
-from puredetok.serving.messages import Uid
+from puredetok.serving._messages import Uid
 
 Uids: TypeAlias = (
     list[int] | list[str] | list[Uid] | tuple[Uid, ...] | AbstractSet[Uid] | Iterator[Uid] | range

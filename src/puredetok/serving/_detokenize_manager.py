@@ -43,8 +43,8 @@ from puredetok._core import Codec, OutOfVocab
 from puredetok._options import whole
 from puredetok.errors import InvalidTokenError
 from puredetok.serving._codec_cache import DEFAULT_MAX_CODECS, CodecCache, Setting
-from puredetok.serving.eos import eos_token_ids
-from puredetok.serving.messages import (
+from puredetok.serving._eos import eos_token_ids
+from puredetok.serving._messages import (
     DEFAULT_PARAMS,
     UNKNOWN_REQUEST,
     DetokenizeBatch,
@@ -57,7 +57,7 @@ from puredetok.serving.messages import (
     Uid,
     UserReply,
 )
-from puredetok.serving.uids import Uids, uid_list
+from puredetok.serving._uids import Uids, uid_list
 from puredetok.stops import (
     FinishReason,
     StopRules,
@@ -297,7 +297,7 @@ class DetokenizeManager:
         text and are named in the reply's ``error`` (the request goes on). Each request gets one
         finished reply: a refused opening (invalid, past ``max_live``, or a second one for a live
         request) ends its request with the error; the first message without an opening for a uid
-        never seen gets the finished :data:`~puredetok.serving.messages.UNKNOWN_REQUEST` error; a
+        never seen gets the finished :data:`~puredetok.serving._messages.UNKNOWN_REQUEST` error; a
         later message, or an opening, for a uid that has had its finished reply gets an error reply
         that is not finished and changes nothing.
         """
@@ -518,7 +518,7 @@ class DetokenizeManager:
     def abort(self, uids: Uids) -> list[UserReply]:
         """Drop these requests: one reply each; nothing held is emitted.
 
-        ``uids`` is a collection (:data:`~puredetok.serving.uids.Uids`): a bare ``str`` or
+        ``uids`` is a collection (:data:`~puredetok.serving._uids.Uids`): a bare ``str`` or
         ``bytes`` raises ``TypeError`` (for one request, pass ``[uid]``), and so does an item
         that is not an ``int`` or ``str``; nothing is aborted then. A live request's reply is
         finished with ``finish_reason="abort"``; so is a uid the manager has never answered (the

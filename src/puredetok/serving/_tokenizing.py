@@ -2,7 +2,7 @@
 
 Encoding a prompt of a million characters takes a second or more; done in the loop, it would
 hold every stream's next text and every health probe that long. A :class:`TokenizeThread`
-tokenizes batches in a thread of its own (a :class:`~puredetok.serving.background.Background`),
+tokenizes batches in a thread of its own (a :class:`~puredetok.serving._background.Background`),
 in the order they were given (the ``tokenizers`` library lets go of the interpreter's lock while
 it encodes, so the loop keeps running), and wakes the loop when results are ready; the loop sends
 them.
@@ -21,9 +21,9 @@ import ctypes
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from puredetok.serving.background import Background
-from puredetok.serving.messages import TokenizeMsg
-from puredetok.serving.tokenize_manager import TokenizeManager, TokenizeResult
+from puredetok.serving._background import Background
+from puredetok.serving._messages import TokenizeMsg
+from puredetok.serving._tokenize_manager import TokenizeManager, TokenizeResult
 
 TRIM_CHARS = 1 << 18
 """After tokenizing a batch of this many characters or more, freed memory goes back to the system."""
