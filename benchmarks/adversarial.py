@@ -57,7 +57,7 @@ from puredetok.serving._messages import (
     UserReply,
 )
 from puredetok.stops import StopRules
-from puredetok.worker.wire import FrameDecoder, encode_batch, encode_frame
+from puredetok.worker._wire import FrameDecoder, encode_batch, encode_frame
 
 _cpu_ns = time.thread_time_ns
 """The in-process sections time the CPU this thread spends: on a shared machine, wall-clock time

@@ -35,7 +35,7 @@ from puredetok.serving._codec_cache import CodecCache, Setting
 from puredetok.serving._detokenize_manager import DetokenizeManager
 from puredetok.serving._loading import load_tokenizer
 from puredetok.serving._messages import DetokenizeMsg, Opening, SamplingParams
-from puredetok.worker.wire import encode_batch
+from puredetok.worker._wire import encode_batch
 
 STREAMS = 8
 NEW_OPTIONS = (

@@ -69,7 +69,7 @@ from puredetok.serving._codec_cache import CodecCache
 from puredetok.serving._detokenize_manager import DetokenizeManager
 from puredetok.serving._loading import load_tokenizer
 from puredetok.serving._messages import DetokenizeBatch, Opening
-from puredetok.worker.worker import _Collector
+from puredetok.worker._worker import _Collector
 
 CONCURRENCIES = (256, 1_024, 4_096)
 """The concurrent streams measured by default."""

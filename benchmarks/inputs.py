@@ -2,7 +2,7 @@
 one frame) of each shape costs per item at a small and a large size, and the memory replay and
 audit take for one request of a million events.
 
-- The wire: per-item time of :meth:`~puredetok.worker.wire.FrameDecoder.decode` (what a worker,
+- The wire: per-item time of :meth:`~puredetok.worker._wire.FrameDecoder.decode` (what a worker,
   or a client for replies, does with a frame) for frames of every kind: detokenize frames of many
   messages, of one message of many ids, of many openings (with prompts, or with handed-back
   states), of many ends; abort frames; tokenize frames of many texts, one long text, a chat of
@@ -71,7 +71,7 @@ from puredetok.serving._messages import (
     TokenizeMsg,
     UserReply,
 )
-from puredetok.worker.scan import DEFAULT_MAX_DEPTH
+from puredetok.worker._scan import DEFAULT_MAX_DEPTH
 
 RATIO_TARGET = 2.0
 """Per-item time at the large size within this factor of that at the small size, for every shape."""
@@ -187,7 +187,7 @@ _STATE = bytes(range(48))
 
 
 def _frame(messages: list[Any]) -> bytes:
-    from puredetok.worker.wire import encode_batch
+    from puredetok.worker._wire import encode_batch
 
     return encode_batch(messages)
 
@@ -349,7 +349,7 @@ def wire_section(rounds: int = 3, repeats: int = 3) -> list[Result]:
     """Per shape and size, CPU ns per unit of :meth:`FrameDecoder.decode` (best of ``rounds``);
     ratio: the large size against the small one, the median and range over ``repeats``.
     """
-    from puredetok.worker.wire import FrameDecoder
+    from puredetok.worker._wire import FrameDecoder
 
     results = []
     for shape, (unit, sizes, make, kinds) in WIRE_SHAPES.items():

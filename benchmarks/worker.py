@@ -30,7 +30,7 @@ from puredetok.serving._messages import (
     Opening,
     ReadyMsg,
 )
-from puredetok.worker.wire import FrameDecoder, encode_batch
+from puredetok.worker._wire import FrameDecoder, encode_batch
 
 
 class _Replies(msgspec.Struct):
@@ -142,7 +142,7 @@ def worker_section(
     with tempfile.TemporaryDirectory(prefix="puredetok-bench-") as folder:
         served = _Served(tokenizer_name, Path(folder))
         # The measuring client keeps its own collector out of the timings (the worker manages its
-        # own: see puredetok.worker.worker); what is measured is the worker.
+        # own: see puredetok.worker._worker); what is measured is the worker.
         collecting = gc.isenabled()
         gc.disable()
         try:

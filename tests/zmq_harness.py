@@ -27,8 +27,8 @@ from puredetok.serving._messages import (
     ReadyMsg,
     UserReply,
 )
-from puredetok.worker.routing import WorkerPool
-from puredetok.worker.wire import FrameDecoder
+from puredetok.worker._routing import WorkerPool
+from puredetok.worker._wire import FrameDecoder
 
 
 def raw_detokenize_frame(

@@ -129,7 +129,7 @@ def test_the_cpu_time_of_another_process_is_its_own() -> None:
 def test_the_collector_is_held_to_between_steps_and_left_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
     import gc
 
-    from puredetok.worker.worker import _Collector
+    from puredetok.worker._worker import _Collector
 
     [level] = in_process_levels(tokenizer("qwen3"), (8,), length=8, tokens=64)
     between = level.sides["puredetok, collector between steps"]

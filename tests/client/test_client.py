@@ -42,7 +42,7 @@ from puredetok.serving._messages import (
     UserMsg,
     UserReply,
 )
-from puredetok.worker.wire import encode_batch
+from puredetok.worker._wire import encode_batch
 from zmq_harness import stop_processes
 
 QWEN_EOS = 151645

@@ -13,7 +13,7 @@ import pytest
 import puredetok
 from puredetok import PuredetokError
 from puredetok.errors import InvalidTokenError, OptionTypeError, StateTypeError
-from puredetok.worker.addresses import AddressError
+from puredetok.worker._addresses import AddressError
 
 OPTIONAL = ("puredetok.engines.vllm", "puredetok.engines.sglang", "puredetok.engines._vllm_derender")
 """Modules that import an engine (not installed in the test environment)."""

@@ -336,7 +336,6 @@ def public_records() -> set[type]:
 
 KEPT_HOME = {
     "puredetok.audit.distributed.CodecsRef": "a Ray object reference: it travels in Ray tasks' arguments",
-    "puredetok.worker.addresses.Claim": "a file lock held by this process",
     "puredetok.testing.detokenizers.CoreStream": "a live detokenizer under test (mutable), not a value",
 }
 """Public records that hold what only their own process has, and why (they are not sent)."""
@@ -388,10 +387,10 @@ def records() -> list[Any]:
     from puredetok.stops import FinishReason
     from puredetok.testing.checks import ConformanceError, Guarantee, Reference, Violation
     from puredetok.testing.strategies import Vocabulary
-    from puredetok.worker.addresses import AddressError
-    from puredetok.worker.scan import ScanError
-    from puredetok.worker.wire import Decoded, DropCounter, FrameError, Rejected
-    from puredetok.worker.worker import Limits, WorkerStats
+    from puredetok.worker._addresses import AddressError
+    from puredetok.worker._scan import ScanError
+    from puredetok.worker._wire import Decoded, DropCounter, FrameError, Rejected
+    from puredetok.worker._worker import Limits, WorkerStats
 
     c = source("llama2").codec
     params = m.SamplingParams(

@@ -19,7 +19,7 @@ from puredetok.serving._messages import (
     TokenizeMsg,
     UserMsg,
 )
-from puredetok.worker.wire import FrameDecoder, encode_batch
+from puredetok.worker._wire import FrameDecoder, encode_batch
 from sources import vocabulary_of
 
 REFUSED: list[tuple[dict[str, Any], str]] = [

@@ -42,7 +42,7 @@ from puredetok.serving._messages import (
     SamplingParams,
     UserReply,
 )
-from puredetok.worker.worker import Limits, Worker
+from puredetok.worker._worker import Limits, Worker
 from zmq_harness import Harness
 
 STREAMS = [f"s{n}" for n in range(8)]

@@ -28,7 +28,7 @@ from puredetok.serving._messages import (
     UserMsg,
 )
 from puredetok.stops import StopRules, advance_many, open_stream
-from puredetok.worker.wire import FrameDecoder, encode_batch
+from puredetok.worker._wire import FrameDecoder, encode_batch
 
 
 def given(option: str, value: object) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from puredetok.serving._messages import (
     SamplingParams,
     TokenizeMsg,
 )
-from puredetok.worker.wire import encode_batch
+from puredetok.worker._wire import encode_batch
 
 DEPTHS = (1, 2, 8, 31, 32, 33, 34, 100, 500, 900, 990, 999, 1000, 1001, 1500, 5000, 100_000)
 """Nesting depths tried: around the wire's limit (32), around Python's recursion limit (1000)

@@ -19,7 +19,7 @@ import pytest
 
 from helpers import tokenizer
 from puredetok.serving._messages import HealthCheckMsg, HealthReply
-from puredetok.worker.addresses import (
+from puredetok.worker._addresses import (
     AddressError,
     check_address,
     claim,
@@ -27,7 +27,7 @@ from puredetok.worker.addresses import (
     loopback,
     private_folder,
 )
-from puredetok.worker.worker import Worker
+from puredetok.worker._worker import Worker
 from zmq_harness import Harness, free_port
 
 

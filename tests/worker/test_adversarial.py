@@ -3,7 +3,7 @@
 - Adversarial batches (repeated, unknown, ended, opening and ending uids, aborts between batches)
   give, batch by batch, exactly the replies and the state of the per-message path.
 - The stop-string limits refuse one request with an error naming the limit; the rest go on.
-- A frame cut in slices (:func:`puredetok.worker.flow.slices`) is the same messages.
+- A frame cut in slices (:func:`puredetok.worker._flow.slices`) is the same messages.
 - Real processes: a worker whose frontend stops reading stays within its memory bound, blocks its
   sender, and once the frontend reads again every stream is complete and exact; a health probe
   sent behind the worst frame of the issue is answered before that frame's replies are all out.
@@ -36,8 +36,8 @@ from puredetok.serving._messages import (
 )
 from puredetok.serving._tokenize_manager import TokenizeError, TokenizeManager
 from puredetok.stops import Stream
-from puredetok.worker.flow import Backlog, slices
-from puredetok.worker.wire import Decoded, encode_batch, encode_frame
+from puredetok.worker._flow import Backlog, slices
+from puredetok.worker._wire import Decoded, encode_batch, encode_frame
 from sources import vocabulary_of
 from test_worker import NO_EOS, core_text, encode
 from zmq_harness import Harness

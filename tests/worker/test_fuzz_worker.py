@@ -30,7 +30,7 @@ from puredetok.serving._messages import (
     UserMsg,
     UserReply,
 )
-from puredetok.worker.wire import encode_batch
+from puredetok.worker._wire import encode_batch
 from test_worker import NO_EOS, core_text, encode, texts
 from zmq_harness import Harness
 

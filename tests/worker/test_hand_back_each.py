@@ -25,8 +25,8 @@ from puredetok.serving._messages import (
     UserReply,
 )
 from puredetok.stops import advance_many, open_stream
-from puredetok.worker.wire import FrameDecoder, encode_batch
-from puredetok.worker.worker import Worker
+from puredetok.worker._wire import FrameDecoder, encode_batch
+from puredetok.worker._worker import Worker
 from zmq_harness import Harness, raw_detokenize_frame
 
 BAD_LIMIT = 777

@@ -46,8 +46,8 @@ from puredetok.serving._messages import (
     UserReply,
 )
 from puredetok.serving._tokenizing import TokenizeThread
-from puredetok.worker.wire import FrameDecoder, encode_batch, encode_frame
-from puredetok.worker.worker import Limits, Worker
+from puredetok.worker._wire import FrameDecoder, encode_batch, encode_frame
+from puredetok.worker._worker import Limits, Worker
 from zmq_harness import raw_detokenize_frame
 
 EOS = 151645

@@ -35,8 +35,8 @@ from puredetok.serving._messages import (
     UserMsg,
     UserReply,
 )
-from puredetok.worker.routing import WorkerPool
-from puredetok.worker.worker import DEFAULT_MAX_TEXT_CHARS, Limits
+from puredetok.worker._routing import WorkerPool
+from puredetok.worker._worker import DEFAULT_MAX_TEXT_CHARS, Limits
 from test_worker import NO_EOS, core_text, encode, texts
 from zmq_harness import Harness
 

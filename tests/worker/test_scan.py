@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmarks.inputs import WIRE_SHAPES
-from puredetok.worker import wire
-from puredetok.worker.scan import DEFAULT_MAX_DEPTH, ScanError, Scanner
+from puredetok.worker import _wire as wire
+from puredetok.worker._scan import DEFAULT_MAX_DEPTH, ScanError, Scanner
 
 scalars = (
     st.none()

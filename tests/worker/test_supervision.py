@@ -33,7 +33,7 @@ from puredetok.serving._messages import (
     UserMsg,
     UserReply,
 )
-from puredetok.worker.routing import Incarnations, WorkerProcesses, route
+from puredetok.worker._routing import Incarnations, WorkerProcesses, route
 from test_worker import NO_EOS, core_text, encode
 from zmq_harness import TIMEOUT, Harness, stop_processes
 

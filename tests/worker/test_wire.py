@@ -32,7 +32,7 @@ from puredetok.serving._messages import (
     UserMsg,
     UserReply,
 )
-from puredetok.worker.wire import DropCounter, FrameDecoder, FrameError, encode_batch
+from puredetok.worker._wire import DropCounter, FrameDecoder, FrameError, encode_batch
 
 uids = st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=20))
 ids = st.lists(st.integers(0, 2**63 - 1), max_size=8).map(tuple)  # token ids: what a saved state holds

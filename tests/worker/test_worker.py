@@ -36,9 +36,9 @@ from puredetok.serving._messages import (
     UserMsg,
     UserReply,
 )
-from puredetok.worker.routing import WorkerPool, route
-from puredetok.worker.wire import FrameDecoder, encode_batch, encode_frame
-from puredetok.worker.worker import Worker
+from puredetok.worker._routing import WorkerPool, route
+from puredetok.worker._wire import FrameDecoder, encode_batch, encode_frame
+from puredetok.worker._worker import Worker
 from test_vectors import SEED_IDS
 from zmq_harness import Harness
 
@@ -249,7 +249,7 @@ def test_health_probe_is_answered_by_the_loop_even_after_work(harness: Harness, 
     answered = [m for m in got if isinstance(m, UserReply)]
     assert health.probe == 42 and health.worker == "worker-0"
     # The probe does not wait for the whole frame before it (it is answered between two slices of
-    # it, see worker/flow.py); every message of the frame is answered all the same.
+    # it, see worker/_flow.py); every message of the frame is answered all the same.
     assert len({m.uid for m in answered}) == 2000 and all(m.finished for m in answered)
 
 

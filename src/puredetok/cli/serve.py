@@ -17,10 +17,10 @@ from puredetok.serving._detokenize_manager import (
     DEFAULT_MAX_STOPS,
 )
 from puredetok.serving._messages import DEFAULT_PARAMS, ReadyMsg, SamplingParams
-from puredetok.worker.addresses import check_address, check_bind_address, default_address
-from puredetok.worker.routing import WorkerProcesses
-from puredetok.worker.wire import DEFAULT_MAX_FRAME_BYTES
-from puredetok.worker.worker import (
+from puredetok.worker._addresses import check_address, check_bind_address, default_address
+from puredetok.worker._routing import WorkerProcesses
+from puredetok.worker._wire import DEFAULT_MAX_FRAME_BYTES
+from puredetok.worker._worker import (
     DEFAULT_LOCAL_BS,
     DEFAULT_MAX_CHAT_MESSAGES,
     DEFAULT_MAX_IDS,

@@ -8,7 +8,7 @@
   (:class:`AbortBackendMsg`), and sends generated ids (:class:`DetokenizeMsg`, the first one of a
   request with its :class:`Opening`, the last one with its finish reason).
 
-Both route through a :class:`~puredetok.worker.routing.WorkerPool` (a request's messages always
+Both route through a :class:`~puredetok.worker.WorkerPool` (a request's messages always
 reach the worker that holds it). The failure model, request by request (docs/worker.md):
 
 - an error reply that ends a request raises :class:`RequestError` from its iterator (an error that

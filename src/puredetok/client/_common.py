@@ -47,8 +47,8 @@ from puredetok.serving._messages import (
     UserReply,
 )
 from puredetok.serving._uids import check_uid
-from puredetok.worker.routing import WorkerPool, route
-from puredetok.worker.wire import DropCounter, FrameDecoder, FrameError
+from puredetok.worker._routing import WorkerPool, route
+from puredetok.worker._wire import DropCounter, FrameDecoder, FrameError
 
 LOG = logging.getLogger("puredetok.client")
 """Where the clients say what they could not read: the first frame of each reason is logged (a

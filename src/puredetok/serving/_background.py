@@ -6,7 +6,7 @@ time, in the order given. The loop polls :attr:`~Background.fd` with its sockets
 to itself: ZeroMQ sockets are not shared between threads) and takes the results with
 :meth:`~Background.collect`, in order. A job that raises gives its error as its result: the
 thread lives on, and no other job is touched. The tokenizing thread
-(:mod:`puredetok.serving._tokenizing`) and the codec builder (:mod:`puredetok.worker.codecs`) are
+(:mod:`puredetok.serving._tokenizing`) and the codec builder (:mod:`puredetok.worker._codecs`) are
 two of these.
 """
 

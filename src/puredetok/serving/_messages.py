@@ -6,7 +6,7 @@ construction (``check``, msgspec's ``convert`` against the same annotations, run
 ``__post_init__``), so a record that exists is valid, wherever it was made. Sequence fields take
 lists and store tuples (records are values). Each
 class has a ``KIND`` tag; a frame on the wire is ``[kind, version, batch]``: a batch of messages of
-one kind, tagged with :data:`PROTOCOL_VERSION` (see :mod:`puredetok.worker.wire`). The two kinds
+one kind, tagged with :data:`PROTOCOL_VERSION` (see :mod:`puredetok.worker._wire`). The two kinds
 that flow per token travel column by column, so that a frame of a thousand messages is a handful of
 arrays and the worker never builds a record per message: :class:`DetokenizeBatch` (many requests'
 next ids) and :class:`ReplyBatch` (their new text); ``.items`` turns either into its message
@@ -624,7 +624,7 @@ class ReadyMsg(Struct, frozen=True, gc=False):
     """Worker -> frontend: sent once, when the worker is listening and its tokenizer is loaded.
 
     A ``ReadyMsg`` from a worker name already seen, with another ``instance``, means that worker
-    was restarted: the requests it held are lost (see :class:`~puredetok.worker.routing.Incarnations`).
+    was restarted: the requests it held are lost (see :class:`~puredetok.worker._routing.Incarnations`).
     """
 
     KIND: ClassVar[str] = "ready"

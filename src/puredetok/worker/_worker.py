@@ -14,7 +14,7 @@ or tokenizing to more, is refused; past ``max_live`` live requests, a new one is
 request with more than ``max_stops`` stop strings or ``max_stop_chars`` characters of them. Each
 refusal is an error reply to that request alone.
 
-Fairness and backpressure (:mod:`puredetok.worker.flow`): a large detokenize frame is handled in
+Fairness and backpressure (:mod:`puredetok.worker._flow`): a large detokenize frame is handled in
 slices of ``local_bs`` messages, with reads between them (health probes are answered as they are
 read); frames a peer does not take wait in a bounded queue, and past ``max_outbox_bytes`` of them
 the worker stops reading and handling input until the peer reads again.
@@ -94,10 +94,10 @@ from puredetok.serving._messages import (
 )
 from puredetok.serving._tokenize_manager import TokenizeManager, TokenizeResult
 from puredetok.serving._tokenizing import TokenizeThread, text_chars, trim_memory
-from puredetok.worker.addresses import AddressError, check_bind_address, claim, default_address, loopback
-from puredetok.worker.codecs import CodecBuilder, Parking
-from puredetok.worker.flow import Backlog, Outgoing
-from puredetok.worker.wire import (
+from puredetok.worker._addresses import AddressError, check_bind_address, claim, default_address, loopback
+from puredetok.worker._codecs import CodecBuilder, Parking
+from puredetok.worker._flow import Backlog, Outgoing
+from puredetok.worker._wire import (
     DEFAULT_MAX_FRAME_BYTES,
     Decoded,
     DropCounter,
@@ -131,7 +131,7 @@ some 40 KB)."""
 
 DEFAULT_MAX_OUTBOX_BYTES = 32 << 20
 """Bytes of frames waiting to be sent (their peer not reading) past which the worker stops reading
-and handling its input, 32 MiB: see :mod:`puredetok.worker.flow`."""
+and handling its input, 32 MiB: see :mod:`puredetok.worker._flow`."""
 
 QUEUE_FRAMES = 64
 """ZeroMQ's high-water mark of every socket of a worker, in frames: what ZeroMQ queues per peer
@@ -167,7 +167,7 @@ class Limits:
     """
 
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    """Larger frames are refused unread (see :data:`~puredetok.worker.wire.DEFAULT_MAX_FRAME_BYTES`)."""
+    """Larger frames are refused unread (see :data:`~puredetok.worker._wire.DEFAULT_MAX_FRAME_BYTES`)."""
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
     """The longest text of a tokenize request (:data:`DEFAULT_MAX_TEXT_CHARS`)."""
     max_ids: int = DEFAULT_MAX_IDS
@@ -214,10 +214,10 @@ class Worker:
     for requests that do not set them (see :class:`DetokenizeManager`); the codecs of
     ``codec_options`` (the decode options of each :class:`SamplingParams`) are built before the
     worker is ready, any other is built beside the loop when a request first asks for it
-    (:mod:`puredetok.worker.codecs`). ``listen`` must be a
+    (:mod:`puredetok.worker._codecs`). ``listen`` must be a
     loopback address (``ipc://`` or a ``tcp://`` host that resolves to loopback addresses only)
     unless ``allow_remote``; it must not be held by a live worker (see
-    :func:`~puredetok.worker.addresses.claim`). ``incarnation`` is how many times a pool has
+    :func:`~puredetok.worker._addresses.claim`). ``incarnation`` is how many times a pool has
     restarted this worker (it goes out in the :class:`ReadyMsg`). ``assistant_as_data``: the
     assistant turns of chat requests are data, as the rest of a chat is, instead of being trusted as
     the model's own output (see :class:`TokenizeManager`).
@@ -934,7 +934,7 @@ def tokenize_worker(
     """Run a worker until SIGINT/SIGTERM (in the main thread) or ``stop_event``; its stats at the end.
 
     See :class:`Worker` for the arguments; addresses default to ``ipc://`` files in a folder
-    private to this user (:func:`~puredetok.worker.addresses.default_address`). ``on_start`` is
+    private to this user (:func:`~puredetok.worker._addresses.default_address`). ``on_start`` is
     given the worker once it is made, before it serves (``puredetok serve`` reads its codec there
     to say what it loaded).
     """

@@ -39,7 +39,7 @@ from puredetok.serving._messages import (
     TokenizeMsg,
     Uid,
 )
-from puredetok.worker.wire import DEFAULT_MAX_FRAME_BYTES, encode_batch
+from puredetok.worker._wire import DEFAULT_MAX_FRAME_BYTES, encode_batch
 
 logger = logging.getLogger("puredetok.pool")
 

@@ -55,7 +55,7 @@ from puredetok.serving._messages import (
     Uid,
     UserReply,
 )
-from puredetok.worker.scan import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, ScanError, Scanner
+from puredetok.worker._scan import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, ScanError, Scanner
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 """Frames larger than this are dropped unread (64 MiB; configurable per decoder)."""
@@ -168,11 +168,11 @@ class FrameDecoder:
     """Reads frames of the given message kinds (by default, what a worker accepts).
 
     Nothing in a frame can make it raise anything but :class:`FrameError`, whatever its bytes
-    (``msgspec`` recurses into nested arrays and maps; see :mod:`puredetok.worker.scan` for how
+    (``msgspec`` recurses into nested arrays and maps; see :mod:`puredetok.worker._scan` for how
     that is kept in bounds): no message may nest more than ``max_depth`` arrays and maps, counting
     its own map, and a frame whose messages carry values of any shape (``tokenize``: chat
     messages, template options, the sampling parameters' extras) is first read by a
-    :class:`~puredetok.worker.scan.Scanner`, at most ``max_elements`` values in all, so that
+    :class:`~puredetok.worker._scan.Scanner`, at most ``max_elements`` values in all, so that
     decoding it builds a bounded number of objects.
     """
 

@@ -25,7 +25,7 @@ from typing import Any
 import zmq
 
 from puredetok.serving._messages import Batch, DetokenizeBatch, ReplyBatch
-from puredetok.worker.wire import Decoded
+from puredetok.worker._wire import Decoded
 
 
 def slices(decoded: Decoded, size: int) -> Iterator[Decoded]:
