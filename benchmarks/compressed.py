@@ -32,7 +32,7 @@ import zstandard
 
 from benchmarks.audit import write_log
 from puredetok.audit import Auditor, Tally, shards_of
-from puredetok.audit.sources import audit_stretches
+from puredetok.audit._sources import audit_stretches
 from puredetok.serving._loading import load_tokenizer
 
 COMPRESS: dict[str, Callable[[bytes], bytes]] = {

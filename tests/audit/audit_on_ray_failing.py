@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-import puredetok.audit.distributed as distributed
+import puredetok.audit._distributed as distributed
 from puredetok.cli import main
 
 

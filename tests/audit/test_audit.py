@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from helpers import reference, tokenizer, vocabulary
 from puredetok._core import continuation_text
 from puredetok.audit import AuditOptions, Auditor, Chunk, Request, audit_shard, shards_of
-from puredetok.audit.compare import Deferred
+from puredetok.audit._compare import Deferred
 from puredetok.cli import main
 from puredetok.testing.strategies import prompt_ids, text_ids, token_ids
 
@@ -627,8 +627,9 @@ def test_on_ray_data_every_shard_is_the_local_one(tmp_path: Path) -> None:
     loaded. Ray warns of none of the audit's own calls (Ray 2.60 warned that the remote arguments
     it passes ``max_retries`` through go in 2.64, a warning its users could not act on)."""
     ray = pytest.importorskip("ray")
-    from puredetok.audit import Columns, distributed
-    from puredetok.audit.distributed import audit_on_ray, batch_sizes
+    from puredetok.audit import Columns
+    from puredetok.audit import _distributed as distributed
+    from puredetok.audit._distributed import audit_on_ray, batch_sizes
 
     shards = shards_of(str(_mixed_log(tmp_path, 30)), size=1500)
     from puredetok.serving._loading import load_tokenizer
@@ -659,7 +660,7 @@ def test_a_worker_an_earlier_run_left_idle_audits_the_next_run_without_starting_
     both runs' findings are the local run's."""
     ray = pytest.importorskip("ray")
     from puredetok.audit import Columns
-    from puredetok.audit.distributed import audit_on_ray
+    from puredetok.audit._distributed import audit_on_ray
 
     shards = shards_of(str(_mixed_log(tmp_path, 30)), size=1500)
     from puredetok.serving._loading import load_tokenizer
@@ -686,7 +687,7 @@ def test_batches_shrink_as_the_shards_run_out(shards: int, workers: int, most: i
     """Every shard in one batch, in order; each batch at most ``most`` shards and one
     ``2 * workers``-th of those left (the last ones small: a worker ending first waits little),
     and few batches: the capped ones, then about ``2 * workers`` per halving of what is left."""
-    from puredetok.audit.distributed import batch_sizes
+    from puredetok.audit._distributed import batch_sizes
 
     sizes = batch_sizes(shards, workers, most)
     assert sum(sizes) == shards and min(sizes) >= 1 and max(sizes) <= most
@@ -726,7 +727,7 @@ def test_the_ray_breakdown_says_where_the_time_went() -> None:
     """Two workers, started 2 s into a 10 s run, each auditing two 2-second shards at half a core,
     idle 0.5 s between them."""
     from benchmarks.audit import breakdown
-    from puredetok.audit.distributed import Timing
+    from puredetok.audit._distributed import Timing
 
     shards = [
         Timing(pid, 100.5, 100.5 + pid, 0.5 * pid, 102.0 + at, 104.0 + at, 1.0)
@@ -746,7 +747,7 @@ def test_the_ray_cpu_use_says_what_the_design_costs() -> None:
     Ray's own processes 0.4 s: 0.1 s each per shard, 4.8 CPU seconds over 8 s, and two workers
     could be 2 x 1 / 1.2 times as fast as one on two free cores."""
     from benchmarks.audit import cpu_bound, cpu_use
-    from puredetok.audit.distributed import Timing
+    from puredetok.audit._distributed import Timing
 
     shards = [
         Timing(pid, 100.5, 101.0, 1.0, 102.0 + at, 104.0 + at, 1.0) for pid in (1, 2) for at in (0.0, 2.5)
@@ -1059,7 +1060,7 @@ def test_a_stream_of_all_the_ids_so_far_is_held_once() -> None:
     ids, not all of them (whose size grows as the square of the length)."""
     import tracemalloc
 
-    from puredetok.audit.formats.sglang import read_stream
+    from puredetok.audit._formats.sglang import read_stream
 
     def peak(count: int) -> int:
         ids = list(range(1000, 1000 + count))

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from puredetok._files import Decompressed
 from puredetok.audit import Request, Tally, audit_shard, shards_of
-from puredetok.audit.sources import ShardResult, audit_stretches
+from puredetok.audit._sources import ShardResult, audit_stretches
 from test_audit import (
     ROOT,
     SGLANG_MODES,
@@ -344,7 +344,7 @@ def test_on_ray_data_a_compressed_file_is_the_local_one(tmp_path: Path) -> None:
     local run's, a compressed file cut short included, given a stretch at a time."""
     ray = pytest.importorskip("ray")
     from puredetok.audit import Auditor, Columns
-    from puredetok.audit.distributed import audit_on_ray
+    from puredetok.audit._distributed import audit_on_ray
     from puredetok.serving._loading import load_tokenizer
 
     lines = _log("vllm-stream", [i % 3 == 0 for i in range(30)], [False] * 30)
@@ -426,8 +426,8 @@ def test_the_shares_of_a_compressed_file_give_its_stretches_between_them(
 
 
 def test_a_ray_run_shares_a_compressed_file_only_where_workers_would_idle() -> None:
-    from puredetok.audit.distributed import MAX_SHARES, shares
-    from puredetok.audit.sources import Shard
+    from puredetok.audit._distributed import MAX_SHARES, shares
+    from puredetok.audit._sources import Shard
 
     def packed(name: str, compression: str | None) -> Shard:
         return Shard(name, "vllm", "lines", compression=compression)
@@ -451,7 +451,7 @@ def test_on_ray_data_one_compressed_file_is_shared_between_the_workers(tmp_path:
     file's order with the local run's findings and counts."""
     ray = pytest.importorskip("ray")
     from puredetok.audit import Auditor, Columns
-    from puredetok.audit.distributed import audit_on_ray, shares
+    from puredetok.audit._distributed import audit_on_ray, shares
     from puredetok.serving._loading import load_tokenizer
 
     lines = _log("rollouts", [i % 4 == 0 for i in range(40)], [i % 7 == 3 for i in range(40)])

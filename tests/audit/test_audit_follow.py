@@ -1,4 +1,4 @@
-"""A request compared as it streams (audit/follow.py) reports exactly what the comparison of the
+"""A request compared as it streams (audit/_follow.py) reports exactly what the comparison of the
 whole texts reports: the same verdict, offset, token, kind, windows, lengths and chunk, for
 streams of any cut, with stop strings, stop tokens and every kind of wrong text; and a vLLM
 stream read ahead and followed gives the report that reading it whole gives.
@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 import puredetok
 from helpers import tokenizer, vocabulary
 from puredetok.audit import AuditOptions, Auditor, Chunk, Request
-from puredetok.audit.compare import Difference
-from puredetok.audit.follow import Followed, Follower
-from puredetok.audit.formats.sglang import read_stream as sglang_stream
-from puredetok.audit.formats.trace import read_trace_requests
-from puredetok.audit.formats.vllm import read_stream
+from puredetok.audit._compare import Difference
+from puredetok.audit._follow import Followed, Follower
+from puredetok.audit._formats.sglang import read_stream as sglang_stream
+from puredetok.audit._formats.trace import read_trace_requests
+from puredetok.audit._formats.vllm import read_stream
 from puredetok.testing.strategies import prompt_ids, text_ids, token_ids
 
 NAMES = ("qwen3", "llama2", "t5_small")

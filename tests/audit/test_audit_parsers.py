@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from helpers import tokenizer, vocabulary
 from puredetok.audit import Request
-from puredetok.audit.compare import Auditor, Difference
-from puredetok.audit.formats.vllm import read_stream
+from puredetok.audit._compare import Auditor, Difference
+from puredetok.audit._formats.vllm import read_stream
 from puredetok.testing.strategies import text_ids
 from test_audit import _chat, _vllm_think_parser, audit, exact, report, table, write_lines
 

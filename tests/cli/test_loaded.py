@@ -19,9 +19,9 @@ import synthetic
 from helpers import _folder, codec, reference, tokenizer
 from puredetok import codec_for
 from puredetok._core import continuation_text
-from puredetok.audit.compare import Difference
-from puredetok.audit.records import Request
-from puredetok.audit.report import unrelated
+from puredetok.audit._compare import Difference
+from puredetok.audit._records import Request
+from puredetok.audit._report import unrelated
 from puredetok.cli import bench as bench_cli
 from puredetok.cli import main
 from puredetok.cli import serve as serve_cli

@@ -335,7 +335,6 @@ def public_records() -> set[type]:
 
 
 KEPT_HOME = {
-    "puredetok.audit.distributed.CodecsRef": "a Ray object reference: it travels in Ray tasks' arguments",
     "puredetok.testing.detokenizers.CoreStream": "a live detokenizer under test (mutable), not a value",
 }
 """Public records that hold what only their own process has, and why (they are not sent)."""
@@ -353,13 +352,13 @@ def records() -> list[Any]:
     """One value of each public record that is sent (:data:`KEPT_HOME` and :data:`SENT_ABOVE`
     aside), its fields set to other values than their defaults."""
     from puredetok._files.compressed import Decompressed
-    from puredetok.audit.compare import AuditOptions, Deferred, Difference, Facts
-    from puredetok.audit.distributed import TaskFailedError, Timing
-    from puredetok.audit.follow import Followed
-    from puredetok.audit.parsers import Joined
-    from puredetok.audit.records import Chunk, Columns, InputError, Request, Skipped
-    from puredetok.audit.report import Tally
-    from puredetok.audit.sources import Shard, ShardResult
+    from puredetok.audit._compare import AuditOptions, Deferred, Difference, Facts
+    from puredetok.audit._distributed import TaskFailedError, Timing
+    from puredetok.audit._follow import Followed
+    from puredetok.audit._parsers import Joined
+    from puredetok.audit._records import Chunk, Columns, InputError, Request, Skipped
+    from puredetok.audit._report import Tally
+    from puredetok.audit._sources import Shard, ShardResult
     from puredetok.cli import UsageError
     from puredetok.client._common import (
         HandBack,

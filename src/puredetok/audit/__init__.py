@@ -1,4 +1,12 @@
-"""Audit what engines streamed: the exact text of each logged request's ids against the engine's text."""
+"""Audit what engines streamed: the exact text of each logged request's ids against the engine's text.
+
+:func:`shards_of` cuts logs (any of :data:`FORMATS`, found by :func:`detect_format`; read as
+:class:`Columns` say) into :class:`Shard` s, :func:`audit_shard` audits one with an
+:class:`Auditor` (its :class:`AuditOptions`) and counts in a :class:`Tally`: each
+:class:`Request` (its :class:`Chunk` s) whose text differs is a :class:`Difference` of one of
+:data:`KINDS`, each bad record an :class:`InputError`. :func:`audit_on_ray` runs the shards on a
+Ray cluster (:func:`start_ray`; a failed task raises :class:`TaskFailedError`). See docs/audit.md.
+"""
 
 from __future__ import annotations
 
@@ -14,12 +22,30 @@ __all__ = [
     "Request",
     "Shard",
     "Tally",
+    "TaskFailedError",
+    "audit_on_ray",
     "audit_shard",
     "detect_format",
     "shards_of",
+    "start_ray",
 ]
 
-from puredetok.audit.compare import KINDS, AuditOptions, Auditor, Difference
-from puredetok.audit.records import Chunk, Columns, InputError, Request
-from puredetok.audit.report import Tally
-from puredetok.audit.sources import FORMATS, Shard, audit_shard, detect_format, shards_of
+from puredetok.audit._compare import KINDS, AuditOptions, Auditor, Difference
+from puredetok.audit._distributed import TaskFailedError, audit_on_ray, start_ray
+from puredetok.audit._records import Chunk, Columns, InputError, Request
+from puredetok.audit._report import Tally
+from puredetok.audit._sources import FORMATS, Shard, audit_shard, detect_format, shards_of
+
+for _public in (
+    AuditOptions,
+    Auditor,
+    Chunk,
+    Columns,
+    Difference,
+    InputError,
+    Request,
+    Shard,
+    Tally,
+    TaskFailedError,
+):
+    _public.__module__ = __name__  # a pickle names the public path, never the private module

@@ -15,10 +15,10 @@ import attrs
 from tqdm import tqdm
 
 from puredetok.audit import FORMATS, AuditOptions, Auditor, Columns, Shard, Tally, shards_of
-from puredetok.audit.compare import PARSER_SPLIT
-from puredetok.audit.distributed import TaskFailedError
-from puredetok.audit.report import MAX_NAMED, difference_line, summary_rows
-from puredetok.audit.sources import SHARD_BYTES, ShardResult, audit_stretches
+from puredetok.audit._compare import PARSER_SPLIT
+from puredetok.audit._distributed import TaskFailedError
+from puredetok.audit._report import MAX_NAMED, difference_line, summary_rows
+from puredetok.audit._sources import SHARD_BYTES, ShardResult, audit_stretches
 from puredetok.cli.loaded import Loaded, load, loaded
 from puredetok.cli.options import add_tokenizer_option, tokenizer_choice
 
@@ -139,7 +139,7 @@ def _prepared(args: argparse.Namespace) -> Auditor:
     """
     if not (args.ray or args.ray_address):
         return _auditor(args, built=False)
-    from puredetok.audit.distributed import start_ray
+    from puredetok.audit._distributed import start_ray
 
     with ThreadPoolExecutor(1) as pool:
         loading = pool.submit(_auditor, args, True)
@@ -155,7 +155,7 @@ def _results(
     """
     columns = Columns(args.prompt_ids_column, args.response_ids_column, args.text_column, args.id_column)
     if args.ray or args.ray_address:
-        from puredetok.audit.distributed import audit_on_ray
+        from puredetok.audit._distributed import audit_on_ray
 
         for result in audit_on_ray(
             shards, auditor, args.tokenizer, columns, address=args.ray_address, num_cpus=args.ray_cpus
@@ -209,7 +209,7 @@ def _write(report: IO[str] | None, records: Iterable[dict[str, Any]], named: _Na
 
 def _warnings(tally: Tally, said: Loaded) -> list[str]:
     """The signs that the tokenizer is not the one that generated the ids: most requests differ,
-    their texts unrelated after the difference (:func:`~puredetok.audit.report.unrelated`), or ids
+    their texts unrelated after the difference (:func:`~puredetok.audit._report.unrelated`), or ids
     run past its vocabulary.
     """
     hint = "pass --tokenizer" if said.chosen_by == "default" else "check --tokenizer"

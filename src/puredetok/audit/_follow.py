@@ -13,7 +13,7 @@ characters before the text is compared, so that a cut is known before the compar
 From the first place where the texts differ, or where the stop string starts, on, the rest of
 both texts is kept too (up to :data:`SUFFIX_LIMIT` characters past that place): ``cleanup
 spacing`` and ``duplicated text`` compare the texts after the difference. The report is the one
-:meth:`puredetok.audit.compare.Auditor.check` gives from the whole texts (the same kind, offset,
+:meth:`puredetok.audit._compare.Auditor.check` gives from the whole texts (the same kind, offset,
 token, windows, lengths, chunk); where the texts run on past the limit, those two kinds are
 looked for in the part kept only, and the difference says so (:attr:`Difference.looked`).
 """
@@ -29,8 +29,8 @@ from collections.abc import Sequence
 import attrs
 
 from puredetok._core import Codec, admit_token, finish, start, step
-from puredetok.audit.compare import DUPLICATE_LIMIT, Difference, Facts, decide, duplicated, near_fffd
-from puredetok.audit.records import Request
+from puredetok.audit._compare import DUPLICATE_LIMIT, Difference, Facts, decide, duplicated, near_fffd
+from puredetok.audit._records import Request
 from puredetok.replay._incremental import Pieces, common_prefix
 
 STEP = 4096

@@ -6,7 +6,7 @@ through the manager, and the text it streamed is the text audited, against the e
 the ids the request consumed (up to the stop rule that ended it). An aborted request has no
 final text and is skipped.
 
-With an exact codec, a request is compared as it is replayed (:mod:`puredetok.audit.follow`:
+With an exact codec, a request is compared as it is replayed (:mod:`puredetok.audit._follow`:
 the ids it consumes and the text the manager streams, neither kept; its stop strings are its
 options'), so that memory does not grow with its length; with any other, the replay keeps its
 ids and text and it is checked when it ends.
@@ -22,9 +22,9 @@ from typing import Any
 import attrs
 
 from puredetok._core import ID_LIMIT
-from puredetok.audit.compare import Auditor
-from puredetok.audit.follow import Followed, Follower
-from puredetok.audit.records import InputError, Item, Request, Skipped
+from puredetok.audit._compare import Auditor
+from puredetok.audit._follow import Followed, Follower
+from puredetok.audit._records import InputError, Item, Request, Skipped
 from puredetok.replay._replay import Replayer, RequestReport
 from puredetok.replay._trace import TraceError, TraceEvent, TraceHeader, read_trace
 from puredetok.serving._codec_cache import CodecCache

@@ -21,8 +21,8 @@ from typing import Any
 
 import attrs
 
-from puredetok.audit.compare import KINDS, Difference
-from puredetok.audit.records import InputError
+from puredetok.audit._compare import KINDS, Difference
+from puredetok.audit._records import InputError
 from puredetok.replay._incremental import common_prefix
 
 
@@ -162,7 +162,7 @@ def unrelated(difference: Difference) -> bool:
     is otherwise the exact one, after which the two run on alike (for :data:`RELATED` characters
     at least, to the end of a window); another tokenizer's text has nothing to do with it (where
     either text has fewer than :data:`RELATED` characters after the difference, nothing is told). A kind
-    that names an engine's fault (:data:`~puredetok.audit.compare.KINDS` but ``other`` and
+    that names an engine's fault (:data:`~puredetok.audit._compare.KINDS` but ``other`` and
     ``replacement characters``) relates them by itself.
     """
     if difference.kind not in ("other", "replacement characters"):

@@ -9,7 +9,7 @@ new processes for every run, about a second of CPU each before the first shard).
 builds the codec once and puts it in the object store: a worker fetches and unpickles it once
 per run (a few hundredths of a second, :func:`audit_batch`) rather than loading the tokenizer
 and building the codec (about 2 s of CPU), and loads the tokenizer only if a record needs it
-(:class:`~puredetok.audit.compare.Deferred`). A batch is a run of consecutive shards, large
+(:class:`~puredetok.audit._compare.Deferred`). A batch is a run of consecutive shards, large
 while many remain and smaller towards the end (:func:`batch_sizes`), so that Ray Data's cost
 per batch (its scheduling, the block passed back) is paid a few times per worker rather than
 once per shard, and the workers end together; the results come back pickled and are put back
@@ -49,9 +49,9 @@ from typing import Any
 
 import attrs
 
-from puredetok.audit.compare import AuditOptions, Auditor, Deferred
-from puredetok.audit.records import Columns
-from puredetok.audit.sources import Shard, ShardResult, audit_stretches
+from puredetok.audit._compare import AuditOptions, Auditor, Deferred
+from puredetok.audit._records import Columns
+from puredetok.audit._sources import Shard, ShardResult, audit_stretches
 from puredetok.errors import PuredetokError
 from puredetok.serving._loading import load_tokenizer
 
@@ -146,7 +146,7 @@ def audit_batch(
 ) -> Iterator[dict[str, list[Any]]]:
     """Audit the shards of a batch (a ``pyarrow.Table`` whose rows hold ``shards``, the fields of
     each, and ``orders``, the place of each in the run): a row per result, its
-    :class:`~puredetok.audit.sources.ShardResult` pickled with its :class:`Timing`, given as it
+    :class:`~puredetok.audit._sources.ShardResult` pickled with its :class:`Timing`, given as it
     is found (a compressed file's, a stretch at a time: what a worker holds of them is bounded by
     Ray Data's block size, whatever the file's size).
 
@@ -214,7 +214,7 @@ def audit_on_ray(
     workers: int | None = None,
 ) -> Iterator[ShardResult]:
     """Audit ``shards`` on Ray Data, the results in the order of ``shards``, as ``auditor`` does
-    (a compressed file's in parts, as :func:`~puredetok.audit.sources.audit_stretches` gives
+    (a compressed file's in parts, as :func:`~puredetok.audit._sources.audit_stretches` gives
     them: each result says whether it is its shard's :attr:`~ShardResult.last`).
 
     ``auditor`` is the driver's: it builds the codec of its options (if not yet built), which
@@ -307,7 +307,7 @@ def _cause(error: BaseException) -> str:
 
 def shares(shards: Sequence[Shard], workers: int, most: int = MAX_SHARES) -> list[tuple[int, Shard]]:
     """The tasks of a run: each shard with its place, a compressed file of lines cut into shares
-    (:attr:`~puredetok.audit.sources.Shard.first_stretch`; each share reads the whole file and
+    (:attr:`~puredetok.audit._sources.Shard.first_stretch`; each share reads the whole file and
     audits every n-th of its stretches) when the shards are fewer than ``workers``, so that each
     worker has one; at most ``most`` shares a file, and none for bzip2, whose decompression
     costs more than the audit it would share.

@@ -22,7 +22,7 @@ previous chunk's text. Where the ids are new ones, the audit tries the other rea
 too before it reports a difference (``Request.either``): a stream of new texts that begin with
 the one before (``"ab"``, ``"ab"``) reads either way.
 
-To compare a request as it streams (:mod:`puredetok.audit.follow`), keeping neither its ids nor
+To compare a request as it streams (:mod:`puredetok.audit._follow`), keeping neither its ids nor
 its chunks' texts, :func:`read_stream` first reads ahead through the lines for each request's
 ending and reading (:class:`_Evidence`: the last chunk's ids and text, the longest text, counts
 and flags, all bounded by one chunk), then follows it in the reading reported and, where the
@@ -43,9 +43,9 @@ from typing import Any
 import attrs
 import msgspec
 
-from puredetok.audit.compare import Auditor
-from puredetok.audit.follow import Followed, Follower
-from puredetok.audit.records import Chunk, InputError, Item, Lines, Request, failed, stream_data
+from puredetok.audit._compare import Auditor
+from puredetok.audit._follow import Followed, Follower
+from puredetok.audit._records import Chunk, InputError, Item, Lines, Request, failed, stream_data
 
 
 class _Output(msgspec.Struct):

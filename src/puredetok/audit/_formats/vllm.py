@@ -15,11 +15,11 @@ newer servers), ``message.content`` and ``message.tool_calls`` (``[{"id", "type"
 "function": {"name", "arguments"}}]``); streamed, the same fields of ``delta``, a tool call's
 name in its first delta (``delta.tool_calls[].index`` and ``function.name``). It is read as its
 pieces (``Request.parts``; streamed, each chunk's in order, ``Chunk.parts``), which the audit
-joins again (:mod:`puredetok.audit.parsers`).
+joins again (:mod:`puredetok.audit._parsers`).
 
 A stream says how a choice ended (its stop string) only in its last chunk, and the exact text
 is cut at that stop string's first occurrence: to compare a choice as it streams
-(:mod:`puredetok.audit.follow`), keeping neither its ids nor its text, :func:`read_stream` first
+(:mod:`puredetok.audit._follow`), keeping neither its ids nor its text, :func:`read_stream` first
 reads ahead through the lines for each choice's ending (a small record per choice). A choice
 that a parser split, or whose codec is not exact, is kept whole and checked when it ends.
 """
@@ -35,9 +35,9 @@ from typing import Any
 import attrs
 import msgspec
 
-from puredetok.audit.compare import Auditor
-from puredetok.audit.follow import Followed, Follower
-from puredetok.audit.records import Chunk, InputError, Item, Lines, Request, failed, stream_data
+from puredetok.audit._compare import Auditor
+from puredetok.audit._follow import Followed, Follower
+from puredetok.audit._records import Chunk, InputError, Item, Lines, Request, failed, stream_data
 
 
 class _Message(msgspec.Struct):
