@@ -335,7 +335,7 @@ def public_records() -> set[type]:
 
 
 KEPT_HOME = {
-    "puredetok.testing.detokenizers.CoreStream": "a live detokenizer under test (mutable), not a value",
+    "puredetok.testing.CoreStream": "a live detokenizer under test (mutable), not a value",
 }
 """Public records that hold what only their own process has, and why (they are not sent)."""
 
@@ -384,7 +384,7 @@ def records() -> list[Any]:
     from puredetok.serving._loading import TokenizerLoadError, default_tokenizer_path
     from puredetok.serving._tokenize_manager import TokenizeError, TokenizeResult
     from puredetok.stops import FinishReason
-    from puredetok.testing.checks import ConformanceError, Guarantee, Reference, Violation
+    from puredetok.testing._checks import ConformanceError, Guarantee, Reference, Violation
     from puredetok.testing.strategies import Vocabulary
     from puredetok.worker._addresses import AddressError
     from puredetok.worker._scan import ScanError

@@ -2,7 +2,7 @@
 
 It needs ``hypothesis`` (``pip install 'puredetok[testing]'``). In a pytest suite::
 
-    from puredetok.serving._loading import load_tokenizer
+    from puredetok.serving import load_tokenizer
     from puredetok.testing import assert_conforms, from_step_function, reference_for, strategies
 
     TOKENIZER = load_tokenizer()            # or any transformers tokenizer / tokenizers.Tokenizer
@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 from puredetok.testing import strategies
-from puredetok.testing.checks import (
+from puredetok.testing._checks import (
     CONTINUATION_GUARANTEES,
     STREAMING_GUARANTEES,
     ConformanceError,
@@ -77,7 +77,7 @@ from puredetok.testing.checks import (
     find_violation,
     reference_for,
 )
-from puredetok.testing.detokenizers import (
+from puredetok.testing._detokenizers import (
     ContinuingFactory,
     CoreStream,
     Detokenizer,
@@ -88,3 +88,6 @@ from puredetok.testing.detokenizers import (
     core_detokenizer,
     from_step_function,
 )
+
+for _public in (ConformanceError, CoreStream, Detokenizer, Guarantee, Reference, StreamOpener, Violation):
+    _public.__module__ = __name__  # a pickle names the public path, never the private module

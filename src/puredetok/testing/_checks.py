@@ -37,7 +37,7 @@ from hypothesis.errors import NoSuchExample
 from puredetok._build import TokenizerLike, codec_for
 from puredetok._core import Codec, check_token, continuation_text, start, step
 from puredetok.errors import PuredetokError
-from puredetok.testing.detokenizers import ContinuingFactory, Detokenizer, DetokenizerFactory
+from puredetok.testing._detokenizers import ContinuingFactory, Detokenizer, DetokenizerFactory
 
 REPLACEMENT = "\ufffd"
 
