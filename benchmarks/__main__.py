@@ -15,7 +15,7 @@ from benchmarks.byte_run import byte_run_section
 from benchmarks.manager import manager_section, memory_section
 from benchmarks.mistral import TEKKEN_FILE, installed_tekken, tekken_section
 from benchmarks.worker import worker_section
-from puredetok.cli import bench
+from puredetok.cli import _bench as bench
 from puredetok.cli._timing import format_table
 from puredetok.serving._loading import DEFAULT_TOKENIZER, load_tokenizer
 

@@ -769,9 +769,9 @@ def test_a_long_audit_shows_a_progress_bar(
     """The bar (on stderr, in bytes of the input) appears once an audit has run ``PROGRESS_AFTER``
     seconds; here that delay is 0, so that a fast machine, which audits this log in less than the
     usual half second, shows it too."""
-    import puredetok.cli.audit
+    import puredetok.cli._audit
 
-    monkeypatch.setattr(puredetok.cli.audit, "PROGRESS_AFTER", 0.0)
+    monkeypatch.setattr(puredetok.cli._audit, "PROGRESS_AFTER", 0.0)
     path = _mixed_log(tmp_path, 30)
     code, out, err = audit(capsys, str(path), "--progress", "--skip-special-tokens", "--shard-bytes", "500")
     assert code == 2 and "audit:" in err and ("B/s" in err or "B]" in err)

@@ -13,7 +13,8 @@ import pytest
 
 from helpers import _folder
 from puredetok import step
-from puredetok.cli import explain, main
+from puredetok.cli import _explain as explain
+from puredetok.cli import main
 from test_vectors import SEED, SEED_DELTAS
 
 

@@ -22,10 +22,10 @@ from puredetok._core import continuation_text
 from puredetok.audit._compare import Difference
 from puredetok.audit._records import Request
 from puredetok.audit._report import unrelated
-from puredetok.cli import bench as bench_cli
+from puredetok.cli import _bench as bench_cli
+from puredetok.cli import _serve as serve_cli
 from puredetok.cli import main
-from puredetok.cli import serve as serve_cli
-from puredetok.cli.loaded import DEFAULT_NAME, FAMILIES, family_name, loaded
+from puredetok.cli._loaded import DEFAULT_NAME, FAMILIES, family_name, loaded
 from puredetok.replay._incremental import common_prefix
 from puredetok.serving._messages import ReadyMsg
 

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 import helpers
 from helpers import id_lists, reference, shared_codecs, tokenizer
+from puredetok.cli import _replay as replay_cli
 from puredetok.cli import main
-from puredetok.cli import replay as replay_cli
 from puredetok.replay import _replay as replay_module
 from puredetok.replay._replay import Replayer
 from puredetok.replay._trace import TraceEvent, TraceHeader, read_trace

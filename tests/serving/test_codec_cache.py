@@ -22,7 +22,7 @@ import synthetic
 from helpers import _folder, codec, tokenizer
 from puredetok import Codec, codec_for, feed, finish, start
 from puredetok._build import read_vocabulary
-from puredetok.cli.serve import _codec_options, _spelled
+from puredetok.cli._serve import _codec_options, _spelled
 from puredetok.errors import OptionTypeError
 from puredetok.serving import _codec_cache
 from puredetok.serving._codec_cache import (

@@ -4,70 +4,13 @@ Exit codes: 0 success, 1 the command ran and found a failure (a mismatch), 2 bad
 (unknown option, missing tokenizer, unreadable or empty file, bad records; 2 wins over 1). Errors
 are one line on stderr, the whole message, never a traceback; an error about a place in a file
 names it as compilers do (``FILE:LINE: ...``). ``puredetok --version`` prints the installed
-version. Every command says which tokenizer it loaded (:mod:`puredetok.cli.loaded`).
+version. Every command says which tokenizer it loaded (:mod:`puredetok.cli._loaded`).
 """
 
 from __future__ import annotations
 
-__all__ = ["main", "UsageError", "version"]
+__all__ = ["UsageError", "main", "version"]
 
-import argparse
-import os
-import sys
-from collections.abc import Sequence
-from importlib import metadata
-from typing import NoReturn
+from puredetok.cli._main import UsageError, main, version
 
-from puredetok.cli import audit, bench, explain, replay, serve
-from puredetok.cli.options import TOKENIZER_NOTE
-from puredetok.errors import PuredetokError
-from puredetok.serving._loading import TokenizerLoadError
-
-
-class UsageError(PuredetokError):
-    """Bad input to a command: reported in one line, exit code 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def version() -> str:
-    """The installed version of puredetok."""
-    try:
-        return metadata.version("puredetok")
-    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown (not installed)"
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="puredetok", description="Exact streaming detokenization for LLM serving.", epilog=TOKENIZER_NOTE
-    )
-    parser.add_argument("--version", action="version", version=f"puredetok {version()}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    commands.required = True
-    for module in (explain, bench, replay, serve, audit):
-        epilog = getattr(module, "TOKENIZER_NOTE", TOKENIZER_NOTE)
-        sub = commands.add_parser(module.NAME, help=module.HELP, description=module.HELP, epilog=epilog)
-        module.configure(sub)
-        sub.set_defaults(run=module.run)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
-    args = _parser().parse_args(argv)
-    try:
-        code: int = args.run(args)
-    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as Unix tools do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except (TokenizerLoadError, UsageError, OSError, ValueError) as error:
-        message = " ".join(str(error).split()) or type(error).__name__  # the whole of it, one line
-        print(f"puredetok {args.command}: error: {message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    return code
+UsageError.__module__ = __name__  # a pickle names the public path, never the private module

@@ -13,10 +13,10 @@ import platform
 from typing import Any
 
 from puredetok._build import codec_for
+from puredetok.cli._loaded import load, loaded
 from puredetok.cli._measure import MIN_TOKENS, core_section, stops_section
+from puredetok.cli._options import add_tokenizer_option, tokenizer_choice
 from puredetok.cli._timing import format_table
-from puredetok.cli.loaded import load, loaded
-from puredetok.cli.options import add_tokenizer_option, tokenizer_choice
 
 NAME = "bench"
 HELP = "measure per-token cost side by side with DecodeStream and the two-window algorithm"

@@ -8,8 +8,8 @@ import signal
 import sys
 from types import FrameType
 
-from puredetok.cli.loaded import Loaded, load, loaded
-from puredetok.cli.options import add_tokenizer_option, tokenizer_choice
+from puredetok.cli._loaded import Loaded, load, loaded
+from puredetok.cli._options import add_tokenizer_option, tokenizer_choice
 from puredetok.serving._detokenize_manager import (
     DEFAULT_MAX_CODECS,
     DEFAULT_MAX_LIVE,

@@ -17,8 +17,8 @@ from tqdm import tqdm
 
 from puredetok._files import Decompressed, compression_of
 from puredetok._files.text import binary
-from puredetok.cli.loaded import Loaded, load, loaded
-from puredetok.cli.options import add_tokenizer_option
+from puredetok.cli._loaded import Loaded, load, loaded
+from puredetok.cli._options import add_tokenizer_option
 from puredetok.replay._replay import CHECKS, MAX_LISTED, Replayer, ReplaySummary, RequestReport
 from puredetok.replay._trace import TraceError, TraceEvent, TraceHeader, trace_items
 from puredetok.serving._loading import LoadedTokenizer

@@ -19,8 +19,8 @@ from puredetok.audit._compare import PARSER_SPLIT
 from puredetok.audit._distributed import TaskFailedError
 from puredetok.audit._report import MAX_NAMED, difference_line, summary_rows
 from puredetok.audit._sources import SHARD_BYTES, ShardResult, audit_stretches
-from puredetok.cli.loaded import Loaded, load, loaded
-from puredetok.cli.options import add_tokenizer_option, tokenizer_choice
+from puredetok.cli._loaded import Loaded, load, loaded
+from puredetok.cli._options import add_tokenizer_option, tokenizer_choice
 
 NAME = "audit"
 HELP = (

@@ -8,8 +8,8 @@ from typing import Any
 
 from puredetok._build import codec_for
 from puredetok._core import finish, start, step
-from puredetok.cli.loaded import load, loaded
-from puredetok.cli.options import add_tokenizer_option, tokenizer_choice
+from puredetok.cli._loaded import load, loaded
+from puredetok.cli._options import add_tokenizer_option, tokenizer_choice
 
 NAME = "explain"
 HELP = "show, token by token, what each id decodes to alone and what the stream emits"
