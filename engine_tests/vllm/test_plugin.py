@@ -705,7 +705,7 @@ def test_an_output_processor_builds_the_common_codecs_before_any_request() -> No
     def built() -> bool:
         return all(
             plugin._CODECS.ready(tok, CodecOptions(skip, None, spaces, None, "ignore"))
-            for skip, spaces in plugin.WARM_OPTIONS
+            for skip, spaces in plugin._WARM_OPTIONS
         )
 
     assert not built()
@@ -715,7 +715,7 @@ def test_an_output_processor_builds_the_common_codecs_before_any_request() -> No
         assert waited < 600, "the warm-up thread did not finish"
         time.sleep(0.05)
         waited += 0.05
-    for skip, spaces in plugin.WARM_OPTIONS:
+    for skip, spaces in plugin._WARM_OPTIONS:
         assert plugin.codec_of(tok, skip, spaces) is not None
     processor = OutputProcessor(tok, log_stats=False)
     processor.add_request(request([1, 15043], request_id="w", skip_special_tokens=False), None)

@@ -46,7 +46,7 @@ PICKLE_PATHS = ("puredetok.core", "puredetok.core.codec")
 NAMESPACES = ("puredetok.engines",)
 """Packages that only hold public modules: nothing of their own to document."""
 
-NOT_YET = ("engines",)
+NOT_YET: tuple[str, ...] = ()
 """Rooms not moved yet (issue 36 moves them one by one): their modules may still be public and
 documented; the checks below hold for every other room. Emptied as the rooms move."""
 

@@ -1,11 +1,11 @@
 """Audit what engines streamed: the exact text of each logged request's ids against the engine's text.
 
-:func:`shards_of` cuts logs (any of :data:`FORMATS`, found by :func:`detect_format`; read as
+:func:`shards_of` cuts logs (any of :data:`FORMATS`, told by their content; read as
 :class:`Columns` say) into :class:`Shard` s, :func:`audit_shard` audits one with an
 :class:`Auditor` (its :class:`AuditOptions`) and counts in a :class:`Tally`: each
-:class:`Request` (its :class:`Chunk` s) whose text differs is a :class:`Difference` of one of
-:data:`KINDS`, each bad record an :class:`InputError`. :func:`audit_on_ray` runs the shards on a
-Ray cluster (:func:`start_ray`; a failed task raises :class:`TaskFailedError`). See docs/audit.md.
+:class:`Request` (its :class:`Chunk` s) whose text differs is a :class:`Difference` (its kind
+named), each bad record an :class:`InputError`. :func:`audit_on_ray` runs the shards on a Ray
+cluster (:func:`start_ray`; a failed task raises :class:`TaskFailedError`). See docs/audit.md.
 """
 
 from __future__ import annotations
@@ -18,23 +18,21 @@ __all__ = [
     "Difference",
     "FORMATS",
     "InputError",
-    "KINDS",
     "Request",
     "Shard",
     "Tally",
     "TaskFailedError",
     "audit_on_ray",
     "audit_shard",
-    "detect_format",
     "shards_of",
     "start_ray",
 ]
 
-from puredetok.audit._compare import KINDS, AuditOptions, Auditor, Difference
+from puredetok.audit._compare import AuditOptions, Auditor, Difference
 from puredetok.audit._distributed import TaskFailedError, audit_on_ray, start_ray
 from puredetok.audit._records import Chunk, Columns, InputError, Request
 from puredetok.audit._report import Tally
-from puredetok.audit._sources import FORMATS, Shard, audit_shard, detect_format, shards_of
+from puredetok.audit._sources import FORMATS, Shard, audit_shard, shards_of
 
 for _public in (
     AuditOptions,

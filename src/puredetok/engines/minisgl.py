@@ -51,7 +51,7 @@ from puredetok.serving._detokenize_manager import DEFAULT_MAX_LIVE, DetokenizeMa
 from puredetok.serving._messages import DetokenizeBatch, DetokenizeMsg, Opening, SamplingParams, TokenizeMsg
 from puredetok.serving._tokenize_manager import TokenizeError, TokenizeManager
 
-logger = logging.getLogger(__name__)
+_logger = logging.getLogger(__name__)
 
 PARAMS = SamplingParams(skip_special_tokens=False, ignore_eos=True)
 """How mini-sglang's requests are decoded: ``tokenizer.decode(ids)`` with its default options (special
@@ -92,7 +92,7 @@ class MiniSglTokenizer:
         """The most requests held at once (see the class)."""
         codec = self.detokenize_manager.codec_of(PARAMS)  # built now: no request waits for it
         if not codec.exact:
-            logger.warning(
+            _logger.warning(
                 "puredetok: no exact model of this tokenizer (%s): its generic fallback decodes (the text "
                 "is still decode's, streamed later)",
                 codec.reason,
@@ -122,7 +122,7 @@ class MiniSglTokenizer:
                 end += 1
             handler = handlers.get(kind)
             if handler is None:
-                logger.error(
+                _logger.error(
                     "puredetok: %d message(s) of type %s dropped: not a tokenizer message", end - start, kind
                 )
             else:
@@ -149,7 +149,7 @@ class MiniSglTokenizer:
         ):
             replies = self.detokenize_manager.handle_batch(DetokenizeBatch(tuple(uids), tuple(tokens)))
             for position, error in replies.errors:
-                logger.warning("puredetok: request %r: %s", uids[position], error)
+                _logger.warning("puredetok: request %r: %s", uids[position], error)
             last.update(zip(uids, repeat(self._batches)))
             frontend += map(UserReply, uids, replies.outputs, repeat(False))
             return
@@ -167,7 +167,7 @@ class MiniSglTokenizer:
         for message in messages:
             uid, token, finished = message.uid, message.next_token, message.finished
             if type(uid) not in _UID_TYPES or type(finished) is not bool:
-                logger.error("puredetok: a DetokenizeMsg with uid %r, finished %r dropped", uid, finished)
+                _logger.error("puredetok: a DetokenizeMsg with uid %r, finished %r dropped", uid, finished)
                 continue
             if uid in ended or uid not in opened and uid not in last and manager.known(uid):
                 continue  # its request has ended: nothing to say
@@ -177,7 +177,7 @@ class MiniSglTokenizer:
                 opened.add(uid)
             ids: tuple[int, ...] = (token,)
             if type(token) is not int or not 0 <= token <= MAX_INT:
-                logger.error("puredetok: request %r: token %r is not an id: skipped", uid, token)
+                _logger.error("puredetok: request %r: token %r is not an id: skipped", uid, token)
                 ids = ()
             if finished:
                 ended.add(uid)
@@ -192,7 +192,7 @@ class MiniSglTokenizer:
         self._make_room(opened, frontend, backend)
         for message, reply in zip(ours, manager.handle(ours)):
             if reply.error is not None:
-                logger.warning("puredetok: request %r: %s", message.uid, reply.error)
+                _logger.warning("puredetok: request %r: %s", message.uid, reply.error)
             if reply.finished and not message.finished:  # refused: it has ended here
                 backend.append(_abort_backend(message.uid))
                 last.pop(message.uid, None)
@@ -214,7 +214,7 @@ class MiniSglTokenizer:
         manager.abort(dropped)
         for uid in dropped:
             del self._last[uid]
-        logger.warning(
+        _logger.warning(
             "puredetok: %d request(s) dropped for room (%d held, the most: their aborts never reached "
             "this detokenizer, or they have had no token for longest): %s",
             len(dropped),
@@ -257,14 +257,14 @@ class MiniSglTokenizer:
         """
         from minisgl.message import UserReply
 
-        logger.warning("puredetok: request %r not tokenized: %s", uid, error)
+        _logger.warning("puredetok: request %r not tokenized: %s", uid, error)
         frontend.append(UserReply(uid=uid, incremental_output="", finished=True))
 
     def _abort(self, messages: Sequence[Any], frontend: list[Any], backend: list[Any]) -> None:
         uids = [message.uid for message in messages]
         good = [uid for uid in uids if type(uid) in _UID_TYPES]
         if len(good) < len(uids):
-            logger.error("puredetok: an AbortMsg with a uid that is not an int or a string dropped")
+            _logger.error("puredetok: an AbortMsg with a uid that is not an int or a string dropped")
         self.detokenize_manager.abort(good)  # remembered as ended: a late token opens nothing
         for uid in good:
             self._last.pop(uid, None)
@@ -348,7 +348,7 @@ def tokenize_worker(
         try:
             message = receive.decode(raw)
         except Exception as error:  # noqa: BLE001 - whatever the frame made mini-sglang's decoder raise
-            logger.error(
+            _logger.error(
                 "puredetok: a frame of %d bytes dropped: not a tokenizer message (%r)", len(raw), error
             )
             return []

@@ -47,7 +47,7 @@ from puredetok.engines._versions import announce, installed
 from puredetok.errors import InvalidTokenError
 from puredetok.serving._codec_cache import CodecCache, exact_or_why, plain_options
 
-logger = logging.getLogger(__name__)
+_logger = logging.getLogger(__name__)
 
 OFF_VARIABLE = "PUREDETOK_SGLANG"
 """The environment variable that turns the plugin off (one of :data:`OFF_VALUES`)."""
@@ -70,10 +70,10 @@ INIT_TARGET = f"{_MANAGER}.init_running_status"
 _ATTRIBUTE = "puredetok_detokenizer"
 """The attribute of a ``DetokenizerManager`` that holds its :class:`SGLangDetokenizer` (or None)."""
 
-TrimStop = Callable[[Any, Any, bool], Any]
+_TrimStop = Callable[[Any, Any, bool], Any]
 """SGLang's ``DetokenizerManager.trim_matched_stop(output, finished_reason, no_stop_trim)``."""
 
-Handover = Callable[[Hashable, str, str, Sequence[int], int], None]
+_Handover = Callable[[Hashable, str, str, Sequence[int], int], None]
 """Gives a live request to SGLang's own detokenizer: ``(rid, settled text, text sent, ids,
 context)``: the text of the ids up to ``context`` (SGLang's ``read_offset``) in ``ids``, all the
 text sent so far (some of it may come from the ids after ``context``), the ids."""
@@ -91,7 +91,7 @@ def register() -> None:
     a warning) in an SGLang whose detokenizer process would not run it (:func:`unloaded`).
     """
     if not enabled():
-        logger.info("puredetok: plugin off (%s=%s)", OFF_VARIABLE, os.environ[OFF_VARIABLE])
+        _logger.info("puredetok: plugin off (%s=%s)", OFF_VARIABLE, os.environ[OFF_VARIABLE])
         return
     why = unloaded()
     if why is not None:
@@ -104,7 +104,7 @@ def register() -> None:
 
 
 def _not_used(why: str) -> None:
-    logger.warning(
+    _logger.warning(
         "puredetok: not used with this SGLang (%s): %s; SGLang's own decodes", installed("sglang"), why
     )
 
@@ -129,11 +129,11 @@ def _make(manager: Any) -> SGLangDetokenizer | None:
         detokenizer = SGLangDetokenizer(tokenizer, manager.trim_matched_stop)
         detokenizer.codec(True, True)  # SGLang's default options: the first request should not wait
     except Exception:
-        logger.exception("puredetok: not used in this detokenizer process (SGLang's own decodes)")
+        _logger.exception("puredetok: not used in this detokenizer process (SGLang's own decodes)")
         return None
     using = "decoding in SGLang's detokenizer process"
     fits = "its detokenizer is the one the plugin was made for"
-    announce(logger, "sglang", TESTED_VERSIONS, using, fits, OFF_VARIABLE)
+    announce(_logger, "sglang", TESTED_VERSIONS, using, fits, OFF_VARIABLE)
     return detokenizer
 
 
@@ -235,7 +235,7 @@ class SGLangDetokenizer:
     (built once, shared, bounded: see docs/adapters.md).
     """
 
-    def __init__(self, tokenizer: Any, trim_stop: TrimStop, codecs: CodecCache | None = None) -> None:
+    def __init__(self, tokenizer: Any, trim_stop: _TrimStop, codecs: CodecCache | None = None) -> None:
         self.tokenizer = tokenizer
         self.trim_stop = trim_stop
         self.codecs = _CODECS if codecs is None else codecs
@@ -261,7 +261,7 @@ class SGLangDetokenizer:
         key = (options.skip_special_tokens, bool(options.spaces_between_special_tokens))
         if codec is None and key not in self._unmodelled:
             self._unmodelled.add(key)
-            logger.warning(
+            _logger.warning(
                 "puredetok: no exact model of this tokenizer with skip_special_tokens=%s, "
                 "spaces_between_special_tokens=%s (%s): SGLang's own detokenizer decodes those requests",
                 *key,
@@ -274,7 +274,7 @@ class SGLangDetokenizer:
         batch: Any,
         own: Callable[[Any], list[str]],
         engine_live: MutableMapping[Any, Any],
-        handover: Handover,
+        handover: _Handover,
     ) -> list[str]:
         """The output strings of ``batch`` (a ``BatchTokenIDOutput``), one per request.
 
@@ -391,9 +391,9 @@ class SGLangDetokenizer:
         """Log a failure of puredetok on a request (in full the first time)."""
         if not self._failed:
             self._failed = True
-            logger.exception("puredetok failed on request %r: SGLang's own detokenizer takes it over", rid)
+            _logger.exception("puredetok failed on request %r: SGLang's own detokenizer takes it over", rid)
         else:
-            logger.warning("puredetok failed on request %r: SGLang's own detokenizer takes it over", rid)
+            _logger.warning("puredetok failed on request %r: SGLang's own detokenizer takes it over", rid)
 
 
 def _settle(record: list[Any], ids: Sequence[int], was_idle: bool, pieces: int) -> None:

@@ -62,16 +62,16 @@ TESTED_VERSIONS = ("0.32.0", "0.33.0", "0.34.0")
 docs/engines/vllm.md). On another one whose classes are the ones the plugin was made for
 (:func:`unfit`) it is used all the same, and says once that this version was not tested."""
 
-MAX_OPENINGS = 256
+_MAX_OPENINGS = 256
 """How many sets of stop parameters the plugin keeps prepared (compiling a set of stop strings
 costs more than the rest of a request's opening; requests with the same set share it)."""
 
-WARM_OPTIONS = ((True, True), (False, True))
+_WARM_OPTIONS = ((True, True), (False, True))
 """The decode options ``(skip_special_tokens, spaces_between_special_tokens)`` whose codecs are
 built when vLLM makes an ``OutputProcessor``: vLLM's defaults, and ``skip_special_tokens=False``,
 which vLLM's tool-call and reasoning parsers set on their requests."""
 
-LOGGER = logging.getLogger("vllm.puredetok")
+_LOGGER = logging.getLogger("vllm.puredetok")
 """The plugin's logger, under vLLM's own ``vllm`` logger so its lines show in vLLM's log."""
 
 _logged: set[str] = set()
@@ -84,7 +84,7 @@ _original_init: list[Any] = []
 def _log_once(key: str, message: str, *args: object) -> None:
     if key not in _logged:
         _logged.add(key)
-        LOGGER.warning(message, *args)
+        _LOGGER.warning(message, *args)
 
 
 def enabled() -> bool:
@@ -122,13 +122,13 @@ def codec_of(
 
 
 def warm(tokenizer: object) -> threading.Thread:
-    """Build the codecs of :data:`WARM_OPTIONS` for ``tokenizer`` in a thread of their own (vLLM
+    """Build the codecs of ``_WARM_OPTIONS`` for ``tokenizer`` in a thread of their own (vLLM
     makes an ``OutputProcessor`` when it starts, before it serves a request), so that requests
     with those options do not wait for one; the thread, which has started.
     """
 
     def build() -> None:
-        for skip, spaces in WARM_OPTIONS:
+        for skip, spaces in _WARM_OPTIONS:
             try:
                 codec_of(tokenizer, skip, spaces)
             except Exception:  # noqa: BLE001 - the first request builds it (or falls back)
@@ -153,7 +153,7 @@ def _opening(codec: Codec, stops: tuple[str, ...], min_tokens: int, include: boo
     stream = open_stream(codec, rules)
     with _lock:
         _openings[key] = (codec, stream)
-        while len(_openings) > MAX_OPENINGS:
+        while len(_openings) > _MAX_OPENINGS:
             _openings.popitem(last=False)
     return stream
 
@@ -401,7 +401,7 @@ class PuredetokDetokenizer:
 def _log_once_exc(key: str, message: str, *args: object) -> None:
     if key not in _logged:
         _logged.add(key)
-        LOGGER.warning(message, *args, exc_info=True)
+        _LOGGER.warning(message, *args, exc_info=True)
 
 
 @functools.cache
@@ -493,9 +493,9 @@ def register() -> None:
     is left as it is, with a warning naming why.
     """
     if not enabled():
-        LOGGER.info("puredetok: off (%s=%s)", ENABLE_VARIABLE, os.environ.get(ENABLE_VARIABLE))
+        _LOGGER.info("puredetok: off (%s=%s)", ENABLE_VARIABLE, os.environ.get(ENABLE_VARIABLE))
         return
-    _vllm_derender.register(_vllm_derender.Plugin(codec_of, LOGGER, _log_once, _log_once_exc))
+    _vllm_derender.register(_vllm_derender.Plugin(codec_of, _LOGGER, _log_once, _log_once_exc))
     try:
         from vllm.v1.engine.detokenizer import IncrementalDetokenizer
         from vllm.v1.engine.output_processor import OutputProcessor
@@ -510,7 +510,7 @@ def register() -> None:
             why = f"{type(error).__name__}: {error}"
             unregister()
     if why is not None:
-        LOGGER.warning(
+        _LOGGER.warning(
             "puredetok: not used with this vLLM (%s): %s; vLLM's own detokenizer decodes",
             installed("vllm"),
             why,
@@ -518,7 +518,7 @@ def register() -> None:
         return
     using = "vLLM's OutputProcessor detokenizes with puredetok"
     fits = "its classes are the ones the plugin was made for"
-    announce(LOGGER, "vllm", TESTED_VERSIONS, using, fits, ENABLE_VARIABLE)
+    announce(_LOGGER, "vllm", TESTED_VERSIONS, using, fits, ENABLE_VARIABLE)
 
 
 def _patch(detokenizer: Any) -> None:

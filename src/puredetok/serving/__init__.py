@@ -17,8 +17,6 @@
 from __future__ import annotations
 
 __all__ = [
-    "DEFAULT_PARAMS",
-    "DEFAULT_TOKENIZER",
     "PROTOCOL_VERSION",
     "TO_BACKEND",
     "TO_FRONTEND",
@@ -28,7 +26,6 @@ __all__ = [
     "DetokenizeBatch",
     "DetokenizeManager",
     "DetokenizeMsg",
-    "FinishKind",
     "HealthCheckMsg",
     "HealthReply",
     "LoadedTokenizer",
@@ -43,7 +40,6 @@ __all__ = [
     "TokenizerLoadError",
     "UserMsg",
     "UserReply",
-    "default_tokenizer_path",
     "eos_token_ids",
     "load_tokenizer",
 ]
@@ -51,14 +47,11 @@ __all__ = [
 from puredetok.serving._detokenize_manager import DetokenizeManager
 from puredetok.serving._eos import eos_token_ids
 from puredetok.serving._loading import (
-    DEFAULT_TOKENIZER,
     LoadedTokenizer,
     TokenizerLoadError,
-    default_tokenizer_path,
     load_tokenizer,
 )
 from puredetok.serving._messages import (
-    DEFAULT_PARAMS,
     PROTOCOL_VERSION,
     TO_BACKEND,
     TO_FRONTEND,
@@ -67,7 +60,6 @@ from puredetok.serving._messages import (
     Batch,
     DetokenizeBatch,
     DetokenizeMsg,
-    FinishKind,
     HealthCheckMsg,
     HealthReply,
     Opening,

@@ -6,15 +6,14 @@
 - :class:`WorkerPool` routes each request's messages to the worker that holds it (:func:`route`),
   :class:`Incarnations` tells a worker that restarted, and :class:`WorkerProcesses` starts and
   restarts a pool of workers.
-- The wire (docs/worker.md): :func:`encode_batch` and :func:`encode_frame` write a frame,
-  :class:`FrameDecoder` reads one (a :class:`FrameError` for a frame that is not one, past
-  :data:`DEFAULT_MAX_FRAME_BYTES` by default), :func:`frame_type` names the record of a kind.
+- The wire (docs/worker.md): :func:`encode_batch` writes a frame, :class:`FrameDecoder` reads
+  one (a :class:`FrameError` for a frame that is not one), :func:`frame_type` names the record
+  of a kind.
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "DEFAULT_MAX_FRAME_BYTES",
     "AddressError",
     "FrameDecoder",
     "FrameError",
@@ -26,7 +25,6 @@ __all__ = [
     "WorkerStats",
     "default_address",
     "encode_batch",
-    "encode_frame",
     "frame_type",
     "route",
     "tokenize_worker",
@@ -35,11 +33,9 @@ __all__ = [
 from puredetok.worker._addresses import AddressError, default_address
 from puredetok.worker._routing import Incarnations, WorkerPool, WorkerProcesses, route
 from puredetok.worker._wire import (
-    DEFAULT_MAX_FRAME_BYTES,
     FrameDecoder,
     FrameError,
     encode_batch,
-    encode_frame,
     frame_type,
 )
 from puredetok.worker._worker import Limits, Worker, WorkerStats, tokenize_worker
