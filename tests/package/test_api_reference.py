@@ -46,15 +46,6 @@ PICKLE_PATHS = ("puredetok.core", "puredetok.core.codec")
 NAMESPACES = ("puredetok.engines",)
 """Packages that only hold public modules: nothing of their own to document."""
 
-NOT_YET: tuple[str, ...] = ()
-"""Rooms not moved yet (issue 36 moves them one by one): their modules may still be public and
-documented; the checks below hold for every other room. Emptied as the rooms move."""
-
-
-def _waiting(module: str) -> bool:
-    return module.split(".")[1:2] != [] and module.split(".")[1] in NOT_YET
-
-
 MAX_NAMES = 150
 """At most this many public names outside the top-level face: each one a promise to keep."""
 
@@ -74,7 +65,9 @@ def all_modules() -> list[str]:
 
 
 def test_the_page_documents_the_public_modules_and_no_other() -> None:
-    assert [m for m in DOCUMENTED if not _waiting(m)] == [m for m in PUBLIC if not _waiting(m)]
+    """At most 15: a module in the reference is a namespace users import and we keep."""
+    assert DOCUMENTED == list(PUBLIC)
+    assert len(PUBLIC) <= 15
 
 
 def test_every_other_module_is_private() -> None:
@@ -86,7 +79,7 @@ def test_every_other_module_is_private() -> None:
         and module not in PICKLE_PATHS + NAMESPACES
         and not any(part.startswith("_") for part in module.split("."))
     ]
-    assert [module for module in public if not _waiting(module)] == []
+    assert public == []
 
 
 def _defined_names(module: str) -> set[str]:
@@ -106,7 +99,7 @@ def _defined_names(module: str) -> set[str]:
     return {name for name in names if not name.startswith("_")}
 
 
-@pytest.mark.parametrize("module", [m for m in PUBLIC if not _waiting(m)])
+@pytest.mark.parametrize("module", PUBLIC)
 def test_a_public_module_lists_every_public_name_it_binds(module: str) -> None:
     """``__all__`` is the one list (the API reference renders it): a name added to a public module
     without being listed there, or listed without being there, fails here."""
@@ -118,7 +111,7 @@ def test_a_public_module_lists_every_public_name_it_binds(module: str) -> None:
     assert not missing, f"{module} lists names it does not have: {missing}"
 
 
-@pytest.mark.parametrize("module", [m for m in PUBLIC if not _waiting(m)])
+@pytest.mark.parametrize("module", PUBLIC)
 def test_a_public_class_is_named_by_a_public_path(module: str) -> None:
     """Where pickles and reprs find it: a public module, never the private one that may move.
     Messages aside (msgspec Structs): msgspec and ``typing`` read their string annotations in the
@@ -138,11 +131,7 @@ def test_a_public_class_is_named_by_a_public_path(module: str) -> None:
 def test_at_most_150_public_names_outside_the_top_level_face() -> None:
     face = set(puredetok.__all__)
     outside = [
-        f"{module}.{name}"
-        for module in PUBLIC[1:]
-        if not _waiting(module)
-        for name in public_names(module)
-        if name not in face
+        f"{module}.{name}" for module in PUBLIC[1:] for name in public_names(module) if name not in face
     ]
     assert len(outside) <= MAX_NAMES, f"{len(outside)} public names outside the face"
 
