@@ -359,7 +359,6 @@ def records() -> list[Any]:
     from puredetok.audit._records import Chunk, Columns, InputError, Request, Skipped
     from puredetok.audit._report import Tally
     from puredetok.audit._sources import Shard, ShardResult
-    from puredetok.cli import UsageError
     from puredetok.client._common import (
         HandBack,
         RequestError,
@@ -466,7 +465,6 @@ def records() -> list[Any]:
             2,
             False,
         ),
-        UsageError("bad usage"),
         HandBack("u", b"state", 3),
         RequestError("u", "failed", reply),
         RequestTimeout(7, "no reply in 5 s"),

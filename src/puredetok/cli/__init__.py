@@ -9,8 +9,6 @@ version. Every command says which tokenizer it loaded (:mod:`puredetok.cli._load
 
 from __future__ import annotations
 
-__all__ = ["UsageError", "main", "version"]
+__all__ = ["main", "version"]
 
-from puredetok.cli._main import UsageError, main, version
-
-UsageError.__module__ = __name__  # a pickle names the public path, never the private module
+from puredetok.cli._main import main, version

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["UsageError", "main", "version"]
+__all__ = ["main", "version"]
 
 import argparse
 import os
@@ -13,12 +13,7 @@ from typing import NoReturn
 
 from puredetok.cli import _audit, _bench, _explain, _replay, _serve
 from puredetok.cli._options import TOKENIZER_NOTE
-from puredetok.errors import PuredetokError
 from puredetok.serving._loading import TokenizerLoadError
-
-
-class UsageError(PuredetokError):
-    """Bad input to a command: reported in one line, exit code 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (TokenizerLoadError, UsageError, OSError, ValueError) as error:
+    except (TokenizerLoadError, OSError, ValueError) as error:
         message = " ".join(str(error).split()) or type(error).__name__  # the whole of it, one line
         print(f"puredetok {args.command}: error: {message}", file=sys.stderr)
         return 2
