@@ -86,7 +86,7 @@ def wheel_check() -> None:
 
 
 def demo() -> None:
-    """The main job: stream the SPEC's seed example through the embedded tokenizer."""
+    """The main job: stream the seed example (DEMO_TEXT) through the embedded tokenizer."""
     run(BIN / "puredetok", "explain", DEMO_TEXT)
 
 

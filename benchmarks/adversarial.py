@@ -1,5 +1,5 @@
 """The adversarial benchmark: what a hostile peer, or a scheduler that has fallen behind, can make
-the worker pay (issue 25).
+the worker pay.
 
 - The manager's per-message time for batches of 2,000 and 32,000 messages of each adversarial
   shape, beside the batch of distinct live requests (the ratios: 32,000 against 2,000 of the same
@@ -297,8 +297,8 @@ class _Process:
 
 
 def worst_frame(size: int) -> bytes:
-    """The worst detokenize frame of the issue: ``size`` messages for uids never opened, each
-    finished (every one takes the per-message path and gets an error reply).
+    """The worst detokenize frame: ``size`` messages for uids never opened, each finished (every one
+    takes the per-message path and gets an error reply).
     """
     return encode_frame(
         DetokenizeBatch(tuple(range(10**9, 10**9 + size)), (32,) * size, None, tuple(range(size)))

@@ -1,4 +1,4 @@
-"""Codecs for new decode options (issue 27, "no request stalls another"), side by side in one run.
+"""Codecs for new decode options ("no request stalls another"), side by side in one run.
 
 ``python -m benchmarks.codecs [--tokenizer NAME_OR_FOLDER ...] [--repeats N]`` prints, per tokenizer:
 

@@ -1,6 +1,6 @@
-"""The adversarial inputs of the tokenize path, replay and audit (issue 25): what one request (or
-one frame) of each shape costs per item at a small and a large size, and the memory replay and
-audit take for one request of a million events.
+"""The adversarial inputs of the tokenize path, replay and audit: what one request (or one frame) of
+each shape costs per item at a small and a large size, and the memory replay and audit take for one
+request of a million events.
 
 - The wire: per-item time of :meth:`~puredetok.worker._wire.FrameDecoder.decode` (what a worker,
   or a client for replies, does with a frame) for frames of every kind: detokenize frames of many

@@ -1,7 +1,6 @@
-"""``puredetok audit`` on compressed logs (issue 24): gzip, bzip2, xz and zstd files are told by
-their content, read as a stream, and give the plain file's report (the same findings, lines,
-counts and errors); a file cut short or corrupt is named at the line reached after everything
-before it is audited."""
+"""``puredetok audit`` on compressed logs: gzip, bzip2, xz and zstd files are told by their content,
+read as a stream, and give the plain file's report (the same findings, lines, counts and errors); a
+file cut short or corrupt is named at the line reached after everything before it is audited."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``puredetok audit --ray`` as a user runs it (a process of its own, with a deadline): a
 byte-fallback tokenizer's log gives the local report, and a task that fails ends the run at once
-with one line naming the cause (issue 35, case 1: Llama-2's codec could not be unpickled in a Ray
-worker, and Ray Data ran the task again forever, printing tracebacks)."""
+with one line naming the cause (Llama-2's codec once could not be unpickled in a Ray worker, and Ray
+Data ran the task again forever, printing tracebacks)."""
 
 from __future__ import annotations
 

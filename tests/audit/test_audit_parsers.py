@@ -155,7 +155,7 @@ S, E = THINK
 
 
 @given(case=_split_streams())
-# Found on new seeds (issue 35): a piece that fits both before <think> and after </think> by
+# Found on new seeds: a piece that fits both before <think> and after </think> by
 # chance, placed before it, left the text after the markers unplaced ("lost tail").
 @example(case=([16, S, E, 16], "base", []))
 @example(case=([16, S, E, 16], "deepseek_r1", [1]))

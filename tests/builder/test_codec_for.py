@@ -100,8 +100,8 @@ def test_the_check_catches_a_wrong_model_and_names_the_ids(monkeypatch: pytest.M
 
 
 def test_clip_streams_what_decode_gives() -> None:
-    """The issue's case: CLIP's ``</w>`` suffix (its class replaces it in decode) was ignored while
-    the codec claimed exactness."""
+    """CLIP's ``</w>`` suffix (its class replaces it in decode) was ignored while the codec claimed
+    exactness."""
     import families
 
     clip = families.family("clip")

@@ -243,7 +243,7 @@ def test_the_manager_takes_the_option_per_request_and_as_its_setting() -> None:
     assert lenient.codec() is plain.codec_of(SamplingParams(out_of_vocab="ignore"))  # one shared codec
     with pytest.raises(ValueError, match="out_of_vocab"):
         DetokenizeManager(qwen, out_of_vocab=cast(Any, "skip"))
-    with pytest.raises(ValueError, match="out_of_vocab"):  # refused where it is given (issue 27)
+    with pytest.raises(ValueError, match="out_of_vocab"):  # refused where it is given
         SamplingParams(out_of_vocab=cast(Any, "x"))
     forged_params = forged(SamplingParams(), out_of_vocab="x")  # the manager's own check still holds
     [bad] = plain.handle([DetokenizeMsg(5, ids, True, Opening((), forged_params))])

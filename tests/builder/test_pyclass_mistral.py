@@ -1,7 +1,7 @@
-"""Mistral's tokenizers (issue 22): the five files mistral-common installs, each as mistral-common's
-own object and as ``transformers``' ``MistralCommonBackend`` (the ten objects of the issue), plus
-mistral-common's ``MistralTokenizer``, a wrapper shaped as vLLM's ``MistralTokenizer``, and
-``tiktoken.Encoding`` objects built from the Tekken files' ranks.
+"""Mistral's tokenizers: the five files mistral-common installs, each as mistral-common's own object
+and as ``transformers``' ``MistralCommonBackend`` (ten objects), plus mistral-common's
+``MistralTokenizer``, a wrapper shaped as vLLM's ``MistralTokenizer``, and ``tiktoken.Encoding``
+objects built from the Tekken files' ranks.
 
 Every guarantee is a property over ids from the whole vocabulary of each file (half of them edge
 ids: control ids, byte tokens, ids that decode alone to nothing or to U+FFFD), the ids of real and

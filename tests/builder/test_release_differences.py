@@ -1,5 +1,5 @@
-"""Issue 35, case 12: what ``transformers`` releases inside the declared range decode differently,
-and how ``codec_for`` follows each, here with whichever release is installed.
+"""What ``transformers`` releases inside the declared range decode differently, and how
+``codec_for`` follows each, here with whichever release is installed.
 
 transformers 5.0 - 5.6 apply ``clean_up_tokenization_spaces`` to a BPE backend's text as to any
 other; 5.7 and later skip it there unless

@@ -1,4 +1,4 @@
-"""The command line: explain and bench, --version, exit codes (SPEC section 6), whole one-line errors."""
+"""The command line: explain and bench, --version, exit codes, whole one-line errors."""
 
 from __future__ import annotations
 
@@ -219,7 +219,7 @@ def test_argument_parsing_exits_0_or_2(
 def test_each_command_exits_0_on_success_1_on_a_failure_found_2_on_bad_input(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], code: int
 ) -> None:
-    """SPEC section 6: 0 success, 1 the command ran and found a failure, 2 bad usage or input."""
+    """Exit codes: 0 success, 1 the command ran and found a failure, 2 bad usage or input."""
     if argv[-1] == "corrupt":
         argv = argv[:-1]
         monkeypatch.setattr(explain, "step", _corrupted_step)

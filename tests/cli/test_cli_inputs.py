@@ -1,6 +1,6 @@
-"""What ``audit`` and ``replay`` say of inputs a user gets wrong (issue 35, case 10): one clear
-line naming the file (and the line, as compilers do), the documented exit code, and one
-convention for both: an input with nothing in it to check is an input error (exit 2)."""
+"""What ``audit`` and ``replay`` say of inputs a user gets wrong: one clear line naming the file
+(and the line, as compilers do), the documented exit code, and one convention for both: an input
+with nothing in it to check is an input error (exit 2)."""
 
 from __future__ import annotations
 

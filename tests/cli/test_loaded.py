@@ -1,6 +1,6 @@
-"""Every command says which tokenizer it loaded (SPEC section 5, "Say what was loaded"; issue 35,
-case 4): its path or the embedded Qwen3, what chose it, its decoder family and whether its codec
-is exact; ``audit`` warns when the ids look like another tokenizer's."""
+"""Every command says which tokenizer it loaded: its path or the embedded Qwen3, what chose it, its
+decoder family and whether its codec is exact; ``audit`` warns when the ids look like another
+tokenizer's."""
 
 from __future__ import annotations
 
@@ -190,8 +190,8 @@ def _llama2_log(path: Path, count: int) -> Path:
 def test_a_forgotten_tokenizer_is_said_and_warned_of(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 35, case 4: a Llama-2 log audited without --tokenizer reported every request as
-    differing, and nothing named the embedded Qwen3 it was audited with."""
+    """A Llama-2 log audited without --tokenizer reported every request as differing, and nothing
+    named the embedded Qwen3 it was audited with."""
     log = _llama2_log(tmp_path / "llama2.jsonl", 25)
     code, out, err = run(capsys, "audit", str(log))
     assert code == 1
@@ -348,7 +348,7 @@ def test_a_negative_id_is_no_sign_of_another_tokenizer(
 def test_audit_names_the_first_differing_requests_and_counts_the_rest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 35, case 10: the summary named no differing request."""
+    """The summary used to name no differing request."""
     qwen = tokenizer("qwen3")
     ids = qwen.encode("Hello world, naïve café", add_special_tokens=False)
     text = qwen.decode(ids)

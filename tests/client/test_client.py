@@ -1,6 +1,6 @@
-"""The typed clients (issue 14) against real ``puredetok serve`` processes: each side sync and
-asyncio, and the failure model (error replies, unknown uids, timeouts, a restarted worker, a
-stopping worker's hand-back)."""
+"""The typed clients against real ``puredetok serve`` processes: each side sync and asyncio, and the
+failure model (error replies, unknown uids, timeouts, a restarted worker, a stopping worker's
+hand-back)."""
 
 from __future__ import annotations
 
@@ -263,8 +263,8 @@ def test_the_asyncio_clients_stream_and_fail_the_same_way(site: Site) -> None:
 
 
 def test_abort_takes_one_uid_and_refuses_anything_else(tmp_path: Path) -> None:
-    """Issue 27: a client's abort takes one uid (an int or a str); a list, bytes or a float is a
-    TypeError at the call, before anything is sent (mypy --strict refuses them too)."""
+    """A client's abort takes one uid (an int or a str); a list, bytes or a float is a TypeError at
+    the call, before anything is sent (mypy --strict refuses them too)."""
 
     async def refuse_async() -> None:
         async with AsyncFrontendClient([f"ipc://{tmp_path}/w"], f"ipc://{tmp_path}/af") as api:

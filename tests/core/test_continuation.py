@@ -1,4 +1,4 @@
-"""Contract C (SPEC section 2): after a prompt ``p``, the output ``s`` streams
+"""Contract C (docs/guarantees.md): after a prompt ``p``, the output ``s`` streams
 ``decode(p + s)[len(L):]``, ``L`` the longest common prefix of ``decode(p)`` and ``decode(p + s)``.
 
 The oracle here is the tokenizer's own decode and a plain common-prefix loop, nothing of puredetok.
@@ -108,7 +108,8 @@ def test_what_the_prompt_holds_is_bounded_by_its_held_text(
         assert primed == plain and type(primed.hold) is not Echo
 
 
-# The issue's examples: each expected text is computed from the tokenizer's decode.
+# Prompts that end inside a character or a held run: each expected text is computed from the
+# tokenizer's decode.
 
 
 @pytest.mark.parametrize("name", ["llama2", "mistral_v03", "phi3_mini"])

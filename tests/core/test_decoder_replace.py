@@ -102,7 +102,7 @@ def test_release_gives_up_what_the_text_to_come_rules_out() -> None:
 
 def test_a_match_that_a_held_strip_rules_out_is_not_held() -> None:
     """After a Strip that holds the last "▁" (the end of the output is stripped), the "a" before it
-    cannot become part of "ab": it is sent at once (issue 35, G3)."""
+    cannot become part of "ab": it is sent at once (G3)."""
     chain = decoders.Sequence([decoders.Fuse(), decoders.Strip("▁", 2, 1), decoders.Replace("ab", "X")])
     pool = ["▁a", "▁", "b", "ab", "x"]
     c = codec_with(chain, pool)

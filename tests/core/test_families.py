@@ -249,7 +249,7 @@ EXACT_IDS = [i for i, case in zip(IDS, CASES) if not case[2]]
 
 G3_FOUND: dict[str, list[list[str]]] = {
     # Strip held the last "▁" (the end of the output is stripped) and Replace("ab") held the "a"
-    # before it as if a "b" could still follow (issue 35): nothing can change that "a".
+    # before it as if a "b" could still follow: nothing can change that "a".
     "synthetic:fragment_stages": [["▁a", "▁"]],
 }
 """Counterexamples the property found, as tokens of the tokenizer named: run on every run."""

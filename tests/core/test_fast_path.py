@@ -1,7 +1,7 @@
-"""The core's one fast path through its public face (issue 13): ``steady(codec)`` is what
-``step_hold`` does from the steady hold (and every other id's step from it is precomputed),
-``feed`` takes the same path below ``BATCH`` ids and the decoders' runs from there, and a bad id
-in a ``feed`` of any length names its position.
+"""The core's one fast path through its public face: ``steady(codec)`` is what ``step_hold`` does
+from the steady hold (and every other id's step from it is precomputed), ``feed`` takes the same
+path below ``BATCH`` ids and the decoders' runs from there, and a bad id in a ``feed`` of any length
+names its position.
 """
 
 from __future__ import annotations

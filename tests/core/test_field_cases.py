@@ -1,5 +1,6 @@
-"""FIELD-CASES.md rows that concern the core, each as a test (the stop layer and the adapters have
-their own). The row is named in each test's docstring."""
+"""Cases another engine got wrong in the field that concern the core, each as a test (the stop layer
+and the adapters have their own). Each test's docstring names the engine and, where it has one, its
+public bug report."""
 
 from __future__ import annotations
 
@@ -146,7 +147,7 @@ def test_vllm_48853_prompt_ending_in_a_partial_character_does_not_leak(name: str
     ],
 )
 def test_scripts_and_clusters_stream_exactly(name: str, text: str) -> None:
-    """Field rows on CJK, Korean, Burmese, sentence boundaries, whitespace runs and grapheme
+    """Field cases on CJK, Korean, Burmese, sentence boundaries, whitespace runs and grapheme
     clusters: streamed text equals the full decode, compared code point by code point."""
     ids = enc(name, text)
     deltas = assert_exact(name, ids)

@@ -1,4 +1,4 @@
-"""SPEC section 2: G1-G7 as hypothesis properties, on every real tokenizer (contract C, after a
+"""G1-G7 (docs/guarantees.md) as hypothesis properties, on every real tokenizer (contract C, after a
 prompt: tests/core/test_continuation.py; ids past the vocabulary: tests/builder/test_out_of_vocab.py).
 
 Each property runs for every tokenizer in tests/data (and the embedded Qwen3), with

@@ -8,8 +8,8 @@ uses: the core (``start``/``step``/``finish``), the stop layer (``open_stream``/
 
 Each case names the peer test it comes from (repository, path, test name). Where the peer's
 expectation is ``tokenizer.decode``-exact, the assertion is the peer's own; where the peer expects
-its own heuristic's output, the assertion is puredetok's contract (SPEC G1 / C) and the comment
-says so; the differences are listed in docs/conformance.md ("Peers' own test cases").
+its own heuristic's output, the assertion is puredetok's contract (G1 / C, docs/guarantees.md) and
+the comment says so; the differences are listed in docs/conformance.md ("Peers' own test cases").
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def test_vllm_decode_streaming(name: str, skip: bool) -> None:
 def test_vllm_oov_decode(name: str) -> None:
     """vllm-project/vllm tests/tokenization/test_detokenize.py::test_oov_decode: the id
     ``len(tokenizer)`` streams "" (decode-exact: ``tokenizer.decode`` gives "" too) with puredetok's
-    ``out_of_vocab="ignore"``; by default it is a clear per-request error (SPEC G7)."""
+    ``out_of_vocab="ignore"``; by default it is a clear per-request error (G7)."""
     oov = len(tokenizer(name))
     assert reference(name, [oov], True) == ""
     text, reply = managed(name, SamplingParams(out_of_vocab="ignore"), [[oov]])
@@ -583,11 +583,11 @@ def test_sglang_recovery_retreat_does_not_duplicate() -> None:
 
 def test_sglang_eviction_read_offset() -> None:
     """sgl-project/sglang test/registered/unit/managers/test_detokenizer_eviction_read_offset.py::
-    test_chunk_committed_offset_is_relative_to_chunk (FIELD-CASES "eviction re-init"): ids 11..18,
-    the first three sent before the request's state leaves the worker, the rest after it is
-    re-established elsewhere. The peer's point: no id's text is dropped. puredetok's manager never
-    evicts a live state; a state that moves (detach, attach on another manager) continues exactly:
-    the client gets decode(11..18) once."""
+    test_chunk_committed_offset_is_relative_to_chunk: ids 11..18, the first three sent before the
+    request's state leaves the worker, the rest after it is re-established elsewhere. The peer's
+    point: no id's text is dropped. puredetok's manager never evicts a live state; a state that
+    moves (detach, attach on another manager) continues exactly: the client gets decode(11..18)
+    once."""
     ids = list(range(11, 19))
     first, second = source("gpt2").manager(), source("gpt2").manager()
     (reply,) = first.handle([DetokenizeMsg(uid=3, token_ids=tuple(ids[:3]), open=Opening())])

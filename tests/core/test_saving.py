@@ -1,4 +1,4 @@
-"""The state as a value (SPEC section 2): a state or stream saved as a few dozen bytes without its
+"""The state as a value (docs/guarantees.md): a state or stream saved as a few dozen bytes without its
 codec, resumed only with a codec of the same fingerprint; bad bytes of any kind are a clear error.
 
 G6 itself (a saved state resumes identically) is checked where each guarantee is: on every real
@@ -362,10 +362,10 @@ WRONG = [
 
 @pytest.mark.parametrize(("function", "wrong"), WRONG)
 def test_a_pickled_state_or_stream_used_as_one_says_to_resume_it(function: str, wrong: str) -> None:
-    """Issue 35 (case 6): a pickled state unpickles as a SavedState (its codec stays behind), and
-    handing it to ``step`` raised ``AttributeError: 'SavedState' object has no attribute 'codec'``.
-    Each function that takes a state or a stream raises a StateTypeError (a TypeError) naming what
-    it takes and what it got; for a saved record, how to resume it. The value handed is unchanged."""
+    """A pickled state unpickles as a SavedState (its codec stays behind), and handing it to
+    ``step`` used to raise ``AttributeError: 'SavedState' object has no attribute 'codec'``. Each
+    function that takes a state or a stream raises a StateTypeError (a TypeError) naming what it
+    takes and what it got; for a saved record, how to resume it. The value handed is unchanged."""
     right = "DecodeState" if function in TAKING_A_STATE else "Stream"
     value = _wrong_values()[wrong]
     call = {**TAKING_A_STATE, **TAKING_A_STREAM}[function]

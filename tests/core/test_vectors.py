@@ -1,4 +1,4 @@
-"""SPEC section 7: the test vectors, on the embedded Qwen3 tokenizer."""
+"""The test vectors, on the embedded Qwen3 tokenizer."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Engine names and defaults (issue 14): request parameters as vLLM, SGLang and OpenAI-style servers
-name them, and ``spaces_between_special_tokens`` exactly as transformers' ``decode`` treats it."""
+"""Engine names and defaults: request parameters as vLLM, SGLang and OpenAI-style servers name them,
+and ``spaces_between_special_tokens`` exactly as transformers' ``decode`` treats it."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_skip_special_tokens_defaults_to_true_where_engines_default_it() -> None
     header = next(read_trace(['{"tokenizer": "qwen3"}']))
     assert isinstance(header, TraceHeader) and header.options.skip_special_tokens is True
     assert Replayer(qwen).defaults.skip_special_tokens is True
-    # The core keeps transformers' own default (SPEC section 2).
+    # The core keeps transformers' own default (docs/guarantees.md, G1).
     assert codec_for(qwen).skip_special_tokens is False
 
 

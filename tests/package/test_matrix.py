@@ -1,4 +1,4 @@
-"""The matrix of issue 35: every path a user takes, on every shared tokenizer family.
+"""The matrix: every path a user takes, on every shared tokenizer family.
 
 Which test proves each cell, by family (tests/helpers.py's ``TOKENIZERS``: qwen3, qwen2_5, llama3,
 gpt2, phi2 are byte-level BPE; llama2, mistral_v03, phi3_mini SentencePiece with byte fallback;
@@ -271,7 +271,7 @@ def test_audit_on_ray(
 
     from helpers import codec
 
-    # a codec Ray cannot rebuild fails here at once, not in Ray's workers (issue 35, case 1)
+    # a codec Ray cannot rebuild fails here at once, not in Ray's workers
     cloudpickle.loads(cloudpickle.dumps(codec(name, True)))
     log = _log(name, tmp_path / "log.jsonl")
     local = _audit(capsys, name, log, tmp_path / "local.jsonl")

@@ -2,11 +2,11 @@
 (every protocol), cloudpickle (Ray's, and the standalone package where it is installed), Ray's
 object store and a Ray task, and a process started with ``spawn``.
 
-Each comes back equal; a state or a stream (which travels as its bytes, without its codec: SPEC
-"The state as a value") comes back as a ``SavedState`` or ``SavedStream`` that, resumed with the
-codec that travelled too (or the one that stayed), continues with exactly the future the
-untransported one has, which is ``tokenizer.decode``'s. On every tokenizer in tests/data, the
-generic fallback codec, and the classes that decode in Python. One Ray session and one spawned
+Each comes back equal; a state or a stream (which travels as its bytes, without its codec:
+docs/guarantees.md, "The state as a value") comes back as a ``SavedState`` or ``SavedStream`` that,
+resumed with the codec that travelled too (or the one that stayed), continues with exactly the
+future the untransported one has, which is ``tokenizer.decode``'s. On every tokenizer in tests/data,
+the generic fallback codec, and the classes that decode in Python. One Ray session and one spawned
 process serve the whole module.
 """
 

@@ -1,7 +1,7 @@
-"""User code type-checks under ``mypy --strict`` as another project runs it (issue 27; issue 35,
-case 3): outside the repository, with a clean configuration, ``transformers``, ``tokenizers``,
-mistral-common and the others followed through their own types, and puredetok installed with its
-``py.typed`` (a copy of the package under test in the site-packages of a scratch environment).
+"""User code type-checks under ``mypy --strict`` as another project runs it: outside the repository,
+with a clean configuration, ``transformers``, ``tokenizers``, mistral-common and the others followed
+through their own types, and puredetok installed with its ``py.typed`` (a copy of the package under
+test in the site-packages of a scratch environment).
 
 Checked there, in one run: the README's and the docs' calls (tests/package/typing_readme.py:
 ``codec_for(AutoTokenizer.from_pretrained(...))``, the stop layer, every kind of tokenizer object,

@@ -1,4 +1,4 @@
-"""``puredetok replay TRACE`` (SPEC 6): the trace format, the per-request checks, exit codes."""
+"""``puredetok replay TRACE`` (docs/trace.md): the trace format, the per-request checks, exit codes."""
 
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ def test_a_compressed_trace_on_standard_input_is_refused_clearly(
 def test_a_malformed_line_is_named_by_file_and_line_and_the_rest_is_replayed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], line: Any, why: str, json_lines: bool
 ) -> None:
-    """Issue 35 (cases 5, 10): one malformed line ended the whole replay, named by its line alone."""
+    """One malformed line used to end the whole replay, named by its line alone."""
     path = write(tmp_path, [{"uid": 0, "tokens": [32]}, line, {"uid": 5, "tokens": [33], "finished": True}])
     assert main(["replay", str(path), *(["--json"] if json_lines else [])]) == 2
     out, err = capsys.readouterr()
@@ -209,10 +209,10 @@ BAD_IDS = [2**64, 2**64 - 1, 2**70, -1, 151_669, 1.5, True, "5", None, [1], {"id
 def test_every_bad_id_is_its_requests_input_error_naming_file_and_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: Any
 ) -> None:
-    """Issue 35, case 5: an id past 2**64 - 1 ended the whole replay without a line number (where
-    -1 was the request's error), a float, a bool or a string ended it too, and so did a bad prompt
-    id; each is now an input error of its request, naming the file and line, and the request's
-    other ids and every other request are still replayed and checked."""
+    """An id past 2**64 - 1 ended the whole replay without a line number (where -1 was the request's
+    error), a float, a bool or a string ended it too, and so did a bad prompt id; each is now an
+    input error of its request, naming the file and line, and the request's other ids and every
+    other request are still replayed and checked."""
     path = write(
         tmp_path,
         [
@@ -303,7 +303,7 @@ def test_bad_ids_and_events_after_the_end_are_input_errors(
 def test_a_request_counts_the_ids_it_decoded_and_those_after_its_end(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 27: max_tokens 4 and 11 ids was "length, 11 tokens"; it decoded 4, 7 came after."""
+    """max_tokens 4 and 11 ids used to report "length, 11 tokens"; it decoded 4, 7 came after."""
     ids = list(range(32, 43))
     path = write(tmp_path, [{"uid": 1, "tokens": ids, "options": {"max_tokens": 4}, "finished": True}])
     assert main(["replay", str(path)]) == 0
@@ -322,7 +322,7 @@ def test_a_request_counts_the_ids_it_decoded_and_those_after_its_end(
 def test_quiet_still_names_each_input_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], json_lines: bool
 ) -> None:
-    """Issue 27: --quiet printed the count of input errors alone; each is named (not the texts)."""
+    """``--quiet`` used to print the count of input errors alone; each is named (not the texts)."""
     path = write(
         tmp_path,
         [

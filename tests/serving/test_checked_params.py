@@ -1,5 +1,5 @@
-"""Issue 27, checked where given: a request's parameters, and every record that carries them, refuse
-an invalid value when they are made, naming the field; what is made is accepted by an opening."""
+"""Checked where given: a request's parameters, and every record that carries them, refuse an
+invalid value when they are made, naming the field; what is made is accepted by an opening."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DetokenizeManager (SPEC 5): many requests per batch, each exactly the pure layers' text."""
+"""DetokenizeManager: many requests per batch, each exactly the pure layers' text."""
 
 from __future__ import annotations
 
@@ -272,7 +272,7 @@ def test_invalid_ids_are_a_per_request_error_and_nothing_else_is_lost() -> None:
 
 
 def test_late_messages_duplicate_openings_and_unknown_aborts_are_errors() -> None:
-    """Issue 27's lifecycle rule in the manager: a second opening ends the live request with its
+    """The request lifecycle rule in the manager: a second opening ends the live request with its
     error (its ids cannot be trusted); after the one finished reply, late messages, openings and
     aborts get error replies that are not finished; an abort of a uid never answered ends it."""
     m = manager()
@@ -308,8 +308,8 @@ def test_abort_drops_the_state_and_sends_nothing_held() -> None:
 
 
 def test_abort_refuses_a_bare_string_and_aborts_nothing() -> None:
-    """Issue 27: ``abort("xy")`` aborted 'x' and 'y' and left 'xy' streaming. A bare str or bytes
-    (or an item that is not a uid) is a TypeError, nothing is aborted; any collection works."""
+    """``abort("xy")`` used to abort 'x' and 'y' and leave 'xy' streaming. A bare str or bytes (or
+    an item that is not a uid) is a TypeError, nothing is aborted; any collection works."""
     m = manager()
     for uid in ("xy", "x", "y"):
         m.handle([DetokenizeMsg(uid, (32,), False, Opening())])
@@ -323,9 +323,9 @@ def test_abort_refuses_a_bare_string_and_aborts_nothing() -> None:
 
 
 def test_an_invalid_opening_is_refused_where_it_is_made() -> None:
-    """Issue 27: the values an opening would refuse are refused when the record is made, naming the
-    field, so they never reach a scheduler; the manager keeps its own checks all the same (a
-    forged record, which neither a constructor nor the wire makes, is an error for its request)."""
+    """The values an opening would refuse are refused when the record is made, naming the field, so
+    they never reach a scheduler; the manager keeps its own checks all the same (a forged record,
+    which neither a constructor nor the wire makes, is an error for its request)."""
     makers: list[tuple[Callable[[], object], str]] = [
         (lambda: Opening((-5,)), "prompt_ids"),
         (lambda: SamplingParams(stop=("",)), "stop"),
@@ -742,7 +742,7 @@ def test_stop_at_a_newline_after_a_prompt_ending_in_a_newline(name: str) -> None
     assert ended and ended[0].finish_reason == "stop" and ended[0].matched_stop == "\n"
 
 
-# --- the scheduler's finish reason (issue 14) -------------------------------------------------
+# --- the scheduler's finish reason ------------------------------------------------------------
 
 
 def test_the_schedulers_reason_reaches_the_reply() -> None:
@@ -874,7 +874,7 @@ def test_any_end_the_scheduler_gives_is_the_replys_reason_with_decodes_text(
     assert len(m) == 0
 
 
-# --- explicit open and hand-back (issue 12) -------------------------------------------------------
+# --- explicit open and hand-back ------------------------------------------------------------------
 
 
 def test_a_message_for_a_uid_not_held_is_an_error_and_never_opens_a_request() -> None:

@@ -1,7 +1,7 @@
-"""Issue 35, case 7: every option and every record is checked alike where it is given. None means
-"none" where vLLM and OpenAI-style requests send null for it; a value of the wrong type is an
-``OptionTypeError`` naming the option (a TypeError, and a ValueError as such values raised before),
-never taken for its truth value; every record refuses a bad value when it is made."""
+"""Every option and every record is checked alike where it is given. None means "none" where vLLM
+and OpenAI-style requests send null for it; a value of the wrong type is an ``OptionTypeError``
+naming the option (a TypeError, and a ValueError as such values raised before), never taken for its
+truth value; every record refuses a bad value when it is made."""
 
 from __future__ import annotations
 

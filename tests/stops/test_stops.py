@@ -1,4 +1,4 @@
-"""SPEC section 3: the stop layer as hypothesis properties, on all ten real tokenizers the tests
+"""The stop layer (docs/stops.md) as hypothesis properties, on all ten real tokenizers the tests
 carry (byte-level, SentencePiece with byte fallback, Metaspace, WordPiece with cleanup), and on the
 codecs those do not get by default (tests/sources.py): the ``spaces`` family (no decoder) and the
 generic fallback, forced on Qwen3 and Llama-2 and where a tokenizer really falls back (a class that

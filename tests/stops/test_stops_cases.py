@@ -1,5 +1,5 @@
-"""The stop layer against the failures other engines shipped (FIELD-CASES.md), the documented
-rules at their edges, and bad input. Real tokenizers throughout (Qwen3 unless said otherwise)."""
+"""The stop layer against the failures other engines shipped, the documented rules at their edges,
+and bad input. Real tokenizers throughout (Qwen3 unless said otherwise)."""
 
 from __future__ import annotations
 

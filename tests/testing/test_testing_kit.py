@@ -137,7 +137,7 @@ def test_the_core_conforms(name: str, skip: bool) -> None:
 
 
 def test_per_token_decode_sends_a_transient_replacement_for_a_split_ideograph() -> None:
-    # SPEC section 7: "鱻" is ids 100024 119 in Qwen3; alone, 100024 decodes to U+FFFD.
+    # A test vector: "鱻" is ids 100024 119 in Qwen3; alone, 100024 decodes to U+FFFD.
     found = find_violation(per_token("qwen3"), reference("qwen3"), split("qwen3", "鱻"))
     assert summary(found) == (G4, (100024, 119), 1, False, R, "鱻")
     assert found is not None and "where the final decode has '鱻'" in found.detail
@@ -370,7 +370,7 @@ def test_the_old_priming_is_reported_as_breaking_c(name: str) -> None:
 
 
 def test_the_old_priming_sends_the_newline_of_a_prompt_again() -> None:
-    # The issue's case: Llama-2's "...:\n" ends in the byte token <0x0A>, held until the run ends.
+    # Llama-2's "...:\n" ends in the byte token <0x0A>, held until the run ends.
     ref, encode = reference("llama2"), tokenizer("llama2").encode
     prompt, output = encode("A story about vLLM:\n"), encode(" VLLM is great.", add_special_tokens=False)
     found = check_continuation(old_priming("llama2"), ref, prompt, output)

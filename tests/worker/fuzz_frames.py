@@ -3,7 +3,7 @@
 :func:`hostile_frames` yields ``(kind, frame)``: deep nesting at many depths (the whole frame, the
 batch, every field of every inbound kind, unknown fields), random bytes, valid frames cut short or
 with bytes flipped, headers that declare huge lengths, and valid frames shaped to cost the most
-(issue 25: :data:`ADVERSARIAL`). Deterministic for a seed.
+(:data:`ADVERSARIAL`). Deterministic for a seed.
 """
 
 from __future__ import annotations
@@ -92,11 +92,11 @@ ADVERSARIAL = (
     "handed_back",
     "chat_flood",
 )
-"""Valid frames shaped to cost the most per message (issue 25): many messages of one request,
-uids the worker never opened, one uid opened again and again, requests opened and ended in turn,
-a few uids repeated in any order, all of these mixed, re-openings with handed-back states whose
-stop strings pass the worker's limits (and one within them), and tokenize requests of a chat
-with more messages than ``--max-chat-messages`` or of many tiny messages within it."""
+"""Valid frames shaped to cost the most per message: many messages of one request, uids the worker
+never opened, one uid opened again and again, requests opened and ended in turn, a few uids repeated
+in any order, all of these mixed, re-openings with handed-back states whose stop strings pass the
+worker's limits (and one within them), and tokenize requests of a chat with more messages than
+``--max-chat-messages`` or of many tiny messages within it."""
 
 
 @functools.cache

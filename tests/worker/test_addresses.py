@@ -1,6 +1,6 @@
-"""Issue 12, items 5 and 9: default addresses private to the user, no silent takeover of a live
-worker's address (ipc:// and tcp://), loopback decided by the resolved address, and a
-non-loopback bind only with an explicit flag."""
+"""Default addresses private to the user, no silent takeover of a live worker's address (ipc:// and
+tcp://), loopback decided by the resolved address, and a non-loopback bind only with an explicit
+flag."""
 
 from __future__ import annotations
 
@@ -115,8 +115,8 @@ def live(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
 
 
 def test_a_second_worker_never_takes_over_a_live_workers_address(live: Harness) -> None:
-    """Issue 12: a second ``serve`` on the same ipc address started without error and silently took
-    the address over (ZeroMQ unlinks the live socket file and binds anew)."""
+    """A second ``serve`` on the same ipc address started without error and silently took the
+    address over (ZeroMQ unlinks the live socket file and binds anew)."""
     address = live.worker_address(0)
     second = serve(
         "--listen", address, "--backend", live.backend_address, "--frontend", live.frontend_address
@@ -188,9 +188,9 @@ def test_allow_remote_binds_another_interface(tmp_path: Path) -> None:
 def test_serve_refuses_malformed_addresses_and_out_of_range_ports(
     option: str, address: str, says: str, tmp_path: Path
 ) -> None:
-    """Issue 27: ``--listen tcp://127.0.0.1:99999`` printed ready and listened on another port,
-    and ``--listen foo`` was refused as "reachable from other machines". Each is refused for what
-    it is, exit code 2, with or without --allow-remote."""
+    """``--listen tcp://127.0.0.1:99999`` printed ready and listened on another port, and
+    ``--listen foo`` was refused as "reachable from other machines". Each is refused for what it
+    is, exit code 2, with or without --allow-remote."""
     addresses = {
         "--listen": f"ipc://{tmp_path}/w",
         "--backend": f"ipc://{tmp_path}/b",

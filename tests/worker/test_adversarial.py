@@ -1,4 +1,4 @@
-"""Issue 25: no input makes the worker slow or big.
+"""No input makes the worker slow or big.
 
 - Adversarial batches (repeated, unknown, ended, opening and ending uids, aborts between batches)
   give, batch by batch, exactly the replies and the state of the per-message path.
@@ -6,7 +6,8 @@
 - A frame cut in slices (:func:`puredetok.worker._flow.slices`) is the same messages.
 - Real processes: a worker whose frontend stops reading stays within its memory bound, blocks its
   sender, and once the frontend reads again every stream is complete and exact; a health probe
-  sent behind the worst frame of the issue is answered before that frame's replies are all out.
+  sent behind the worst frame (100,000 messages for uids never opened) is answered before that
+  frame's replies are all out.
 """
 
 from __future__ import annotations
@@ -313,9 +314,9 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
 
 
 def test_a_stalled_frontend_bounds_memory_and_loses_nothing(harness: Harness) -> None:
-    """Issue 25: a worker grew from 175 MB to 863 MB in 60 s while its frontend did not read. With
-    a small outbox bound it stops reading instead (the sender is blocked), and every stream is
-    complete and exact once the frontend reads again."""
+    """A worker grew from 175 MB to 863 MB in 60 s while its frontend did not read. With a small
+    outbox bound it stops reading instead (the sender is blocked), and every stream is complete and
+    exact once the frontend reads again."""
     h = harness
     h.frontend.close(linger=0)  # bound again with a small queue: what a frontend that stalls buffers
     h.frontend = h.context.socket(zmq.PULL)
@@ -390,9 +391,9 @@ def test_a_stalled_frontend_bounds_memory_and_loses_nothing(harness: Harness) ->
 
 @pytest.mark.parametrize("kind", ["detokenize", "abort"])
 def test_a_probe_behind_the_worst_frame_is_answered_between_its_slices(harness: Harness, kind: str) -> None:
-    """Issue 25: a frame of 100,000 messages for uids the worker never opened delayed its health
-    check by 21.9 s; a frame of aborts was handled whole too (some 2 us per abort: a frame of
-    64 MiB of them, some 16 s). The probe now waits for one slice of it, not for the whole frame."""
+    """A frame of 100,000 messages for uids the worker never opened delayed its health check by
+    21.9 s; a frame of aborts was handled whole too (some 2 us per abort: a frame of 64 MiB of them,
+    some 16 s). The probe now waits for one slice of it, not for the whole frame."""
     h = harness
     h.start(1, "--quiet")
     h.wait_ready(1)

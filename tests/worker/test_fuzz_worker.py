@@ -1,7 +1,7 @@
-"""Issue 12: no frame of any bytes kills or stalls a worker. A real ``puredetok serve`` process gets
-thousands of hostile frames (tests/worker/fuzz_frames.py) over one connection and frames over its size
-limit over another, mixed with valid requests over a third; every valid request must come back
-exactly, and the worker must still answer a probe at once.
+"""No frame of any bytes kills or stalls a worker. A real ``puredetok serve`` process gets thousands
+of hostile frames (tests/worker/fuzz_frames.py) over one connection and frames over its size limit
+over another, mixed with valid requests over a third; every valid request must come back exactly,
+and the worker must still answer a probe at once.
 
 ``PUREDETOK_FUZZ_FRAMES`` and ``PUREDETOK_FUZZ_SEED`` scale the run (docs/benchmarks.md reports
 larger runs); the summary is printed (``pytest -s``).

@@ -1,8 +1,8 @@
-"""Issue 35, case 8: one request never costs the others their hand-back. Token ids, limits and
-counts are bounded where they are given by what a saved state holds (2**63 - 1): a request past it
-is refused at its opening, alone; and a request whose state cannot be saved all the same ends
-alone, with an error reply, while every other open request is handed back. Real ``puredetok
-serve`` processes and SIGTERM, as tests/worker/test_restart.py drives them."""
+"""One request never costs the others their hand-back. Token ids, limits and counts are bounded
+where they are given by what a saved state holds (2**63 - 1): a request past it is refused at its
+opening, alone; and a request whose state cannot be saved all the same ends alone, with an error
+reply, while every other open request is handed back. Real ``puredetok serve`` processes and
+SIGTERM, as tests/worker/test_restart.py drives them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Issue 27, the request lifecycle as a model: every request the frontend starts gets exactly one
-finished reply, whatever the scheduler and the frontend send, in every order.
+"""The request lifecycle as a model: every request the frontend starts gets exactly one finished
+reply, whatever the scheduler and the frontend send, in every order.
 
 A hypothesis state machine drives one worker in this process (its managers and its tokenizing
 thread, no sockets: what it would send is decoded as its peers would read it) with the frames of
@@ -8,12 +8,11 @@ both peers: tokenize (a good text, one over ``max_text_chars``, one whose prompt
 empty stop string, a parameter of the wrong type, past ``max_live``, twice), with and without
 ``finished``, more ids (an EOS, invalid ids, over ``max_ids``), the scheduler's ends and aborts, the
 frontend's aborts, duplicates, unknown uids, health probes, several messages in one frame, and a
-hand-back; any of them may name a uid before its tokenize comes (issue 35, case 9: that is one
-request, whose tokenize gives no second finished reply). A model predicts, step by step, which
-uids get a finished reply and which the scheduler is told to drop; the invariants are the rule
-itself. Every detokenize frame is built by hand as msgpack, as a scheduler written in any language
-would send it (an opening the schema refuses, or one the manager refuses, must end its request the
-same way).
+hand-back; any of them may name a uid before its tokenize comes (that is one request, whose tokenize
+gives no second finished reply). A model predicts, step by step, which uids get a finished reply and
+which the scheduler is told to drop; the invariants are the rule itself. Every detokenize frame is
+built by hand as msgpack, as a scheduler written in any language would send it (an opening the
+schema refuses, or one the manager refuses, must end its request the same way).
 """
 
 from __future__ import annotations
@@ -276,11 +275,11 @@ class Lifecycle(RuleBasedStateMachine):
 
     @rule(uid=st.sampled_from(UIDS), kind=st.sampled_from(sorted(TEXTS)))
     def tokenize(self, uid: Uid, kind: str) -> None:
-        """The frontend's tokenize. Of a uid an earlier tokenize named: another request, refused
-        (a uid names one request). Of a uid only other messages named before (ids, an opening, an
+        """The frontend's tokenize. Of a uid an earlier tokenize named: another request, refused (a
+        uid names one request). Of a uid only other messages named before (ids, an opening, an
         abort, from either side, in any order): the request those started, which has had its
         finished reply (or, live, will have it): no new start, no reply that finishes, nothing to
-        the scheduler (issue 35, case 9: it was told twice)."""
+        the scheduler (it used to be told twice)."""
         if uid in self.tokenizing or uid in self.named:
             self.starts[uid] += 1
             self.step_finished[uid] += 1
@@ -468,12 +467,11 @@ EARLY: dict[str, list[RawMsg] | None] = {
 def test_a_uid_named_before_its_tokenize_gets_one_finished_reply(
     in_process_worker: InProcessWorker, early: str
 ) -> None:
-    """Issue 35, case 9: a uid named by a stray detokenize, an opening (refused or not), a message
-    over a limit or an abort, before the frontend's tokenize of it came, got two finished replies
-    (the second: "this uid already names a request"). The tokenize belongs to the request those
-    messages started: it gets an error reply that does not finish, its prompt never reaches the
-    scheduler, and whatever follows (the scheduler's ids and end, the frontend's abort) gives no
-    second finished reply."""
+    """A uid named by a stray detokenize, an opening (refused or not), a message over a limit or an
+    abort, before the frontend's tokenize of it came, got two finished replies (the second: "this
+    uid already names a request"). The tokenize belongs to the request those messages started: it
+    gets an error reply that does not finish, its prompt never reaches the scheduler, and whatever
+    follows (the scheduler's ids and end, the frontend's abort) gives no second finished reply."""
     worker = in_process_worker
     worker.start_over()
     decoder = FrameDecoder()

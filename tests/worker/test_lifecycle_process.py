@@ -1,9 +1,9 @@
-"""Issue 27's cases against a real ``puredetok serve`` process, through the documented clients
-(sync and asyncio): an opening the worker refuses (``max_new_tokens=0``, a prompt id of -5) or
-sends with ``finished=True`` ends the client's request at once with :class:`RequestError` (well
-under its timeout), and the scheduler is told to drop the request (``AbortBackendMsg``). The
-openings are msgpack frames built by hand, as a scheduler in any language sends them: the message
-classes may refuse to build such values at all.
+"""The request lifecycle against a real ``puredetok serve`` process, through the documented clients
+(sync and asyncio): an opening the worker refuses (``max_new_tokens=0``, a prompt id of -5) or sends
+with ``finished=True`` ends the client's request at once with :class:`RequestError` (well under its
+timeout), and the scheduler is told to drop the request (``AbortBackendMsg``). The openings are
+msgpack frames built by hand, as a scheduler in any language sends them: the message classes may
+refuse to build such values at all.
 """
 
 from __future__ import annotations
@@ -150,10 +150,10 @@ def test_a_refused_opening_ends_the_request_at_once_asyncio(site: Site) -> None:
 
 
 def test_a_normal_client_disconnect_logs_nothing_above_debug(tmp_path: Path) -> None:
-    """Issue 35, case 10: clients that close (their sockets' connections to the worker end) made
-    the worker log a WARNING about frames over 64 MiB. ZeroMQ reports a peer that went away and a
-    frame refused over the size limit alike (a closed connection): the worker counts it
-    (``connection_closed``) and logs it at DEBUG; its log at INFO holds no warning, no error."""
+    """Clients that close (their sockets' connections to the worker end) made the worker log a
+    WARNING about frames over 64 MiB. ZeroMQ reports a peer that went away and a frame refused over
+    the size limit alike (a closed connection): the worker counts it (``connection_closed``) and
+    logs it at DEBUG; its log at INFO holds no warning, no error."""
     site = Site(tmp_path)
     command = [sys.executable, "-m", "puredetok.cli", "serve", "--listen", site.worker]
     command += ["--backend", site.backend, "--frontend", site.frontend]
@@ -196,10 +196,10 @@ frontend's abort (None)."""
 
 
 def test_a_uid_named_before_its_tokenize_gets_one_finished_reply(tmp_path: Path) -> None:
-    """Issue 35, case 9, against a real ``puredetok serve``: a uid named by a stray detokenize, a
-    refused opening, an opening or an abort before the frontend's tokenize of it comes gets exactly
-    one finished reply, whatever follows; its tokenize is answered with an error that does not
-    finish, and its prompt never reaches the scheduler (a control request's does)."""
+    """Against a real ``puredetok serve``: a uid named by a stray detokenize, a refused opening, an
+    opening or an abort before the frontend's tokenize of it comes gets exactly one finished reply,
+    whatever follows; its tokenize is answered with an error that does not finish, and its prompt
+    never reaches the scheduler (a control request's does)."""
     h = Harness(tmp_path)
     raw = h.context.socket(zmq.PUSH)  # the scheduler's frames built by hand
     try:
@@ -244,12 +244,11 @@ def test_a_uid_named_before_its_tokenize_gets_one_finished_reply(tmp_path: Path)
 
 
 def test_a_pool_answers_a_request_aborted_at_once_with_one_finished_reply(tmp_path: Path) -> None:
-    """Issue 35, case 9, across a pool (``serve --workers 2``): the frontend sends a tokenize and
-    at once its abort. Both reach the request's owner (the tokenize is routed by uid too, when the
-    same workers tokenize), in the order sent, so each request gets one finished reply: the
-    tokenize's refusal (a text over ``--max-text-chars``) or the abort. When tokenize messages were
-    spread, the abort reached the owner first for about half of them, and both workers finished
-    the request."""
+    """Across a pool (``serve --workers 2``): the frontend sends a tokenize and at once its abort.
+    Both reach the request's owner (the tokenize is routed by uid too, when the same workers
+    tokenize), in the order sent, so each request gets one finished reply: the tokenize's refusal (a
+    text over ``--max-text-chars``) or the abort. When tokenize messages were spread, the abort
+    reached the owner first for about half of them, and both workers finished the request."""
     h = Harness(tmp_path)
     try:
         h.start(2, "--quiet", "--max-text-chars", "16")

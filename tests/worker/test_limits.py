@@ -1,5 +1,5 @@
-"""Issue 12, items 2 and 3: limits with documented defaults and clear errors, each checked before
-the work it bounds, against a real ``puredetok serve`` process (memory read from /proc).
+"""Limits with documented defaults and clear errors, each checked before the work it bounds, against
+a real ``puredetok serve`` process (memory read from /proc).
 
 Texts over ``max_text_chars`` are refused before they are tokenized; a maximal allowed text
 tokenizes beside the loop (health probes and streams go on meanwhile); frames over the size limit
@@ -75,9 +75,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Harness, 
 
 
 def test_frames_over_the_size_limit_are_refused_before_they_are_read(served: tuple[Harness, int]) -> None:
-    """Issue 12: two 1 GiB frames reached 1.21 GB of RSS before they were dropped. ZeroMQ's
-    MAXMSGSIZE refuses them on their header: the worker's memory stays flat (its peak too: this
-    test runs first on its worker)."""
+    """Two 1 GiB frames used to reach 1.21 GB of RSS before they were dropped. ZeroMQ's MAXMSGSIZE
+    refuses them on their header: the worker's memory stays flat (its peak too: this test runs first
+    on its worker)."""
     h, pid = served
     pool = h.pool([0])
     inbox: list[Message] = []
@@ -111,7 +111,7 @@ def test_frames_over_the_size_limit_are_refused_before_they_are_read(served: tup
 
 
 def test_a_text_over_the_limit_is_refused_before_it_is_tokenized(served: tuple[Harness, int]) -> None:
-    """Issue 12: a 50 MB text tokenized for 105 s while a probe waited, and left 4.5 GB resident."""
+    """A 50 MB text used to tokenize for 105 s while a probe waited, and leave 4.5 GB resident."""
     h, pid = served
     pool = h.pool([0])
     inbox: list[Message] = []

@@ -1,6 +1,6 @@
-"""Drain and restart (issue 12): a worker asked to stop hands every open request back, and a new
-worker continues each exactly. Real ``puredetok serve`` processes over real ZeroMQ sockets; the
-test plays the API server and the scheduler, and keeps sending while the worker restarts.
+"""Drain and restart: a worker asked to stop hands every open request back, and a new worker
+continues each exactly. Real ``puredetok serve`` processes over real ZeroMQ sockets; the test plays
+the API server and the scheduler, and keeps sending while the worker restarts.
 """
 
 from __future__ import annotations

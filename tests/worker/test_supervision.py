@@ -1,6 +1,6 @@
-"""Issue 12, item 4: a pool restarts a worker that died, at once, and the frontend can tell every
-request the dead worker held; none hangs, and (issue 35, case 2) the scheduler is told to stop
-each one. Real processes, ``kill -9``, real sockets."""
+"""A pool restarts a worker that died, at once, and the frontend can tell every request the dead
+worker held; none hangs, and the scheduler is told to stop each one. Real processes, ``kill -9``,
+real sockets."""
 
 from __future__ import annotations
 
@@ -195,12 +195,12 @@ def _aborts_heard(backend: BackendClient, seconds: float) -> Counter[object]:
 
 
 def test_a_lost_request_is_aborted_at_the_scheduler_exactly_once(tmp_path: Path) -> None:
-    """Issue 35, case 2: ``kill -9`` of one worker of ``serve --workers 2``; the restarted worker's
-    ReadyMsg makes the frontend client raise RequestLost for each request the dead worker owned or
-    was tokenizing (before its first reply), and the scheduler's socket hears one AbortBackendMsg
-    for each lost uid, exactly once, while it keeps sending ids for them (answered as unknown by the
-    new worker, which aborts nothing). The other requests go on exactly. Sync client first, then the
-    asyncio one on the same pool (killed again)."""
+    """``kill -9`` of one worker of ``serve --workers 2``; the restarted worker's ReadyMsg makes the
+    frontend client raise RequestLost for each request the dead worker owned or was tokenizing
+    (before its first reply), and the scheduler's socket hears one AbortBackendMsg for each lost
+    uid, exactly once, while it keeps sending ids for them (answered as unknown by the new worker,
+    which aborts nothing). The other requests go on exactly. Sync client first, then the asyncio one
+    on the same pool (killed again)."""
     process, addresses, frontend, backend_address = _serve_pool(tmp_path, 2)
     line = encode("lost 推理 naïve 🦩 requests stop generating")
     try:

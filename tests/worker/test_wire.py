@@ -393,9 +393,9 @@ def _deep(levels: int) -> bytes:
 
 @pytest.mark.parametrize("levels", [29, 30, 100, 999, 1000, 1001, 5000, 100_000])
 def test_deep_nesting_anywhere_costs_its_message_at_most(levels: int) -> None:
-    """Issue 12: a 1 KB frame of 1,000 nested arrays raised RecursionError out of msgspec (its
-    skipping of the batch, its decoding of values of any shape) and killed the worker. Now nothing
-    is skipped by recursion; a message nested deeper than the limit is rejected alone, with its uid."""
+    """A 1 KB frame of 1,000 nested arrays raised RecursionError out of msgspec (its skipping of the
+    batch, its decoding of values of any shape) and killed the worker. Now nothing is skipped by
+    recursion; a message nested deeper than the limit is rejected alone, with its uid."""
     marker = msgspec.msgpack.encode("@")
     extra = SamplingParams(extra={"x": "@"})
     frames: dict[str, list[Message]] = {

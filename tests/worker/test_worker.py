@@ -1,4 +1,4 @@
-"""The worker process (SPEC 5): real ``puredetok serve`` processes, real ZeroMQ sockets, no mocks.
+"""The worker process (docs/worker.md): real ``puredetok serve`` processes, real ZeroMQ sockets, no mocks.
 
 The tests play the API server (they bind the frontend socket and send tokenize and abort
 messages) and the scheduler (they bind the backend socket and send detokenize messages).
@@ -155,8 +155,8 @@ def test_detokenize_with_stops_and_aborts(harness: Harness, worker: WorkerPool) 
 def test_a_uid_the_worker_does_not_hold_gets_an_error_and_opens_nothing(
     harness: Harness, worker: WorkerPool
 ) -> None:
-    """Issue 12: ids for an unknown uid opened a new request, without bound. Now: an error reply
-    each (never opened, or ended and forgotten), nothing held, nothing told to the scheduler."""
+    """Ids for an unknown uid opened a new request, without bound. Now: an error reply each (never
+    opened, or ended and forgotten), nothing held, nothing told to the scheduler."""
     ghosts = {f"ghost-{n}" for n in range(3000)}
     worker.send([DetokenizeMsg(uid, (32, 33)) for uid in sorted(ghosts)])
     worker.send([DetokenizeMsg("real", (32,), True, Opening())])
@@ -174,8 +174,8 @@ def test_a_uid_the_worker_does_not_hold_gets_an_error_and_opens_nothing(
 
 
 def test_the_schedulers_finish_reason_reaches_the_api_server(harness: Harness, worker: WorkerPool) -> None:
-    """Issue 14: the reply said "length" whenever the scheduler ended a request; now the
-    scheduler's reason (and stop) crosses the wire, column by column, to the reply."""
+    """The reply said "length" whenever the scheduler ended a request; now the scheduler's reason
+    (and stop) crosses the wire, column by column, to the reply."""
     text, eos = encode("The answer is 42."), 151645
     stop_opening = Opening((), SamplingParams(stop=("answer",)))
     worker.send(
@@ -221,7 +221,7 @@ def test_the_schedulers_finish_reason_reaches_the_api_server(harness: Harness, w
     got = harness.receive(harness.frontend, lambda got: len(got) >= 2)
     [bad] = [m for m in got if isinstance(m, UserReply) and m.uid == "f-bad"]
     [good] = [m for m in got if isinstance(m, UserReply) and m.uid == "f-good"]
-    assert bad.error is not None and "finish_reason" in bad.error and bad.finished  # it ends (issue 27)
+    assert bad.error is not None and "finish_reason" in bad.error and bad.finished  # it ends
     assert (good.incremental_output, good.finish_reason, good.matched_stop) == ("B", "stop", 5)
 
 
@@ -517,9 +517,9 @@ def test_serve_keeps_assistant_turns_as_data_when_asked(tmp_path: Path) -> None:
 def test_a_request_whose_opening_would_be_refused_never_reaches_the_scheduler(
     harness: Harness, worker: WorkerPool
 ) -> None:
-    """Issue 27: invalid parameters are refused when the message is decoded (as they are when it is
-    made), and parameters past the worker's limits (stop strings: max_stops) when it is tokenized;
-    either way the API server gets the error and the scheduler nothing."""
+    """Invalid parameters are refused when the message is decoded (as they are when it is made), and
+    parameters past the worker's limits (stop strings: max_stops) when it is tokenized; either way
+    the API server gets the error and the scheduler nothing."""
     many_stops = SamplingParams(stop=[f"s{n}" for n in range(300)])
     frame = msgspec.msgpack.encode(
         [
