@@ -50,7 +50,9 @@ class BackendClient(_Backend[zmq.Socket[bytes]]):
             yield from self.receive(None)
 
     def close(self) -> None:
-        """Close the sockets."""
+        """Close the sockets: when this returns the workers' connections to ``listen`` are closed, and
+        what they send next waits for the next client to bind it.
+        """
         self._close_sockets()
 
     def __enter__(self) -> BackendClient:
@@ -91,7 +93,7 @@ class AsyncBackendClient(_Backend[zmq.asyncio.Socket]):
                 yield message
 
     def close(self) -> None:
-        """Close the sockets."""
+        """Close the sockets (as :meth:`BackendClient.close`)."""
         self._close_sockets()
 
     async def __aenter__(self) -> AsyncBackendClient:

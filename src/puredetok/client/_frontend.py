@@ -61,7 +61,10 @@ class FrontendClient(_Frontend[zmq.Socket[bytes], "Request"]):
         return list(self._tracker.health)
 
     def close(self) -> None:
-        """Close the sockets (frames already sent are still delivered for a few seconds)."""
+        """Close the sockets: when this returns the workers' connections to ``listen`` are closed, and
+        what they send next waits for the next client to bind it (frames already sent to the workers
+        are still delivered for a few seconds).
+        """
         self._close_sockets()
 
     def __enter__(self) -> FrontendClient:
@@ -137,7 +140,7 @@ class AsyncFrontendClient(_Frontend[zmq.asyncio.Socket, "AsyncRequest"]):
             self._tracker.frame(await self._pull.recv())
 
     async def close(self) -> None:
-        """Stop reading and close the sockets."""
+        """Stop reading and close the sockets (as :meth:`FrontendClient.close`)."""
         if self._reader is not None:
             self._reader.cancel()
             try:
