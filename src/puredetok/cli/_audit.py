@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
@@ -141,10 +142,23 @@ def _prepared(args: argparse.Namespace) -> Auditor:
         return _auditor(args, built=False)
     from puredetok.audit._distributed import start_ray
 
-    with ThreadPoolExecutor(1) as pool:
-        loading = pool.submit(_auditor, args, True)
-        start_ray(args.ray_address, args.ray_cpus)
-        return loading.result()
+    # Said before the thread starts (catch_warnings and filters are process-wide, not per thread):
+    # Ray 2.51 warns at every start that a later Ray will stop setting the accelerators' variables
+    # when no GPU is asked for (the audit asks for none); tokenizers, once its thread pool has run
+    # here, warns in every process Ray forks meanwhile (each execs at once) unless the variable is
+    # set. Either broke the promise of one line on stderr for a failed run. The variable is set
+    # for the overlap only: a process forked later, as usual, gets the pool turned off.
+    warnings.filterwarnings("ignore", "Tip: In future versions of Ray", FutureWarning)
+    unset = "TOKENIZERS_PARALLELISM" not in os.environ
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            loading = pool.submit(_auditor, args, True)
+            start_ray(args.ray_address, args.ray_cpus)
+            return loading.result()
+    finally:
+        if unset:
+            del os.environ["TOKENIZERS_PARALLELISM"]
 
 
 def _results(
