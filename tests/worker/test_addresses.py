@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from helpers import tokenizer
 from puredetok.serving._messages import HealthCheckMsg, HealthReply
 from puredetok.worker._addresses import (
     AddressError,
@@ -216,27 +215,3 @@ def test_well_formed_addresses_pass_the_check() -> None:
         "inproc://z",
     ):
         check_address(address)
-
-
-def test_a_closed_worker_has_let_its_address_go_when_close_returns(tmp_path: Path) -> None:
-    """``Worker.close()`` returns once the connections to its address are closed (libzmq closes
-    them later, in its own threads; a frame a client sent down one in between was lost), so the
-    next worker binds the address at once and hears what clients send next.
-    """
-    listen = f"ipc://{tmp_path}/w"
-    backend, frontend = f"ipc://{tmp_path}/b", f"ipc://{tmp_path}/f"
-    worker = Worker(tokenizer("gpt2"), listen=listen, backend=backend, frontend=frontend)
-    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # a client's end of a connection
-    client.settimeout(30)
-    client.connect(f"{tmp_path}/w")
-    assert client.recv(1) == b"\xff"  # the worker took the connection: its greeting's first byte
-    worker.close()
-    client.setblocking(False)
-    try:
-        while client.recv(4096):  # the rest of the greeting, then the end of the connection
-            pass
-    except BlockingIOError:
-        pytest.fail("close() returned with the connection still open")
-    client.close()
-    # nothing listens on the address any more: the next worker takes it at once
-    Worker(tokenizer("gpt2"), listen=listen, backend=backend, frontend=frontend).close()

@@ -259,16 +259,10 @@ class Worker:
                 codec_options,
                 assistant_as_data,
             )
-            # The bound socket lives in a context of its own, which close() terminates: libzmq
-            # closes a socket's connections later, in its own threads, and a frame a client sent
-            # down one in between was lost, even once the next worker bound the address.
-            self._listening = zmq.Context()
             self._pull = self._socket(zmq.PULL, self.address, bind=True)
         except BaseException:
             if hasattr(self, "_builder"):
                 self._builder.close()
-            if hasattr(self, "_listening"):
-                self._listening.term()
             self._claim.release()
             raise
         self.name = name or f"worker-{os.getpid()}"
@@ -345,7 +339,7 @@ class Worker:
         """Bytes of frames the last loop took in."""
 
     def _socket(self, kind: int, address: str, *, bind: bool) -> zmq.Socket[bytes]:
-        socket: zmq.Socket[bytes] = (self._listening if bind else self._context).socket(kind)
+        socket: zmq.Socket[bytes] = self._context.socket(kind)
         socket.setsockopt(zmq.LINGER, 10_000)
         socket.setsockopt(zmq.SNDHWM, QUEUE_FRAMES)
         try:
@@ -468,8 +462,7 @@ class Worker:
 
     def close(self) -> None:
         """Close the sockets, flushing replies still queued (up to their linger time), and let the
-        address go: when this returns, the connections to the address are closed, and what clients
-        send next waits for the next worker to bind it.
+        address go.
         """
         if self._tokenizer is not None:
             self._tokenizer.close()
@@ -479,7 +472,6 @@ class Worker:
             self._pull.disable_monitor()
             self._monitor.close(linger=0)
         self._pull.close(linger=0)
-        self._listening.term()
         self._backend.close()
         self._frontend.close()
         self._claim.release()
