@@ -347,9 +347,19 @@ OLDEST_TESTS: dict[str, tuple[str, ...]] = {
 (every dependency and extra of :data:`OLDEST_EXTRAS` at least once; test_matrix.py every shared
 tokenizer family): within CI's time, where the whole suite is not (docs/versions.md)."""
 
-OLDEST_TOOLS = ("pytest", "pytest-timeout", "pytest-xdist", "mypy", "sentencepiece")
+OLDEST_TOOLS = (
+    "pytest",
+    "pytest-timeout",
+    "pytest-xdist",
+    "mypy",
+    "sentencepiece",
+    "hatchling",
+    "mkdocs",
+    "mkdocstrings[python]",
+)
 """What the oldest run needs besides the package: the test tools (their newest releases, but pytest:
-the testing extra's floor, which the constraints pin)."""
+the testing extra's floor, which the constraints pin), with what the API reference's and the
+wheel's tests read, so that ``test-oldest tests`` runs every module."""
 
 
 def oldest_pins(pyproject: str) -> str:
