@@ -232,7 +232,8 @@ class DetokenizeManager:
         key = _rules_key(params)
         rules = self._rules.get(key)
         if rules is None:
-            self._check_stops(params.stop)
+            # the limits before the rules are built: their cost grows with both
+            check_stop_limits(params.stop, self.max_stops, self.max_stop_chars)
             rules = StopRules(
                 stop=params.stop,
                 stop_token_ids=params.stop_token_ids,
@@ -246,12 +247,6 @@ class DetokenizeManager:
                 self._rules.clear()
             self._rules[key] = rules
         return rules
-
-    def _check_stops(self, stop: object, whose: str = "") -> None:
-        """Raises ValueError if ``stop`` has more stop strings, or more characters, than the limits
-        (before its rules are built: their cost grows with both).
-        """
-        check_stop_limits(stop, self.max_stops, self.max_stop_chars, whose)
 
     def _fresh_stream(self, params: SamplingParams) -> Stream:
         """A request's record with these parameters before any token (one shared record, as
@@ -587,7 +582,7 @@ class DetokenizeManager:
             raise ValueError(f"request {uid!r} is already open")
         if stream.finish_reason is not None:
             raise ValueError(f"request {uid!r} has already ended ({stream.finish_reason.kind})")
-        self._check_stops(stream.rules.stop, "its stream has ")
+        check_stop_limits(stream.rules.stop, self.max_stops, self.max_stop_chars, "its stream has ")
         self._check_room(uid)
         self._ended.pop(uid, None)
         self._store(uid, stream, 0)
