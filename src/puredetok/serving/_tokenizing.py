@@ -47,45 +47,29 @@ def trim_memory() -> None:
         _TRIM(0)
 
 
-class TokenizeThread:
+class TokenizeThread(Background[Sequence[TokenizeMsg], list[TokenizeResult]]):
     """A thread that runs :meth:`TokenizeManager.tokenize` on the batches given to :meth:`submit`.
 
-    :attr:`fd` becomes readable when results wait; :meth:`collect` takes them, in order. A batch
+    :attr:`fd` becomes readable when results wait; :meth:`results` takes them, in order. A batch
     that makes the manager raise (a bug) gets an error result per message.
     """
 
     def __init__(self, manager: TokenizeManager) -> None:
-        self._thread: Background[Sequence[TokenizeMsg], list[TokenizeResult]] = Background(
-            manager.tokenize, "puredetok-tokenize", after=_trim_after
-        )
+        super().__init__(manager.tokenize, "puredetok-tokenize", after=_trim_after)
 
-    @property
-    def fd(self) -> int:
-        """A file descriptor that is readable while results wait (for the loop's poller)."""
-        return self._thread.fd
+    def submit(self, job: Sequence[TokenizeMsg]) -> None:
+        """Tokenize the messages of ``job`` after the batches already given (none: nothing to do)."""
+        if job:
+            super().submit(job)
 
-    @property
-    def pending(self) -> int:
-        """Batches submitted whose results have not been collected yet."""
-        return self._thread.pending
-
-    def submit(self, messages: Sequence[TokenizeMsg]) -> None:
-        """Tokenize ``messages`` after the batches already given."""
-        if messages:
-            self._thread.submit(messages)
-
-    def collect(self) -> list[tuple[TokenizeMsg, TokenizeResult]]:
-        """The results ready now, in the order their messages were submitted."""
+    def results(self) -> list[tuple[TokenizeMsg, TokenizeResult]]:
+        """The results ready now, message by message, in the order their messages were submitted."""
         ready: list[tuple[TokenizeMsg, TokenizeResult]] = []
-        for messages, results in self._thread.collect():
+        for messages, results in self.collect():
             if isinstance(results, Exception):  # a bug costs this batch, never the thread
                 results = [TokenizeResult(m.uid, None, f"internal error: {results}") for m in messages]
             ready.extend(zip(messages, results))
         return ready
-
-    def close(self) -> None:
-        """Finish the batches given, then stop the thread (collect their results before)."""
-        self._thread.close()
 
 
 def _trim_after(messages: Sequence[TokenizeMsg]) -> None:

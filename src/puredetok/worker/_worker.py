@@ -731,7 +731,7 @@ class Worker:
         """Send on what the tokenizing thread has finished."""
         assert self._tokenizer is not None
         out = _Outbox()
-        for msg, result in self._tokenizer.collect():
+        for msg, result in self._tokenizer.results():
             self._waiting_chars -= text_chars(msg)
             left = self._tokenizing.pop(msg.uid) - 1
             if left:
