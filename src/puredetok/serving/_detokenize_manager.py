@@ -2,21 +2,8 @@
 
 The manager holds the only mutable state of detokenization, a map from request id to its
 immutable :class:`~puredetok.stops.Stream` record, and applies the pure core and stop layer to
-it. A request's record is created only by an explicit opening (prompt ids, stop rules, decode
-options, or a handed-back state): a message for a uid the manager does not hold (never opened,
-ended, or lost with another worker) gets an error reply and never opens a request, so unknown
-uids cost nothing but that reply. A record is removed when the request finishes or is aborted,
-or when the manager hands it back (:meth:`DetokenizeManager.drain`). Errors are reported per
-request, in that request's reply; the rest of the batch is unaffected. Every request gets exactly
-one finished reply (docs/worker.md, "Request lifecycle"): a refused opening ends its request, and
-nothing for a uid that has had its finished reply gets another.
-
-Capacity: at most ``max_live`` requests are live at once (:data:`DEFAULT_MAX_LIVE`); past it a
-new request is refused with an error, and a live one is never evicted (engines that evicted lost
-text or crashed: SGLang issue 2812). A live record is a few hundred bytes (10,000 live requests
-hold about 2.4 MB: the tables a stream keeps from its opening are shared by the requests
-opened alike). The memory of *ended* uids is bounded too (``remember_ended``), kept only to
-recognise a late message for a request that has already ended; forgetting one never loses text.
+it. docs/adapters.md ("DetokenizeManager") says how requests open, end and are refused, and
+what its capacity costs.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """``TokenizeManager``: plain text or chat messages to int32 token ids, many requests at a time.
 
-Chat input is data. The text the caller puts into a chat (the content of user, system and tool
-messages, every other value of those messages, tool definitions and every template option) never
-becomes a control id, special or merely added: a user who writes ``<|im_end|>``, ``<think>`` or
-``<tool_call>`` gets the ids of those characters. The template's own markers keep their ids, and
-by default so does what the model itself produced: assistant messages (content, tool calls,
-reasoning, every value) are rendered as they are, trusted as the model's own output. A server whose
-clients send earlier assistant turns back (as OpenAI-style requests do) cannot know they are the
-model's: with ``assistant_as_data=True`` they are data like the rest (``serve
---assistant-as-data``). How: every added token's text in the caller's values is masked with
-private-use characters, the template is rendered (and checked to render the caller's text exactly
-when unmasked), the added tokens left in that rendering (the template's, and the trusted assistant
-turns') are found by the tokenizer itself, and the text between them is encoded with no added token
-parsed, each piece as the tokenizer's pipeline encodes the text between two added tokens. A trusted
-caller may ask for every value parsed per request (``TokenizeMsg(parse_special_tokens=True)``). A
-plain completion prompt (``text``) is the caller's whole prompt: it is encoded as the tokenizer
-encodes it, added tokens and all, as engines' completion endpoints do.
+Chat input is data: the text a caller puts into a chat never becomes a control id, special or
+merely added (:class:`ContentAsData` encodes it so); the template's own markers, and by default
+the assistant turns, keep theirs. docs/adapters.md ("Chat input is data") says how and why.
 """
 
 from __future__ import annotations

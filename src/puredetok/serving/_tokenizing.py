@@ -1,16 +1,6 @@
-"""Tokenizing beside the worker's loop, so that a long text never holds up the streams.
-
-Encoding a prompt of a million characters takes a second or more; done in the loop, it would
-hold every stream's next text and every health probe that long. A :class:`TokenizeThread`
-tokenizes batches in a thread of its own (a :class:`~puredetok.serving._background.Background`),
-in the order they were given (the ``tokenizers`` library lets go of the interpreter's lock while
-it encodes, so the loop keeps running), and wakes the loop when results are ready; the loop sends
-them.
-
-Encoding a long text takes memory for a moment (some 250 MB for a million characters, most of it
-in the encoder's own allocations): after a batch of :data:`TRIM_CHARS` characters or more, the
-thread hands the freed memory back to the system (glibc's ``malloc_trim``, where there is one),
-so that a worker's resident memory after a long prompt is what it was before.
+"""Tokenizing beside the worker's loop, so that a long text never holds up the streams: a
+:class:`TokenizeThread` tokenizes batches in a thread of its own, in order, wakes the loop when
+results are ready, and hands the memory a long text took back to the system (:func:`trim_memory`).
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""The worker's flow control: frames waiting to be handled, in slices (fairness), and frames waiting
-to be sent (backpressure).
-
-A frame of many detokenize messages is cut into slices of at most ``local_bs`` messages; the loop
-handles one slice, then reads what has arrived meanwhile, so a health probe behind a large frame
-is answered after one slice instead of after the whole frame. Frames wait in a :class:`Backlog`
-in arrival order (the order of each request's messages is kept).
-
-Frames the worker could not send at once (the peer is not reading, ZeroMQ's high-water mark is
-reached) wait in the :class:`Outgoing` queue, in order, and go out as soon as the peer can take
-them: nothing is dropped. While that queue holds more than the worker's limit, the worker stops
-reading its input: the senders' own queues fill and block them in turn (backpressure), and the
-worker's memory stays bounded whatever its peers do.
+"""The worker's flow control: frames waiting to be handled, a slice at a time (:class:`Backlog`:
+fairness), and frames waiting to be sent (:class:`Outgoing`: backpressure). docs/worker.md,
+"Fairness and backpressure", says how they behave.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
-"""The wire format: typed msgpack frames, checked against the message schema. Never pickle.
+"""The wire format: typed msgpack frames ``[kind, version, batch]``, checked against the message
+schema (docs/worker.md, "Wire protocol"). Never pickle.
 
-A frame is the msgpack array ``[kind, version, batch]``: one batch of messages of one kind, and the
-version of the protocol it was written in (:data:`~puredetok.serving._messages.PROTOCOL_VERSION`).
-The frames of the kinds a side reads are a tagged union of ``msgspec`` Structs (``array_like``,
-tagged by their kind: :func:`frame_type`), so one decode reads a well-formed frame straight into
-its typed records. A frame of another version is refused whole (:class:`FrameError` with reason
-``"version"``, naming both versions), before anything in it is read. For the kinds that flow per
-token (``"detokenize"``, ``"reply"``) the batch is a map of columns
-(:class:`~puredetok.serving._messages.DetokenizeBatch`,
-:class:`~puredetok.serving._messages.ReplyBatch`); for the others it is an array of messages, each a
-map of its fields. Decoding checks every field's type and constraint. A frame that cannot be read
-at all (too large, not msgpack, not ``[str, int, batch]``, another version, an unknown kind) raises
-:class:`FrameError`; a frame in which only some messages are malformed gives the good ones and a
-:class:`Rejected` note for each bad one, with its uid when that much could be read, so that the
-sender of that one request can be told.
+A frame that cannot be read at all raises :class:`FrameError`; a frame in which only some messages
+are malformed gives the good ones and a :class:`Rejected` note for each bad one, with its uid when
+that much could be read, so that the sender of that one request can be told.
 """
 
 from __future__ import annotations

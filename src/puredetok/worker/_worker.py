@@ -1,32 +1,12 @@
 """The tokenizer/detokenizer worker process: ZeroMQ in, ZeroMQ out, the managers in between.
 
-A worker PULLs frames on its own address (it binds), and PUSHes token ids and aborts to the
-scheduler (``backend``) and text to the API server (``frontend``); it connects to both, so any
-number of workers can share them. Each loop reads up to ``local_bs`` waiting messages (and about
-:data:`LOOP_BYTES` of frames), handles up to ``local_bs`` of those waiting, kind by kind (keeping
-the order of each request's messages), and sends one frame per kind. Tokenizing runs in a thread
-beside the loop (:mod:`puredetok.serving._tokenizing`), so a long prompt never holds up the streams.
-
-Limits (:class:`Limits`) bound what one frame, one request and the whole worker may hold: a frame
-over ``max_frame_bytes`` is refused by ZeroMQ before it is read; a text over ``max_text_chars``
-is refused before it is tokenized; a request carrying more than ``max_ids`` ids in one message,
-or tokenizing to more, is refused; past ``max_live`` live requests, a new one is refused; so is a
-request with more than ``max_stops`` stop strings or ``max_stop_chars`` characters of them. Each
-refusal is an error reply to that request alone.
-
-Fairness and backpressure (:mod:`puredetok.worker._flow`): a large detokenize frame is handled in
-slices of ``local_bs`` messages, with reads between them (health probes are answered as they are
-read); frames a peer does not take wait in a bounded queue, and past ``max_outbox_bytes`` of them
-the worker stops reading and handling input until the peer reads again.
-
-Shutdown: SIGINT or SIGTERM (or ``stop_event``) ends the loop after the current batch; the frames
-already waiting are still handled (for up to :data:`DRAIN_SECONDS`), the tokenizing thread
-finishes what it was given, then every open request is
-handed back to the frontend: a finished reply whose ``error`` starts with ``"handed back"``,
-carrying the request's stream as bytes (:attr:`UserReply.state`) and how many of its generated ids
-that stream has consumed (:attr:`UserReply.consumed`). A :class:`DetokenizeMsg` whose
-:class:`Opening` carries them, with the request's ids from ``consumed`` on, continues the request
-exactly on any worker of the same tokenizer. The replies are flushed before the sockets close.
+A worker binds its own address and PULLs frames from it; it connects to the scheduler
+(``backend``) and the API server (``frontend``) and PUSHes to them, so any number of workers can
+share them. Each loop reads up to ``local_bs`` messages (and about :data:`LOOP_BYTES` of frames),
+handles them kind by kind (each request's messages in order) and sends one frame per kind;
+tokenizing and codec builds run beside the loop. docs/worker.md says how a worker bounds what it
+holds ("Limits"), stays fair under load ("Fairness and backpressure") and hands its open requests
+back when it stops ("Stopping and restarting on purpose").
 """
 
 from __future__ import annotations
