@@ -422,21 +422,21 @@ class DetokenizeManager:
         it (``end``: the scheduler's reason), name a uid that is not live, or hold an invalid id.
         """
         stream = self._live.get(uid)
-        if stream is None and opening is None:  # not live: an error reply, nothing else changes
+        many = type(tokens) is not int
+        if opening is not None:
+            stream = self._first(position, uid, stream, opening, len(tokens) if many else 1, replies)
+            if stream is None:
+                replies.outputs.append("")
+                return
+        elif stream is None:  # not live: an error reply, nothing else changes
             finished, error = self._not_live(uid)
             if finished:
                 replies.ended.append((position, None, None))
             replies.errors.append((position, error))
             replies.outputs.append("")
             return
-        many = type(tokens) is not int
-        count = len(tokens) if many else 1
-        self._consumed[uid] += count
-        if stream is None or opening is not None:
-            stream = self._first(position, uid, stream, opening, count, replies)
-            if stream is None:
-                replies.outputs.append("")
-                return
+        else:
+            self._consumed[uid] += len(tokens) if many else 1
         last = None
         if end is not None and type(end.matched) is int:  # the scheduler stopped on a token
             tokens, last = _split_stop_token(stream, end.matched, tokens if many else (tokens,))
@@ -458,31 +458,39 @@ class DetokenizeManager:
         replies.outputs.append(text)
 
     def _first(
-        self,
-        position: int,
-        uid: Uid,
-        stream: Stream | None,
-        opening: Opening | None,
-        count: int,
-        replies: _Replies,
+        self, position: int, uid: Uid, stream: Stream | None, opening: Opening, count: int, replies: _Replies
     ) -> Stream | None:
-        """The record of a message that opens its request or names a uid that is not live: the new
-        record (stored; its ``count`` ids, already counted, counted on from the opening's
-        ``consumed``), or None with the error in ``replies``: a refused opening ends its request
-        (a live one too: opened twice), an opening or a message for a uid that has had its
-        finished reply changes nothing.
+        """The record of a message that opens its request: the new record (stored, its ``count``
+        ids counted on from the opening's ``consumed``), or None with the error in ``replies``: a
+        refused opening ends its request (a live one too: opened twice, dropped; the uid remembered
+        as ended), unless the uid has had its finished reply (then it changes nothing).
         """
-        first = self._opening(uid, opening, stream)
-        if isinstance(first, tuple):
-            finished, message = first
-            if finished:
-                replies.ended.append((position, None, None))
-            replies.errors.append((position, message))
-            self._consumed.pop(uid, None)
+        if stream is None and uid in self._ended:
+            replies.errors.append(
+                (position, f"request {uid!r} {ENDED_ALREADY} ({self._ended[uid]}): opening ignored")
+            )
             return None
-        assert opening is not None
-        self._store(uid, first, opening.consumed + count)
-        return first
+        if stream is not None:
+            error = f"request {uid!r} refused: already open (opened twice): it ends"
+        elif len(self._live) >= self.max_live:
+            error = self._full(uid)
+        else:
+            try:
+                first = self._opened(uid, opening)
+            except ValueError as invalid:
+                error = str(invalid)
+            except TypeError as invalid:  # a parameter of the wrong type, found building its rules or codec
+                error = _invalid_parameters(uid, invalid)
+            else:
+                self._store(uid, first, opening.consumed + count)
+                return first
+        self._answered.pop(uid, None)
+        self._live.pop(uid, None)
+        self._consumed.pop(uid, None)
+        self._remember(uid, "refused")
+        replies.ended.append((position, None, None))
+        replies.errors.append((position, error))
+        return None
 
     def _end(self, uid: Uid, stream: Stream, position: int, replies: _Replies) -> None:
         """Request ``uid`` has ended with ``stream``: forget its record, note why."""
@@ -619,31 +627,6 @@ class DetokenizeManager:
                 self._remember(uid, "not handed back")
         self._live.clear()
         return handed, failed
-
-    def _opening(self, uid: Uid, opening: Opening | None, stream: Stream | None) -> Stream | tuple[bool, str]:
-        """The record for a message that opens a request or names a uid that is not live (not yet
-        stored), or why not: ``(finished, error)``. A refused opening ends its request (``finished``:
-        a live one is dropped, the uid remembered as ended), unless the uid has already ended.
-        """
-        if opening is None:
-            return self._not_live(uid)
-        if stream is None and uid in self._ended:
-            return False, f"request {uid!r} {ENDED_ALREADY} ({self._ended[uid]}): opening ignored"
-        if stream is not None:
-            error = f"request {uid!r} refused: already open (opened twice): it ends"
-        elif len(self._live) >= self.max_live:
-            error = self._full(uid)
-        else:
-            try:
-                return self._opened(uid, opening)
-            except ValueError as invalid:
-                error = str(invalid)
-            except TypeError as invalid:  # a parameter of the wrong type, found building its rules or codec
-                error = _invalid_parameters(uid, invalid)
-        self._answered.pop(uid, None)
-        self._live.pop(uid, None)
-        self._remember(uid, "refused")
-        return True, error
 
     def _store(self, uid: Uid, stream: Stream, consumed: int) -> None:
         """Make ``stream`` the live record of ``uid``, which has consumed ``consumed`` ids."""
