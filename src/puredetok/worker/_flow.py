@@ -10,6 +10,7 @@ __all__ = ["Backlog", "Outgoing", "slices"]
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 
 import zmq
@@ -39,9 +40,9 @@ def slices(decoded: Decoded, size: int) -> Iterator[Decoded]:
             yield Decoded(part, decoded.rejected if begin == 0 else ())
         return
     total = len(batch)
-    finished = _ascending(batch.finished, _itself)
-    opens = _ascending(batch.opens, _first)
-    reasons = _ascending(batch.reasons, _first)
+    finished = _ascending(batch.finished)
+    opens = _ascending(batch.opens, itemgetter(0))
+    reasons = _ascending(batch.reasons, itemgetter(0))
     opened = [position for position, _ in opens]
     explained = [position for position, _, _ in reasons]
     counts = batch.counts
@@ -68,20 +69,11 @@ def slices(decoded: Decoded, size: int) -> Iterator[Decoded]:
         yield Decoded(piece, decoded.rejected if begin == 0 else ())
 
 
-def _ascending(items: Sequence[Any], key: Callable[[Any], int]) -> Sequence[Any]:
+def _ascending(items: Sequence[Any], key: Callable[[Any], int] | None = None) -> Sequence[Any]:
     """``items`` in ascending order of ``key`` (as they come from an encoder: then in one pass)."""
     listed = list(items)
     ordered = sorted(listed, key=key)
     return listed if ordered == listed else ordered
-
-
-def _itself(position: int) -> int:
-    return position
-
-
-def _first(item: tuple[Any, ...]) -> int:
-    position: int = item[0]
-    return position
 
 
 class Backlog:
