@@ -153,15 +153,9 @@ def _without_first_prepend(config: Any) -> tuple[Any, bool]:
 class ContentAsData:
     """Encodes rendered chat prompts in which only the template's own added tokens are tokens.
 
-    One per tokenizer (it needs a ``tokenizers`` backend). :meth:`encode` takes the prompt rendered
-    from masked values (each added token's text in them replaced by one private-use character) and
-    the table that unmasks them, and returns the ids: the added tokens left in the rendering (the
-    template's, and those of assistant turns), found by the tokenizer itself (with its own rules
-    for the spaces around them), and between them the unmasked text, encoded with no added token
-    parsed (special or not: Qwen3's ``<think>`` and ``<tool_call>`` are added tokens not marked
-    special), each piece as the pipeline encodes the text between two added tokens (a Metaspace
-    that prepends ``▁`` to the first piece only does so to the first). The two copies of the
-    backend this takes are made on first use.
+    One per tokenizer (it needs a ``tokenizers`` backend): :meth:`encode` takes the prompt rendered
+    from masked values and the table that unmasks them (docs/adapters.md, "Chat input is data",
+    says how). The two copies of the backend this takes are made on first use.
     """
 
     def __init__(self, backend: tokenizers.Tokenizer) -> None:

@@ -75,7 +75,7 @@ from puredetok.serving._messages import (
 from puredetok.serving._tokenize_manager import TokenizeManager, TokenizeResult
 from puredetok.serving._tokenizing import TokenizeThread, text_chars, trim_memory
 from puredetok.worker._addresses import AddressError, check_bind_address, claim, default_address, loopback
-from puredetok.worker._codecs import CodecBuilder, Parking
+from puredetok.worker._codecs import Parking, codec_builder
 from puredetok.worker._flow import Backlog, Outgoing
 from puredetok.worker._wire import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -312,7 +312,7 @@ class Worker:
         self._waiting_chars = 0
         """Characters of text given to the tokenizing thread, not yet tokenized."""
         self._tokenizer: TokenizeThread | None = None
-        self._builder = CodecBuilder(self._codecs, tokenizer)
+        self._builder = codec_builder(self._codecs, tokenizer)
         self._parking = Parking(self._codecs, tokenizer, setting, self._builder)
         """Requests waiting for a codec being built (new decode options), their messages in order."""
         self._taken = 0
