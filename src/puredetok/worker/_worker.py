@@ -227,18 +227,50 @@ class Worker:
             raise ValueError(f"local_bs must be >= 1, got {local_bs}")
         self.address = listen or default_address("worker-0")
         check_bind_address(self.address, allow_remote=allow_remote)
+        self.limits = limits
+        self.decoder = FrameDecoder(max_frame_bytes=limits.max_frame_bytes)
+        self.drops = DropCounter(logger)
+        self.handled: dict[str, int] = {}
+        self.frames_received = 0
+        self._stop = threading.Event()
+        self._context = context or zmq.Context.instance()
+        self._tokenizing: dict[Uid, int] = {}
+        """Requests given to the tokenizing thread, with how many of their messages it still has."""
+        self._cancelled: set[Uid] = set()
+        """Requests aborted while the tokenizing thread has them: their ids are not sent on."""
+        self._named: OrderedDict[Uid, None] = OrderedDict()
+        """The last uids a tokenize named (a tokenize naming one again is another request: refused)."""
+        self._waiting_chars = 0
+        """Characters of text given to the tokenizing thread, not yet tokenized."""
+        self._tokenizer: TokenizeThread | None = None
+        self._taken = 0
+        """Bytes of frames the last loop took in."""
+        self._codecs = CodecCache(limits.max_codecs)
+        """The worker's codecs: its manager, its builder and its parking ask this cache."""
+        setting = Setting(max_byte_run, out_of_vocab)
         self._claim = claim(self.address)  # fails now if a live worker holds the address
         try:
-            self._setup(
+            if isinstance(tokenizer, str | os.PathLike) or tokenizer is None:
+                tokenizer = load_tokenizer(tokenizer)
+            self.tokenize_manager = TokenizeManager(tokenizer, assistant_as_data=assistant_as_data)
+            # settles the tokenizer before the thread
+            self.tokenize_manager.tokenize([TokenizeMsg(0, "warm up")])
+            self.detokenize_manager = DetokenizeManager(
                 tokenizer,
-                backend,
-                frontend,
-                limits,
-                context,
-                Setting(max_byte_run, out_of_vocab),
-                codec_options,
-                assistant_as_data,
+                max_byte_run=max_byte_run,
+                out_of_vocab=out_of_vocab,
+                max_live=limits.max_live,
+                max_stops=limits.max_stops,
+                max_stop_chars=limits.max_stop_chars,
+                codecs=self._codecs,
             )
+            for params in codec_options:  # built before the worker is ready
+                self._codecs.codec(tokenizer, setting.options_of(params))
+            self._backend = self._socket(zmq.PUSH, backend or default_address("backend"), bind=False)
+            self._frontend = self._socket(zmq.PUSH, frontend or default_address("frontend"), bind=False)
+            self._builder = codec_builder(self._codecs, tokenizer)
+            self._parking = Parking(self._codecs, tokenizer, setting, self._builder)
+            """Requests waiting for a codec being built (new decode options), their messages in order."""
             self._pull = self._socket(zmq.PULL, self.address, bind=True)
         except BaseException:
             if hasattr(self, "_builder"):
@@ -265,58 +297,6 @@ class Worker:
         self._outgoing = Outgoing()
         self._linger_seconds = min(send_timeout_ms, 10_000) / 1000
         """At shutdown, how long frames not yet sent wait for their peer to read them."""
-
-    def _setup(
-        self,
-        tokenizer: Any,
-        backend: str | None,
-        frontend: str | None,
-        limits: Limits,
-        context: zmq.Context[Any] | None,
-        setting: Setting,
-        codec_options: Sequence[SamplingParams],
-        assistant_as_data: bool,
-    ) -> None:
-        if isinstance(tokenizer, str | os.PathLike) or tokenizer is None:
-            tokenizer = load_tokenizer(tokenizer)
-        self.limits = limits
-        self._codecs = CodecCache(limits.max_codecs)
-        """The worker's codecs: its manager, its builder and its parking ask this cache."""
-        self.tokenize_manager = TokenizeManager(tokenizer, assistant_as_data=assistant_as_data)
-        self.tokenize_manager.tokenize([TokenizeMsg(0, "warm up")])  # settles the tokenizer before the thread
-        self.detokenize_manager = DetokenizeManager(
-            tokenizer,
-            max_byte_run=setting.max_byte_run,
-            out_of_vocab=setting.out_of_vocab,
-            max_live=limits.max_live,
-            max_stops=limits.max_stops,
-            max_stop_chars=limits.max_stop_chars,
-            codecs=self._codecs,
-        )
-        for params in codec_options:  # built before the worker is ready
-            self._codecs.codec(tokenizer, setting.options_of(params))
-        self.decoder = FrameDecoder(max_frame_bytes=limits.max_frame_bytes)
-        self.drops = DropCounter(logger)
-        self.handled: dict[str, int] = {}
-        self.frames_received = 0
-        self._stop = threading.Event()
-        self._context = context or zmq.Context.instance()
-        self._backend = self._socket(zmq.PUSH, backend or default_address("backend"), bind=False)
-        self._frontend = self._socket(zmq.PUSH, frontend or default_address("frontend"), bind=False)
-        self._tokenizing: dict[Uid, int] = {}
-        """Requests given to the tokenizing thread, with how many of their messages it still has."""
-        self._cancelled: set[Uid] = set()
-        """Requests aborted while the tokenizing thread has them: their ids are not sent on."""
-        self._named: OrderedDict[Uid, None] = OrderedDict()
-        """The last uids a tokenize named (a tokenize naming one again is another request: refused)."""
-        self._waiting_chars = 0
-        """Characters of text given to the tokenizing thread, not yet tokenized."""
-        self._tokenizer: TokenizeThread | None = None
-        self._builder = codec_builder(self._codecs, tokenizer)
-        self._parking = Parking(self._codecs, tokenizer, setting, self._builder)
-        """Requests waiting for a codec being built (new decode options), their messages in order."""
-        self._taken = 0
-        """Bytes of frames the last loop took in."""
 
     def _socket(self, kind: int, address: str, *, bind: bool) -> zmq.Socket[bytes]:
         socket: zmq.Socket[bytes] = self._context.socket(kind)
