@@ -286,7 +286,10 @@ class TokenizeManager:
         Raises :class:`TokenizeError`, also when the template changes such values so that its own
         text cannot be told from theirs.
         """
-        conversation, options = self._chat(messages, options)
+        return self._kept_as_data(*self._chat(messages, options))
+
+    def _kept_as_data(self, conversation: list[dict[str, Any]], options: dict[str, Any]) -> list[int] | None:
+        """:meth:`chat_ids` of a chat already checked (:meth:`_chat`)."""
         caller = [message for message in conversation if not self._trusted(message)]
         strings = _strings([caller, options])
         present = sorted({found for text in strings for found in self._specials.findall(text)})
@@ -420,11 +423,12 @@ class TokenizeManager:
         if (msg.text is None) == (msg.messages is None):
             raise TokenizeError("give exactly one of text and messages")
         if msg.messages is not None:
+            conversation, options = self._chat(msg.messages, msg.template_options)  # checked once
             if not msg.parse_special_tokens:
-                ids = self.chat_ids(msg.messages, msg.template_options)
+                ids = self._kept_as_data(conversation, options)
                 if ids is not None:
                     return ids
-            return self.render_chat(msg.messages, msg.template_options), False
+            return self._render(conversation, options), False
         if msg.template_options:
             raise TokenizeError("template_options apply to chat messages only")
         if not msg.text:
