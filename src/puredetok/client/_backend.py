@@ -49,12 +49,6 @@ class BackendClient(_Backend[zmq.Socket[bytes]]):
         while True:
             yield from self.receive(None)
 
-    def close(self) -> None:
-        """Close the sockets: when this returns the workers' connections to ``listen`` are closed, and
-        what they send next waits for the next client to bind it.
-        """
-        self._close_sockets()
-
     def __enter__(self) -> BackendClient:
         return self
 
@@ -91,10 +85,6 @@ class AsyncBackendClient(_Backend[zmq.asyncio.Socket]):
         while True:
             for message in await self.receive(None):
                 yield message
-
-    def close(self) -> None:
-        """Close the sockets (as :meth:`BackendClient.close`)."""
-        self._close_sockets()
 
     async def __aenter__(self) -> AsyncBackendClient:
         return self

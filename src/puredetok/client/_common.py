@@ -452,6 +452,12 @@ class _Backend(_Side[_Pull]):
         """Send generated ids (each request's first message with its :class:`Opening`)."""
         self._pool.send(messages)
 
+    def close(self) -> None:
+        """Close the sockets: when this returns the workers' connections to ``listen`` are closed, and
+        what they send next waits for the next client to bind it.
+        """
+        self._close_sockets()
+
     def reopen(
         self,
         hand_back: HandBack,

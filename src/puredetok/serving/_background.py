@@ -1,13 +1,5 @@
-"""Work done in a thread beside the worker's loop: the loop hands jobs over and goes on; a pipe
-wakes it when results wait.
-
-A :class:`Background` runs one function on the jobs given to :meth:`~Background.submit`, one at a
-time, in the order given. The loop polls :attr:`~Background.fd` with its sockets (which it keeps
-to itself: ZeroMQ sockets are not shared between threads) and takes the results with
-:meth:`~Background.collect`, in order. A job that raises gives its error as its result: the
-thread lives on, and no other job is touched. The tokenizing thread
-(:mod:`puredetok.serving._tokenizing`) and the codec builder (:mod:`puredetok.worker._codecs`) are
-two of these.
+"""Work done in a thread beside the worker's loop (:class:`Background`): the loop hands jobs over and
+goes on; a pipe wakes it when results wait. The tokenizing thread and the codec builder are two.
 """
 
 from __future__ import annotations

@@ -2,21 +2,8 @@
 
 The manager holds the only mutable state of detokenization, a map from request id to its
 immutable :class:`~puredetok.stops.Stream` record, and applies the pure core and stop layer to
-it. A request's record is created only by an explicit opening (prompt ids, stop rules, decode
-options, or a handed-back state): a message for a uid the manager does not hold (never opened,
-ended, or lost with another worker) gets an error reply and never opens a request, so unknown
-uids cost nothing but that reply. A record is removed when the request finishes or is aborted,
-or when the manager hands it back (:meth:`DetokenizeManager.drain`). Errors are reported per
-request, in that request's reply; the rest of the batch is unaffected. Every request gets exactly
-one finished reply (docs/worker.md, "Request lifecycle"): a refused opening ends its request, and
-nothing for a uid that has had its finished reply gets another.
-
-Capacity: at most ``max_live`` requests are live at once (:data:`DEFAULT_MAX_LIVE`); past it a
-new request is refused with an error, and a live one is never evicted (engines that evicted lost
-text or crashed: SGLang issue 2812). A live record is a few hundred bytes (10,000 live requests
-hold about 2.4 MB: the tables a stream keeps from its opening are shared by the requests
-opened alike). The memory of *ended* uids is bounded too (``remember_ended``), kept only to
-recognise a late message for a request that has already ended; forgetting one never loses text.
+it. docs/adapters.md ("DetokenizeManager") says how requests open, end and are refused, and
+what its capacity costs.
 """
 
 from __future__ import annotations
@@ -232,7 +219,8 @@ class DetokenizeManager:
         key = _rules_key(params)
         rules = self._rules.get(key)
         if rules is None:
-            self._check_stops(params.stop)
+            # the limits before the rules are built: their cost grows with both
+            check_stop_limits(params.stop, self.max_stops, self.max_stop_chars)
             rules = StopRules(
                 stop=params.stop,
                 stop_token_ids=params.stop_token_ids,
@@ -246,12 +234,6 @@ class DetokenizeManager:
                 self._rules.clear()
             self._rules[key] = rules
         return rules
-
-    def _check_stops(self, stop: object, whose: str = "") -> None:
-        """Raises ValueError if ``stop`` has more stop strings, or more characters, than the limits
-        (before its rules are built: their cost grows with both).
-        """
-        check_stop_limits(stop, self.max_stops, self.max_stop_chars, whose)
 
     def _fresh_stream(self, params: SamplingParams) -> Stream:
         """A request's record with these parameters before any token (one shared record, as
@@ -440,21 +422,21 @@ class DetokenizeManager:
         it (``end``: the scheduler's reason), name a uid that is not live, or hold an invalid id.
         """
         stream = self._live.get(uid)
-        if stream is None and opening is None:  # not live: an error reply, nothing else changes
+        many = type(tokens) is not int
+        if opening is not None:
+            stream = self._first(position, uid, stream, opening, len(tokens) if many else 1, replies)
+            if stream is None:
+                replies.outputs.append("")
+                return
+        elif stream is None:  # not live: an error reply, nothing else changes
             finished, error = self._not_live(uid)
             if finished:
                 replies.ended.append((position, None, None))
             replies.errors.append((position, error))
             replies.outputs.append("")
             return
-        many = type(tokens) is not int
-        count = len(tokens) if many else 1
-        self._consumed[uid] += count
-        if stream is None or opening is not None:
-            stream = self._first(position, uid, stream, opening, count, replies)
-            if stream is None:
-                replies.outputs.append("")
-                return
+        else:
+            self._consumed[uid] += len(tokens) if many else 1
         last = None
         if end is not None and type(end.matched) is int:  # the scheduler stopped on a token
             tokens, last = _split_stop_token(stream, end.matched, tokens if many else (tokens,))
@@ -476,31 +458,39 @@ class DetokenizeManager:
         replies.outputs.append(text)
 
     def _first(
-        self,
-        position: int,
-        uid: Uid,
-        stream: Stream | None,
-        opening: Opening | None,
-        count: int,
-        replies: _Replies,
+        self, position: int, uid: Uid, stream: Stream | None, opening: Opening, count: int, replies: _Replies
     ) -> Stream | None:
-        """The record of a message that opens its request or names a uid that is not live: the new
-        record (stored; its ``count`` ids, already counted, counted on from the opening's
-        ``consumed``), or None with the error in ``replies``: a refused opening ends its request
-        (a live one too: opened twice), an opening or a message for a uid that has had its
-        finished reply changes nothing.
+        """The record of a message that opens its request: the new record (stored, its ``count``
+        ids counted on from the opening's ``consumed``), or None with the error in ``replies``: a
+        refused opening ends its request (a live one too: opened twice, dropped; the uid remembered
+        as ended), unless the uid has had its finished reply (then it changes nothing).
         """
-        first = self._opening(uid, opening, stream)
-        if isinstance(first, tuple):
-            finished, message = first
-            if finished:
-                replies.ended.append((position, None, None))
-            replies.errors.append((position, message))
-            self._consumed.pop(uid, None)
+        if stream is None and uid in self._ended:
+            replies.errors.append(
+                (position, f"request {uid!r} {ENDED_ALREADY} ({self._ended[uid]}): opening ignored")
+            )
             return None
-        assert opening is not None
-        self._store(uid, first, opening.consumed + count)
-        return first
+        if stream is not None:
+            error = f"request {uid!r} refused: already open (opened twice): it ends"
+        elif len(self._live) >= self.max_live:
+            error = self._full(uid)
+        else:
+            try:
+                first = self._opened(uid, opening)
+            except ValueError as invalid:
+                error = str(invalid)
+            except TypeError as invalid:  # a parameter of the wrong type, found building its rules or codec
+                error = _invalid_parameters(uid, invalid)
+            else:
+                self._store(uid, first, opening.consumed + count)
+                return first
+        self._answered.pop(uid, None)
+        self._live.pop(uid, None)
+        self._consumed.pop(uid, None)
+        self._remember(uid, "refused")
+        replies.ended.append((position, None, None))
+        replies.errors.append((position, error))
+        return None
 
     def _end(self, uid: Uid, stream: Stream, position: int, replies: _Replies) -> None:
         """Request ``uid`` has ended with ``stream``: forget its record, note why."""
@@ -587,7 +577,7 @@ class DetokenizeManager:
             raise ValueError(f"request {uid!r} is already open")
         if stream.finish_reason is not None:
             raise ValueError(f"request {uid!r} has already ended ({stream.finish_reason.kind})")
-        self._check_stops(stream.rules.stop, "its stream has ")
+        check_stop_limits(stream.rules.stop, self.max_stops, self.max_stop_chars, "its stream has ")
         self._check_room(uid)
         self._ended.pop(uid, None)
         self._store(uid, stream, 0)
@@ -637,31 +627,6 @@ class DetokenizeManager:
                 self._remember(uid, "not handed back")
         self._live.clear()
         return handed, failed
-
-    def _opening(self, uid: Uid, opening: Opening | None, stream: Stream | None) -> Stream | tuple[bool, str]:
-        """The record for a message that opens a request or names a uid that is not live (not yet
-        stored), or why not: ``(finished, error)``. A refused opening ends its request (``finished``:
-        a live one is dropped, the uid remembered as ended), unless the uid has already ended.
-        """
-        if opening is None:
-            return self._not_live(uid)
-        if stream is None and uid in self._ended:
-            return False, f"request {uid!r} {ENDED_ALREADY} ({self._ended[uid]}): opening ignored"
-        if stream is not None:
-            error = f"request {uid!r} refused: already open (opened twice): it ends"
-        elif len(self._live) >= self.max_live:
-            error = self._full(uid)
-        else:
-            try:
-                return self._opened(uid, opening)
-            except ValueError as invalid:
-                error = str(invalid)
-            except TypeError as invalid:  # a parameter of the wrong type, found building its rules or codec
-                error = _invalid_parameters(uid, invalid)
-        self._answered.pop(uid, None)
-        self._live.pop(uid, None)
-        self._remember(uid, "refused")
-        return True, error
 
     def _store(self, uid: Uid, stream: Stream, consumed: int) -> None:
         """Make ``stream`` the live record of ``uid``, which has consumed ``consumed`` ids."""

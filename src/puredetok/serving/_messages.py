@@ -308,19 +308,6 @@ class SamplingParams(Struct, frozen=True, omit_defaults=True):
 _NONE_IS_EMPTY = ("stop", "stop_token_ids")
 """The parameters that take None for none."""
 
-_OPENAI_KEYS = (
-    "max_tokens",
-    "max_completion_tokens",
-    "stop",
-    "stop_token_ids",
-    "min_tokens",
-    "include_stop_str_in_output",
-    "skip_special_tokens",
-    "spaces_between_special_tokens",
-    "ignore_eos",
-)
-"""The keys of an OpenAI-style body that :meth:`SamplingParams.from_openai` reads."""
-
 
 def _openai_int(value: object, low: int) -> int:
     if type(value) is not int:

@@ -1,21 +1,8 @@
 """``TokenizeManager``: plain text or chat messages to int32 token ids, many requests at a time.
 
-Chat input is data. The text the caller puts into a chat (the content of user, system and tool
-messages, every other value of those messages, tool definitions and every template option) never
-becomes a control id, special or merely added: a user who writes ``<|im_end|>``, ``<think>`` or
-``<tool_call>`` gets the ids of those characters. The template's own markers keep their ids, and
-by default so does what the model itself produced: assistant messages (content, tool calls,
-reasoning, every value) are rendered as they are, trusted as the model's own output. A server whose
-clients send earlier assistant turns back (as OpenAI-style requests do) cannot know they are the
-model's: with ``assistant_as_data=True`` they are data like the rest (``serve
---assistant-as-data``). How: every added token's text in the caller's values is masked with
-private-use characters, the template is rendered (and checked to render the caller's text exactly
-when unmasked), the added tokens left in that rendering (the template's, and the trusted assistant
-turns') are found by the tokenizer itself, and the text between them is encoded with no added token
-parsed, each piece as the tokenizer's pipeline encodes the text between two added tokens. A trusted
-caller may ask for every value parsed per request (``TokenizeMsg(parse_special_tokens=True)``). A
-plain completion prompt (``text``) is the caller's whole prompt: it is encoded as the tokenizer
-encodes it, added tokens and all, as engines' completion endpoints do.
+Chat input is data: the text a caller puts into a chat never becomes a control id, special or
+merely added (:class:`ContentAsData` encodes it so); the template's own markers, and by default
+the assistant turns, keep theirs. docs/adapters.md ("Chat input is data") says how and why.
 """
 
 from __future__ import annotations
@@ -166,15 +153,9 @@ def _without_first_prepend(config: Any) -> tuple[Any, bool]:
 class ContentAsData:
     """Encodes rendered chat prompts in which only the template's own added tokens are tokens.
 
-    One per tokenizer (it needs a ``tokenizers`` backend). :meth:`encode` takes the prompt rendered
-    from masked values (each added token's text in them replaced by one private-use character) and
-    the table that unmasks them, and returns the ids: the added tokens left in the rendering (the
-    template's, and those of assistant turns), found by the tokenizer itself (with its own rules
-    for the spaces around them), and between them the unmasked text, encoded with no added token
-    parsed (special or not: Qwen3's ``<think>`` and ``<tool_call>`` are added tokens not marked
-    special), each piece as the pipeline encodes the text between two added tokens (a Metaspace
-    that prepends ``▁`` to the first piece only does so to the first). The two copies of the
-    backend this takes are made on first use.
+    One per tokenizer (it needs a ``tokenizers`` backend): :meth:`encode` takes the prompt rendered
+    from masked values and the table that unmasks them (docs/adapters.md, "Chat input is data",
+    says how). The two copies of the backend this takes are made on first use.
     """
 
     def __init__(self, backend: tokenizers.Tokenizer) -> None:
@@ -305,7 +286,10 @@ class TokenizeManager:
         Raises :class:`TokenizeError`, also when the template changes such values so that its own
         text cannot be told from theirs.
         """
-        conversation, options = self._chat(messages, options)
+        return self._kept_as_data(*self._chat(messages, options))
+
+    def _kept_as_data(self, conversation: list[dict[str, Any]], options: dict[str, Any]) -> list[int] | None:
+        """:meth:`chat_ids` of a chat already checked (:meth:`_chat`)."""
         caller = [message for message in conversation if not self._trusted(message)]
         strings = _strings([caller, options])
         present = sorted({found for text in strings for found in self._specials.findall(text)})
@@ -439,11 +423,12 @@ class TokenizeManager:
         if (msg.text is None) == (msg.messages is None):
             raise TokenizeError("give exactly one of text and messages")
         if msg.messages is not None:
+            conversation, options = self._chat(msg.messages, msg.template_options)  # checked once
             if not msg.parse_special_tokens:
-                ids = self.chat_ids(msg.messages, msg.template_options)
+                ids = self._kept_as_data(conversation, options)
                 if ids is not None:
                     return ids
-            return self.render_chat(msg.messages, msg.template_options), False
+            return self._render(conversation, options), False
         if msg.template_options:
             raise TokenizeError("template_options apply to chat messages only")
         if not msg.text:

@@ -1,16 +1,6 @@
-"""Tokenizing beside the worker's loop, so that a long text never holds up the streams.
-
-Encoding a prompt of a million characters takes a second or more; done in the loop, it would
-hold every stream's next text and every health probe that long. A :class:`TokenizeThread`
-tokenizes batches in a thread of its own (a :class:`~puredetok.serving._background.Background`),
-in the order they were given (the ``tokenizers`` library lets go of the interpreter's lock while
-it encodes, so the loop keeps running), and wakes the loop when results are ready; the loop sends
-them.
-
-Encoding a long text takes memory for a moment (some 250 MB for a million characters, most of it
-in the encoder's own allocations): after a batch of :data:`TRIM_CHARS` characters or more, the
-thread hands the freed memory back to the system (glibc's ``malloc_trim``, where there is one),
-so that a worker's resident memory after a long prompt is what it was before.
+"""Tokenizing beside the worker's loop, so that a long text never holds up the streams: a
+:class:`TokenizeThread` tokenizes batches in a thread of its own, in order, wakes the loop when
+results are ready, and hands the memory a long text took back to the system (:func:`trim_memory`).
 """
 
 from __future__ import annotations
@@ -47,45 +37,29 @@ def trim_memory() -> None:
         _TRIM(0)
 
 
-class TokenizeThread:
+class TokenizeThread(Background[Sequence[TokenizeMsg], list[TokenizeResult]]):
     """A thread that runs :meth:`TokenizeManager.tokenize` on the batches given to :meth:`submit`.
 
-    :attr:`fd` becomes readable when results wait; :meth:`collect` takes them, in order. A batch
+    :attr:`fd` becomes readable when results wait; :meth:`results` takes them, in order. A batch
     that makes the manager raise (a bug) gets an error result per message.
     """
 
     def __init__(self, manager: TokenizeManager) -> None:
-        self._thread: Background[Sequence[TokenizeMsg], list[TokenizeResult]] = Background(
-            manager.tokenize, "puredetok-tokenize", after=_trim_after
-        )
+        super().__init__(manager.tokenize, "puredetok-tokenize", after=_trim_after)
 
-    @property
-    def fd(self) -> int:
-        """A file descriptor that is readable while results wait (for the loop's poller)."""
-        return self._thread.fd
+    def submit(self, job: Sequence[TokenizeMsg]) -> None:
+        """Tokenize the messages of ``job`` after the batches already given (none: nothing to do)."""
+        if job:
+            super().submit(job)
 
-    @property
-    def pending(self) -> int:
-        """Batches submitted whose results have not been collected yet."""
-        return self._thread.pending
-
-    def submit(self, messages: Sequence[TokenizeMsg]) -> None:
-        """Tokenize ``messages`` after the batches already given."""
-        if messages:
-            self._thread.submit(messages)
-
-    def collect(self) -> list[tuple[TokenizeMsg, TokenizeResult]]:
-        """The results ready now, in the order their messages were submitted."""
+    def results(self) -> list[tuple[TokenizeMsg, TokenizeResult]]:
+        """The results ready now, message by message, in the order their messages were submitted."""
         ready: list[tuple[TokenizeMsg, TokenizeResult]] = []
-        for messages, results in self._thread.collect():
+        for messages, results in self.collect():
             if isinstance(results, Exception):  # a bug costs this batch, never the thread
                 results = [TokenizeResult(m.uid, None, f"internal error: {results}") for m in messages]
             ready.extend(zip(messages, results))
         return ready
-
-    def close(self) -> None:
-        """Finish the batches given, then stop the thread (collect their results before)."""
-        self._thread.close()
 
 
 def _trim_after(messages: Sequence[TokenizeMsg]) -> None:

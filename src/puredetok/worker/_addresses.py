@@ -1,18 +1,6 @@
-"""Where workers listen: private default paths, loopback decided by the resolved address, and
-an address claimed by one live worker at a time.
-
-- The default ``ipc://`` addresses live in a folder private to the user (mode 0700; see
-  :func:`private_folder`), never at fixed paths of the shared temporary folder, where anyone
-  could bind them first or connect to them.
-- :func:`loopback` decides whether a ``tcp://`` address stays on this machine by the addresses
-  its host resolves to (every one of them), never by its name: ``tcp://127.evil.example.com:5555``
-  is loopback only if it resolves to loopback addresses alone. Binding anything else needs an
-  explicit ``allow_remote`` (``--allow-remote``): the protocol has no authentication.
-- :func:`check_address` refuses what is no address at all (``foo``) and ``tcp://`` ports outside
-  1-65535 (``tcp://127.0.0.1:99999``, which ZeroMQ would otherwise bind to some other port), each
-  saying exactly that, before anything asks whether the address is loopback.
-- :func:`claim` makes sure that a second worker never silently takes over the address of a live
-  one: ZeroMQ itself would unlink a live ``ipc://`` socket file and bind in its place.
+"""Where workers listen: private default paths (:func:`private_folder`), loopback decided by the
+resolved address (:func:`loopback`), malformed addresses refused (:func:`check_address`), and an
+address claimed by one live worker at a time (:func:`claim`).
 """
 
 from __future__ import annotations

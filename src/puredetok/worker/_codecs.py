@@ -1,23 +1,13 @@
 """Codecs built beside the worker's loop, so that a request with new decode options stalls no other.
 
-Building a codec for a set of decode options the worker has not seen (``skip_special_tokens=False``,
-``clean_up_tokenization_spaces=True``, ...) reads the whole vocabulary and checks the model against
-the tokenizer's decode: 0.2 - 0.9 s. A :class:`CodecBuilder` does it in a thread of its own (a
-:class:`~puredetok.serving._background.Background`: one build at a time, in the order asked) and
-wakes the loop when a codec is ready.
-Both ask the worker's codec cache (:class:`~puredetok.serving._codec_cache.CodecCache`, which the
-worker's manager asks too): the builder's thread builds into it, and :class:`Parking` asks it
-which openings' codecs can be had at once (kept, or derived from a kept one: another
-``max_byte_run``), which are never waited for. Meanwhile :class:`Parking` keeps the messages of the
-requests that wait for a build, in order, out of the batches the loop handles: only those requests
-wait. When the codec is ready the waiting messages are handled (in their order, before any later
-message of their request); a build that fails ends each waiting request with an error, and nothing
-else.
+The :func:`codec_builder` builds into the worker's one codec cache in a thread of its own, and
+:class:`Parking` keeps the messages of the requests that wait for a build, in order, out of the
+batches the loop handles (docs/worker.md, "Codecs: built beside the loop, bounded").
 """
 
 from __future__ import annotations
 
-__all__ = ["CodecBuilder", "Parking"]
+__all__ = ["Parking", "codec_builder"]
 
 import functools
 import sys
@@ -35,16 +25,11 @@ SWITCH_SECONDS = 0.0005
 through one long C call: a pass over the whole vocabulary)."""
 
 
-class CodecBuilder(Background[CodecOptions, Codec]):
-    """A thread that builds into ``codecs`` the codecs of ``tokenizer`` asked for with
-    :meth:`submit`, one at a time, in order.
-
-    :attr:`fd` becomes readable when results wait; :meth:`collect` takes them (a codec, or the
-    error its build raised).
+def codec_builder(codecs: CodecCache, tokenizer: Any) -> Background[CodecOptions, Codec]:
+    """A thread that builds into ``codecs`` the codecs of ``tokenizer`` asked for with ``submit``,
+    one at a time, in order (``collect`` gives each codec, or the error its build raised).
     """
-
-    def __init__(self, codecs: CodecCache, tokenizer: Any) -> None:
-        super().__init__(functools.partial(_switching_often, codecs, tokenizer), "puredetok-codecs")
+    return Background(functools.partial(_switching_often, codecs, tokenizer), "puredetok-codecs")
 
 
 def _switching_often(codecs: CodecCache, tokenizer: Any, options: CodecOptions) -> Codec:
@@ -63,7 +48,9 @@ class Parking:
     ``max_byte_run`` and ``out_of_vocab`` of requests that leave them None (the manager's).
     """
 
-    def __init__(self, codecs: CodecCache, tokenizer: Any, setting: Setting, builder: CodecBuilder) -> None:
+    def __init__(
+        self, codecs: CodecCache, tokenizer: Any, setting: Setting, builder: Background[CodecOptions, Codec]
+    ) -> None:
         self._codecs = codecs
         self._tokenizer = tokenizer
         self._setting = setting

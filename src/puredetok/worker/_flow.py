@@ -1,16 +1,6 @@
-"""The worker's flow control: frames waiting to be handled, in slices (fairness), and frames waiting
-to be sent (backpressure).
-
-A frame of many detokenize messages is cut into slices of at most ``local_bs`` messages; the loop
-handles one slice, then reads what has arrived meanwhile, so a health probe behind a large frame
-is answered after one slice instead of after the whole frame. Frames wait in a :class:`Backlog`
-in arrival order (the order of each request's messages is kept).
-
-Frames the worker could not send at once (the peer is not reading, ZeroMQ's high-water mark is
-reached) wait in the :class:`Outgoing` queue, in order, and go out as soon as the peer can take
-them: nothing is dropped. While that queue holds more than the worker's limit, the worker stops
-reading its input: the senders' own queues fill and block them in turn (backpressure), and the
-worker's memory stays bounded whatever its peers do.
+"""The worker's flow control: frames waiting to be handled, a slice at a time (:class:`Backlog`:
+fairness), and frames waiting to be sent (:class:`Outgoing`: backpressure). docs/worker.md,
+"Fairness and backpressure", says how they behave.
 """
 
 from __future__ import annotations
@@ -20,6 +10,7 @@ __all__ = ["Backlog", "Outgoing", "slices"]
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 
 import zmq
@@ -49,9 +40,9 @@ def slices(decoded: Decoded, size: int) -> Iterator[Decoded]:
             yield Decoded(part, decoded.rejected if begin == 0 else ())
         return
     total = len(batch)
-    finished = _ascending(batch.finished, _itself)
-    opens = _ascending(batch.opens, _first)
-    reasons = _ascending(batch.reasons, _first)
+    finished = _ascending(batch.finished)
+    opens = _ascending(batch.opens, itemgetter(0))
+    reasons = _ascending(batch.reasons, itemgetter(0))
     opened = [position for position, _ in opens]
     explained = [position for position, _, _ in reasons]
     counts = batch.counts
@@ -78,20 +69,11 @@ def slices(decoded: Decoded, size: int) -> Iterator[Decoded]:
         yield Decoded(piece, decoded.rejected if begin == 0 else ())
 
 
-def _ascending(items: Sequence[Any], key: Callable[[Any], int]) -> Sequence[Any]:
+def _ascending(items: Sequence[Any], key: Callable[[Any], int] | None = None) -> Sequence[Any]:
     """``items`` in ascending order of ``key`` (as they come from an encoder: then in one pass)."""
     listed = list(items)
     ordered = sorted(listed, key=key)
     return listed if ordered == listed else ordered
-
-
-def _itself(position: int) -> int:
-    return position
-
-
-def _first(item: tuple[Any, ...]) -> int:
-    position: int = item[0]
-    return position
 
 
 class Backlog:

@@ -1,17 +1,7 @@
-"""A pool of workers: sending to it, keeping it running, and telling which requests a restart lost.
-
-- :class:`WorkerPool` sends: one request's detokenize messages must always reach the same worker
-  (its stream lives there), so they are routed by a stable hash of the uid, never by who sent them
-  (SGLang issue 29366 routed by the sender and broke with one sender). So are its tokenize and
-  abort messages when the same workers tokenize: one worker then sees every message of a request,
-  in the order each side sent them. Tokenize messages for a separate set of tokenize workers are
-  spread evenly. The pool may span hosts: give it ``tcp://host:port`` addresses.
-- :class:`WorkerProcesses` runs the workers of this host (``puredetok serve --workers N``) and
-  restarts one that dies, at once, as a new incarnation.
-- :class:`Incarnations` is the frontend's side of a restart: the new worker announces itself
-  (:class:`~puredetok.serving._messages.ReadyMsg`, with a new ``instance``), and every request the
-  frontend had routed to that worker and not seen end is lost: it fails them with an error and
-  aborts them (see docs/worker.md, "Failure model").
+"""A pool of workers: :class:`WorkerPool` sends to it (a request's messages by a stable hash of its
+uid, never by who sent them: its stream lives on one worker), :class:`WorkerProcesses` keeps the
+workers of this host running, and :class:`Incarnations` tells which requests a restart lost
+(docs/worker.md, "Scale-out" and "Failure model").
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ frame can be checked, and split into its messages, before anything in it is buil
 
 from __future__ import annotations
 
-__all__ = ["Scanner", "ScanError", "DEFAULT_MAX_DEPTH", "DEFAULT_MAX_ELEMENTS"]
+__all__ = ["Scanner", "ScanError", "TaggedError", "DEFAULT_MAX_DEPTH", "DEFAULT_MAX_ELEMENTS"]
 
 from typing import Any
 
@@ -27,10 +27,8 @@ a quarter of a second in pure Python) and what decoding the scanned bytes can bu
 per value at worst)."""
 
 
-class ScanError(PuredetokError, ValueError):
-    """The bytes are not one msgpack value within the limits; ``reason`` is a short tag:
-    ``"too_deep"``, ``"too_many_values"`` or ``"not_msgpack"`` (malformed or truncated).
-    """
+class TaggedError(PuredetokError, ValueError):
+    """An error with a short tag for counting (``reason``) and what went wrong (``detail``)."""
 
     def __init__(self, reason: str, detail: str) -> None:
         self.reason = reason
@@ -40,6 +38,12 @@ class ScanError(PuredetokError, ValueError):
     def __reduce__(self) -> tuple[Any, ...]:
         # rebuilt as it was (its message, its attributes): its __init__ takes other arguments
         return (type(self).__new__, (type(self), *self.args), self.__dict__)
+
+
+class ScanError(TaggedError):
+    """The bytes are not one msgpack value within the limits; ``reason`` is a short tag:
+    ``"too_deep"``, ``"too_many_values"`` or ``"not_msgpack"`` (malformed or truncated).
+    """
 
 
 _SCALAR, _SIZED, _CONTAINER, _BAD = 0, 1, 2, 3

@@ -1,19 +1,9 @@
-"""The wire format: typed msgpack frames, checked against the message schema. Never pickle.
+"""The wire format: typed msgpack frames ``[kind, version, batch]``, checked against the message
+schema (docs/worker.md, "Wire protocol"). Never pickle.
 
-A frame is the msgpack array ``[kind, version, batch]``: one batch of messages of one kind, and the
-version of the protocol it was written in (:data:`~puredetok.serving._messages.PROTOCOL_VERSION`).
-The frames of the kinds a side reads are a tagged union of ``msgspec`` Structs (``array_like``,
-tagged by their kind: :func:`frame_type`), so one decode reads a well-formed frame straight into
-its typed records. A frame of another version is refused whole (:class:`FrameError` with reason
-``"version"``, naming both versions), before anything in it is read. For the kinds that flow per
-token (``"detokenize"``, ``"reply"``) the batch is a map of columns
-(:class:`~puredetok.serving._messages.DetokenizeBatch`,
-:class:`~puredetok.serving._messages.ReplyBatch`); for the others it is an array of messages, each a
-map of its fields. Decoding checks every field's type and constraint. A frame that cannot be read
-at all (too large, not msgpack, not ``[str, int, batch]``, another version, an unknown kind) raises
-:class:`FrameError`; a frame in which only some messages are malformed gives the good ones and a
-:class:`Rejected` note for each bad one, with its uid when that much could be read, so that the
-sender of that one request can be told.
+A frame that cannot be read at all raises :class:`FrameError`; a frame in which only some messages
+are malformed gives the good ones and a :class:`Rejected` note for each bad one, with its uid when
+that much could be read, so that the sender of that one request can be told.
 """
 
 from __future__ import annotations
@@ -39,7 +29,6 @@ from typing import Any, Union, cast
 import attrs
 import msgspec
 
-from puredetok.errors import PuredetokError
 from puredetok.serving._messages import (
     COLUMNS,
     INBOUND,
@@ -55,7 +44,7 @@ from puredetok.serving._messages import (
     Uid,
     UserReply,
 )
-from puredetok.worker._scan import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, ScanError, Scanner
+from puredetok.worker._scan import DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, ScanError, Scanner, TaggedError
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 """Frames larger than this are dropped unread (64 MiB; configurable per decoder)."""
@@ -73,17 +62,8 @@ string that is not UTF-8, the releases before it let ``UnicodeDecodeError`` thro
 _encoder = msgspec.msgpack.Encoder()
 
 
-class FrameError(PuredetokError, ValueError):
+class FrameError(TaggedError):
     """A frame that cannot be read at all; ``reason`` is a short tag for counting."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        self.reason = reason
-        self.detail = detail
-        super().__init__(f"{reason}: {detail}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # rebuilt as it was (its message, its attributes): its __init__ takes other arguments
-        return (type(self).__new__, (type(self), *self.args), self.__dict__)
 
 
 @attrs.frozen
@@ -231,14 +211,9 @@ class FrameDecoder:
         if kind in COLUMNS:
             return self._checked(self._columns_of(kind, payload))
         if kind not in OPEN_ENDED:
-            try:
-                return Decoded(Batch(kind, tuple(self._batch[kind].decode(payload))))
-            except msgspec.ValidationError:
-                pass
-            except _UNREADABLE as error:
-                raise FrameError("not_msgpack", str(error)) from None
-            except RecursionError:  # an unknown field nested too deep to skip: read it by hand
-                pass
+            messages = self._whole(kind, payload)
+            if messages is not None:
+                return Decoded(Batch(kind, tuple(messages)))
         return self._one_by_one(kind, payload)
 
     def _envelope(self, frame: memoryview) -> tuple[str, int]:
@@ -252,21 +227,17 @@ class FrameDecoder:
             if count == 2:
                 raise FrameError("version", f"{_OLD_FRAME}; {_SPEAKS}")
             if count != 3:
-                raise FrameError("bad_frame", f"not a [kind, version, messages] frame: an array of {count}")
+                raise FrameError("bad_frame", f"{_NOT_A_FRAME}: an array of {count}")
             kind, position = scanner.string(position)
             if kind is None:
-                raise FrameError(
-                    "bad_frame", "not a [kind, version, messages] frame: the kind is not a string"
-                )
+                raise FrameError("bad_frame", f"{_NOT_A_FRAME}: the kind is not a string")
             end = scanner.skip(position, 0)
         except ScanError as error:
-            raise _frame_error(error, "not a [kind, version, messages] frame") from None
+            raise _frame_error(error, _NOT_A_FRAME) from None
         try:
             version = msgspec.msgpack.decode(frame[position:end], type=int)
         except (msgspec.ValidationError, *_UNREADABLE):
-            raise FrameError(
-                "bad_frame", "not a [kind, version, messages] frame: the version is not an int"
-            ) from None
+            raise FrameError("bad_frame", f"{_NOT_A_FRAME}: the version is not an int") from None
         if version != PROTOCOL_VERSION:
             raise FrameError("version", f"a frame of protocol version {version}; {_SPEAKS}")
         position = end
@@ -275,15 +246,19 @@ class FrameDecoder:
             raise FrameError("unknown_kind", f"kind {kind[:40]!r} (expected one of {known})")
         return kind, position
 
-    def _columns_of(self, kind: str, payload: memoryview) -> Decoded:
+    def _whole(self, kind: str, payload: memoryview) -> Any:
+        """The batch decoded in one go; None if it must be read part by part (see :meth:`_decode`)."""
         try:
-            return Decoded(self._batch[kind].decode(payload))
-        except msgspec.ValidationError:
-            pass
+            return self._batch[kind].decode(payload)
+        except (msgspec.ValidationError, RecursionError):
+            return None
         except _UNREADABLE as error:
             raise FrameError("not_msgpack", str(error)) from None
-        except RecursionError:
-            pass
+
+    def _columns_of(self, kind: str, payload: memoryview) -> Decoded:
+        batch = self._whole(kind, payload)
+        if batch is not None:
+            return Decoded(batch)
         if kind != DetokenizeBatch.KIND:
             raise FrameError("bad_frame", f"malformed {kind} columns")
         try:

@@ -1,32 +1,12 @@
 """The tokenizer/detokenizer worker process: ZeroMQ in, ZeroMQ out, the managers in between.
 
-A worker PULLs frames on its own address (it binds), and PUSHes token ids and aborts to the
-scheduler (``backend``) and text to the API server (``frontend``); it connects to both, so any
-number of workers can share them. Each loop reads up to ``local_bs`` waiting messages (and about
-:data:`LOOP_BYTES` of frames), handles up to ``local_bs`` of those waiting, kind by kind (keeping
-the order of each request's messages), and sends one frame per kind. Tokenizing runs in a thread
-beside the loop (:mod:`puredetok.serving._tokenizing`), so a long prompt never holds up the streams.
-
-Limits (:class:`Limits`) bound what one frame, one request and the whole worker may hold: a frame
-over ``max_frame_bytes`` is refused by ZeroMQ before it is read; a text over ``max_text_chars``
-is refused before it is tokenized; a request carrying more than ``max_ids`` ids in one message,
-or tokenizing to more, is refused; past ``max_live`` live requests, a new one is refused; so is a
-request with more than ``max_stops`` stop strings or ``max_stop_chars`` characters of them. Each
-refusal is an error reply to that request alone.
-
-Fairness and backpressure (:mod:`puredetok.worker._flow`): a large detokenize frame is handled in
-slices of ``local_bs`` messages, with reads between them (health probes are answered as they are
-read); frames a peer does not take wait in a bounded queue, and past ``max_outbox_bytes`` of them
-the worker stops reading and handling input until the peer reads again.
-
-Shutdown: SIGINT or SIGTERM (or ``stop_event``) ends the loop after the current batch; the frames
-already waiting are still handled (for up to :data:`DRAIN_SECONDS`), the tokenizing thread
-finishes what it was given, then every open request is
-handed back to the frontend: a finished reply whose ``error`` starts with ``"handed back"``,
-carrying the request's stream as bytes (:attr:`UserReply.state`) and how many of its generated ids
-that stream has consumed (:attr:`UserReply.consumed`). A :class:`DetokenizeMsg` whose
-:class:`Opening` carries them, with the request's ids from ``consumed`` on, continues the request
-exactly on any worker of the same tokenizer. The replies are flushed before the sockets close.
+A worker binds its own address and PULLs frames from it; it connects to the scheduler
+(``backend``) and the API server (``frontend``) and PUSHes to them, so any number of workers can
+share them. Each loop reads up to ``local_bs`` messages (and about :data:`LOOP_BYTES` of frames),
+handles them kind by kind (each request's messages in order) and sends one frame per kind;
+tokenizing and codec builds run beside the loop. docs/worker.md says how a worker bounds what it
+holds ("Limits"), stays fair under load ("Fairness and backpressure") and hands its open requests
+back when it stops ("Stopping and restarting on purpose").
 """
 
 from __future__ import annotations
@@ -95,7 +75,7 @@ from puredetok.serving._messages import (
 from puredetok.serving._tokenize_manager import TokenizeManager, TokenizeResult
 from puredetok.serving._tokenizing import TokenizeThread, text_chars, trim_memory
 from puredetok.worker._addresses import AddressError, check_bind_address, claim, default_address, loopback
-from puredetok.worker._codecs import CodecBuilder, Parking
+from puredetok.worker._codecs import Parking, codec_builder
 from puredetok.worker._flow import Backlog, Outgoing
 from puredetok.worker._wire import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -247,18 +227,50 @@ class Worker:
             raise ValueError(f"local_bs must be >= 1, got {local_bs}")
         self.address = listen or default_address("worker-0")
         check_bind_address(self.address, allow_remote=allow_remote)
+        self.limits = limits
+        self.decoder = FrameDecoder(max_frame_bytes=limits.max_frame_bytes)
+        self.drops = DropCounter(logger)
+        self.handled: dict[str, int] = {}
+        self.frames_received = 0
+        self._stop = threading.Event()
+        self._context = context or zmq.Context.instance()
+        self._tokenizing: dict[Uid, int] = {}
+        """Requests given to the tokenizing thread, with how many of their messages it still has."""
+        self._cancelled: set[Uid] = set()
+        """Requests aborted while the tokenizing thread has them: their ids are not sent on."""
+        self._named: OrderedDict[Uid, None] = OrderedDict()
+        """The last uids a tokenize named (a tokenize naming one again is another request: refused)."""
+        self._waiting_chars = 0
+        """Characters of text given to the tokenizing thread, not yet tokenized."""
+        self._tokenizer: TokenizeThread | None = None
+        self._taken = 0
+        """Bytes of frames the last loop took in."""
+        self._codecs = CodecCache(limits.max_codecs)
+        """The worker's codecs: its manager, its builder and its parking ask this cache."""
+        setting = Setting(max_byte_run, out_of_vocab)
         self._claim = claim(self.address)  # fails now if a live worker holds the address
         try:
-            self._setup(
+            if isinstance(tokenizer, str | os.PathLike) or tokenizer is None:
+                tokenizer = load_tokenizer(tokenizer)
+            self.tokenize_manager = TokenizeManager(tokenizer, assistant_as_data=assistant_as_data)
+            # settles the tokenizer before the thread
+            self.tokenize_manager.tokenize([TokenizeMsg(0, "warm up")])
+            self.detokenize_manager = DetokenizeManager(
                 tokenizer,
-                backend,
-                frontend,
-                limits,
-                context,
-                Setting(max_byte_run, out_of_vocab),
-                codec_options,
-                assistant_as_data,
+                max_byte_run=max_byte_run,
+                out_of_vocab=out_of_vocab,
+                max_live=limits.max_live,
+                max_stops=limits.max_stops,
+                max_stop_chars=limits.max_stop_chars,
+                codecs=self._codecs,
             )
+            for params in codec_options:  # built before the worker is ready
+                self._codecs.codec(tokenizer, setting.options_of(params))
+            self._backend = self._socket(zmq.PUSH, backend or default_address("backend"), bind=False)
+            self._frontend = self._socket(zmq.PUSH, frontend or default_address("frontend"), bind=False)
+            self._builder = codec_builder(self._codecs, tokenizer)
+            self._parking = Parking(self._codecs, tokenizer, setting, self._builder)
+            """Requests waiting for a codec being built (new decode options), their messages in order."""
             self._pull = self._socket(zmq.PULL, self.address, bind=True)
         except BaseException:
             if hasattr(self, "_builder"):
@@ -285,58 +297,6 @@ class Worker:
         self._outgoing = Outgoing()
         self._linger_seconds = min(send_timeout_ms, 10_000) / 1000
         """At shutdown, how long frames not yet sent wait for their peer to read them."""
-
-    def _setup(
-        self,
-        tokenizer: Any,
-        backend: str | None,
-        frontend: str | None,
-        limits: Limits,
-        context: zmq.Context[Any] | None,
-        setting: Setting,
-        codec_options: Sequence[SamplingParams],
-        assistant_as_data: bool,
-    ) -> None:
-        if isinstance(tokenizer, str | os.PathLike) or tokenizer is None:
-            tokenizer = load_tokenizer(tokenizer)
-        self.limits = limits
-        self._codecs = CodecCache(limits.max_codecs)
-        """The worker's codecs: its manager, its builder and its parking ask this cache."""
-        self.tokenize_manager = TokenizeManager(tokenizer, assistant_as_data=assistant_as_data)
-        self.tokenize_manager.tokenize([TokenizeMsg(0, "warm up")])  # settles the tokenizer before the thread
-        self.detokenize_manager = DetokenizeManager(
-            tokenizer,
-            max_byte_run=setting.max_byte_run,
-            out_of_vocab=setting.out_of_vocab,
-            max_live=limits.max_live,
-            max_stops=limits.max_stops,
-            max_stop_chars=limits.max_stop_chars,
-            codecs=self._codecs,
-        )
-        for params in codec_options:  # built before the worker is ready
-            self._codecs.codec(tokenizer, setting.options_of(params))
-        self.decoder = FrameDecoder(max_frame_bytes=limits.max_frame_bytes)
-        self.drops = DropCounter(logger)
-        self.handled: dict[str, int] = {}
-        self.frames_received = 0
-        self._stop = threading.Event()
-        self._context = context or zmq.Context.instance()
-        self._backend = self._socket(zmq.PUSH, backend or default_address("backend"), bind=False)
-        self._frontend = self._socket(zmq.PUSH, frontend or default_address("frontend"), bind=False)
-        self._tokenizing: dict[Uid, int] = {}
-        """Requests given to the tokenizing thread, with how many of their messages it still has."""
-        self._cancelled: set[Uid] = set()
-        """Requests aborted while the tokenizing thread has them: their ids are not sent on."""
-        self._named: OrderedDict[Uid, None] = OrderedDict()
-        """The last uids a tokenize named (a tokenize naming one again is another request: refused)."""
-        self._waiting_chars = 0
-        """Characters of text given to the tokenizing thread, not yet tokenized."""
-        self._tokenizer: TokenizeThread | None = None
-        self._builder = CodecBuilder(self._codecs, tokenizer)
-        self._parking = Parking(self._codecs, tokenizer, setting, self._builder)
-        """Requests waiting for a codec being built (new decode options), their messages in order."""
-        self._taken = 0
-        """Bytes of frames the last loop took in."""
 
     def _socket(self, kind: int, address: str, *, bind: bool) -> zmq.Socket[bytes]:
         socket: zmq.Socket[bytes] = self._context.socket(kind)
@@ -731,7 +691,7 @@ class Worker:
         """Send on what the tokenizing thread has finished."""
         assert self._tokenizer is not None
         out = _Outbox()
-        for msg, result in self._tokenizer.collect():
+        for msg, result in self._tokenizer.results():
             self._waiting_chars -= text_chars(msg)
             left = self._tokenizing.pop(msg.uid) - 1
             if left:
@@ -907,44 +867,19 @@ def _runs(frames: Sequence[Decoded]) -> Iterator[tuple[str, list[Decoded]]]:
 def tokenize_worker(
     tokenizer: Any = None,
     *,
-    listen: str | None = None,
-    backend: str | None = None,
-    frontend: str | None = None,
-    local_bs: int = DEFAULT_LOCAL_BS,
-    limits: Limits = Limits(),
-    name: str | None = None,
     on_ready: Callable[[ReadyMsg], None] | None = None,
     stop_event: threading.Event | None = None,
-    max_byte_run: int | None = None,
-    out_of_vocab: OutOfVocab = "raise",
-    allow_remote: bool = False,
-    incarnation: int = 0,
-    codec_options: Sequence[SamplingParams] = (),
-    assistant_as_data: bool = False,
     on_start: Callable[[Worker], None] | None = None,
+    **options: Any,
 ) -> WorkerStats:
     """Run a worker until SIGINT/SIGTERM (in the main thread) or ``stop_event``; its stats at the end.
 
-    See :class:`Worker` for the arguments; addresses default to ``ipc://`` files in a folder
-    private to this user (:func:`~puredetok.worker._addresses.default_address`). ``on_start`` is
-    given the worker once it is made, before it serves (``puredetok serve`` reads its codec there
-    to say what it loaded).
+    ``tokenizer`` and ``options`` are :class:`Worker`'s (``listen``, ``limits``, ``max_byte_run``
+    ...); addresses default to ``ipc://`` files in a folder private to this user
+    (:func:`~puredetok.worker._addresses.default_address`). ``on_start`` is given the worker once
+    it is made, before it serves (``puredetok serve`` reads its codec there to say what it loaded).
     """
-    worker = Worker(
-        tokenizer,
-        listen=listen,
-        backend=backend,
-        frontend=frontend,
-        local_bs=local_bs,
-        limits=limits,
-        name=name,
-        max_byte_run=max_byte_run,
-        out_of_vocab=out_of_vocab,
-        allow_remote=allow_remote,
-        incarnation=incarnation,
-        codec_options=codec_options,
-        assistant_as_data=assistant_as_data,
-    )
+    worker = Worker(tokenizer, **options)
     if on_start is not None:
         try:
             on_start(worker)
