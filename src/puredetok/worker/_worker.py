@@ -867,19 +867,44 @@ def _runs(frames: Sequence[Decoded]) -> Iterator[tuple[str, list[Decoded]]]:
 def tokenize_worker(
     tokenizer: Any = None,
     *,
+    listen: str | None = None,
+    backend: str | None = None,
+    frontend: str | None = None,
+    local_bs: int = DEFAULT_LOCAL_BS,
+    limits: Limits = Limits(),
+    name: str | None = None,
     on_ready: Callable[[ReadyMsg], None] | None = None,
     stop_event: threading.Event | None = None,
+    max_byte_run: int | None = None,
+    out_of_vocab: OutOfVocab = "raise",
+    allow_remote: bool = False,
+    incarnation: int = 0,
+    codec_options: Sequence[SamplingParams] = (),
+    assistant_as_data: bool = False,
     on_start: Callable[[Worker], None] | None = None,
-    **options: Any,
 ) -> WorkerStats:
     """Run a worker until SIGINT/SIGTERM (in the main thread) or ``stop_event``; its stats at the end.
 
-    ``tokenizer`` and ``options`` are :class:`Worker`'s (``listen``, ``limits``, ``max_byte_run``
-    ...); addresses default to ``ipc://`` files in a folder private to this user
-    (:func:`~puredetok.worker._addresses.default_address`). ``on_start`` is given the worker once
-    it is made, before it serves (``puredetok serve`` reads its codec there to say what it loaded).
+    See :class:`Worker` for the arguments; addresses default to ``ipc://`` files in a folder
+    private to this user (:func:`~puredetok.worker._addresses.default_address`). ``on_start`` is
+    given the worker once it is made, before it serves (``puredetok serve`` reads its codec there
+    to say what it loaded).
     """
-    worker = Worker(tokenizer, **options)
+    worker = Worker(
+        tokenizer,
+        listen=listen,
+        backend=backend,
+        frontend=frontend,
+        local_bs=local_bs,
+        limits=limits,
+        name=name,
+        max_byte_run=max_byte_run,
+        out_of_vocab=out_of_vocab,
+        allow_remote=allow_remote,
+        incarnation=incarnation,
+        codec_options=codec_options,
+        assistant_as_data=assistant_as_data,
+    )
     if on_start is not None:
         try:
             on_start(worker)
