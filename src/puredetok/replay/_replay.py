@@ -45,6 +45,7 @@ __all__ = [
     "CHECK_START",
     "MAX_LISTED",
     "MAX_NAMED_IDS",
+    "id_limit",
     "valid_ids",
 ]
 
@@ -329,7 +330,7 @@ class Replayer:
         streamed = report.length
         replies = []
         if not event.abort or event.tokens or opening is not None:
-            valid, error = valid_ids(event.tokens, _id_limit(report.codec))
+            valid, error = valid_ids(event.tokens, id_limit(report.codec))
             if error is not None:
                 report.errors.append(f"{self.at(event.line)}: {error}")
             msg = DetokenizeMsg(event.uid, valid, event.finished, opening)
@@ -364,7 +365,7 @@ class Replayer:
     def _open(self, uid: Uid, given: tuple[Any, ...], params: SamplingParams, line: int) -> RequestReport:
         """A request's record; raises ValueError for options the manager refuses."""
         codec, rules = self.manager.codec_of(params), self.manager.rules(params)
-        prompt, error = valid_ids(given, _id_limit(codec), "prompt")
+        prompt, error = valid_ids(given, id_limit(codec), "prompt")
         report = RequestReport(uid, prompt, params, codec)
         if error is not None:
             report.errors.append(f"{self.at(line)}: {error}")
@@ -549,7 +550,7 @@ class Replayer:
             report.fail("G1", f"the text differs from the decode ({length} vs {wanted} characters)")
         elif not report.params.min_tokens:
             ends = reference.finder.ends_with(searched)
-            early = [stop for stop in report.params.stop if (ends[stop] or limit + 1) <= limit]
+            early = [stop for stop in report.params.stop if (ends.get(stop) or limit + 1) <= limit]
             if early:
                 report.fail("G1", f"the stop string {early[0]!r} completes before the text ends")
         self.work += reference.work - before_work
@@ -582,6 +583,6 @@ class Replayer:
         return consumed
 
 
-def _id_limit(codec: Codec) -> int:
+def id_limit(codec: Codec) -> int:
     """Ids from here on are invalid for ``codec``."""
     return ID_LIMIT if codec.out_of_vocab == "ignore" else codec.vocab_size
