@@ -1,13 +1,10 @@
 """A file's bytes told from its content and decompressed as they are read.
 
 gzip, bzip2 and xz are read with the standard library, zstd with the ``zstandard`` package
-(``puredetok[audit]``). Concatenated streams (gzip members, as ``cat a.gz b.gz`` or a log
-rotated and appended writes them; bzip2 and xz streams; zstd frames) are read whole. Memory holds
-one block of the decompressed bytes (zstd: what a kilobyte of its input gives) and one line,
-whatever the file's size. An error of the
-compressed data (a file cut short, corrupt data) ends what is read: everything before it is
-given, and the error is kept (:attr:`Decompressed.error`) for the reader to report where it
-reached.
+(``puredetok[audit]``), concatenated streams whole, in memory of one block and one line. An error
+of the compressed data ends what is read after all before it, and is kept
+(:attr:`Decompressed.error`) for the reader to report where it reached (docs/audit.md,
+"Compressed files").
 """
 
 from __future__ import annotations

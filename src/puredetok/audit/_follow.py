@@ -1,21 +1,10 @@
 """One request compared as it streams: memory bounded whatever the request's length.
 
-:class:`Follower` takes a streamed request's chunks (their ids and new text) as they come. The
-exact text is streamed through the core (an exact codec: its stream is ``decode``, contract C
-with the prompt), the text of the last id held back (a stop token's text may be cut), and
-compared with the engine's text as both arrive. It keeps only what one text has that the other
-has not reached yet, the last characters compared (enough for the report's windows and the
-kinds' looks back), and the positions of the recent tokens and chunks. The stop string that cuts
-the exact text must be known when the request opens (a stream says it only in its last chunk:
-its reader looks ahead for it); its first occurrence is searched in steps of :data:`STEP`
-characters before the text is compared, so that a cut is known before the comparison passes it.
-
-From the first place where the texts differ, or where the stop string starts, on, the rest of
-both texts is kept too (up to :data:`SUFFIX_LIMIT` characters past that place): ``cleanup
-spacing`` and ``duplicated text`` compare the texts after the difference. The report is the one
-:meth:`puredetok.audit._compare.Auditor.check` gives from the whole texts (the same kind, offset,
-token, windows, lengths, chunk); where the texts run on past the limit, those two kinds are
-looked for in the part kept only, and the difference says so (:attr:`Difference.looked`).
+:class:`Follower` streams the exact text through the core and compares it with the engine's as
+both arrive, keeping only what one has that the other has not reached, the last characters
+compared, and both texts for :data:`SUFFIX_LIMIT` characters from where they may differ; its
+report is the one :meth:`puredetok.audit._compare.Auditor.check` gives from the whole texts.
+docs/audit.md ("Scale", one long request) says what it keeps and why.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """Chat responses that a reasoning or tool parser split: the pieces joined again as the parser
-took them from the text, so that they can be compared with the exact text of the ids.
-
-vLLM's reasoning parsers (``vllm/reasoning/``: ``BaseThinkingReasoningParser``, and the Qwen3
-and DeepSeek-R1 parsers) drop the text up to the start marker (``<think>``) when the output has
-one, and cut the rest at the end marker (``</think>``): the reasoning before it
-(``message.reasoning_content``; ``message.reasoning`` in newer servers), the content after it
-(``message.content``, None when empty); with no end marker, the whole is reasoning. Streamed,
-they take each delta as it comes and drop a delta that is a marker alone: the text before the
-start marker arrives as content (the base parser) or as reasoning (DeepSeek-R1, Qwen3), and
-Qwen3's drops what comes before the marker in the delta that holds it. Its tool parsers
-(``vllm/entrypoints/openai/tool_parsers/``, e.g. Hermes's ``<tool_call>``) keep the content
-before the first tool call and return each call's function name and its arguments
-re-serialized (``message.tool_calls``), which cannot be joined back byte for byte: the calls are
-checked by their names, in order, in the text after the content.
+took them from the text, so that they can be compared with the exact text of the ids (what
+vLLM's parsers drop and keep: docs/audit.md, "Chat responses split by a reasoning or tool
+parser").
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Which format a file holds (by its content), the shards it is cut into, and auditing a shard.
 
-A shard is a stretch of a file that can be read on its own: whole lines between two cut points
-(a stream's only after a ``data: [DONE]`` line, so that no response is cut), one row group of a
-Parquet table, or a whole file (a JSON array, a trace, a compressed file). Shards are audited
-one by one locally or in parallel on Ray; either way their reports are joined in shard order, so
-that both runs give the same report, and memory holds one shard's findings at a time.
-
-A compressed file (gzip, bzip2, xz, zstd: :mod:`puredetok._files`) cannot be cut at byte
-offsets: it is one shard, read as one stream, and audited in stretches cut as a plain file's
-shards are (:func:`audit_stretches`), each one's findings given as it ends.
+A shard is a stretch of a file read on its own (whole lines, a stream's cut after ``data:
+[DONE]``; a Parquet row group; a whole file); a compressed file is one shard, audited in
+stretches (:func:`audit_stretches`). docs/audit.md ("Scale") says how.
 """
 
 from __future__ import annotations

@@ -1,35 +1,10 @@
-"""SGLang's native ``/generate`` outputs: ``text``, ``output_ids`` and ``meta_info``.
+"""SGLang's native ``/generate`` outputs (``text``, ``output_ids``, ``meta_info``), whole or
+streamed.
 
-``meta_info.id`` names the request and ``meta_info.finish_reason`` says how it ended:
-``{"type": "stop", "matched": <stop string or token id>}``, ``{"type": "length", ...}`` or
-``{"type": "abort", ...}``. SGLang cuts the text before a matched stop string and does not decode
-a matched stop token (unless the request asked ``no_stop_trim``). The native output carries no
-prompt ids unless asked with ``return_prompt_token_ids`` (newer servers: ``prompt_token_ids``
-beside ``text``); a record with ``input_ids`` (as the request that produced it had) is read with them.
-One object per line, or a JSON array of them (a batched request's answer).
-
-Streamed (``"stream": true``), ``/generate`` answers server-sent events (``http_server.py``:
-``data: {chunk}`` lines, ``data: [DONE]`` after the request's last chunk), each chunk the same
-``text``, ``output_ids`` and ``meta_info`` (``finish_reason`` None until the last;
-``completion_tokens`` the count of ids so far). What a chunk holds depends on the server
-(``tokenizer_manager.py``): by default its ``text`` and ``output_ids`` are everything so far;
-with ``--incremental-streaming-output`` both are the new part; with older servers'
-``--stream-output`` the ``output_ids`` are the new ones and the ``text`` everything so far. It is
-told per request from the content: the ids are cumulative when each chunk's ``output_ids`` are as
-many as its ``completion_tokens`` (without them: when each chunk's ids begin with the previous
-chunk's); the text is cumulative when the ids are, else when at least half the chunks' texts begin with the
-previous chunk's text. Where the ids are new ones, the audit tries the other reading of the text
-too before it reports a difference (``Request.either``): a stream of new texts that begin with
-the one before (``"ab"``, ``"ab"``) reads either way.
-
-To compare a request as it streams (:mod:`puredetok.audit._follow`), keeping neither its ids nor
-its chunks' texts, :func:`read_stream` first reads ahead through the lines for each request's
-ending and reading (:class:`_Evidence`: the last chunk's ids and text, the longest text, counts
-and flags, all bounded by one chunk), then follows it in the reading reported and, where the
-other may find the texts equal, in that one too (dropped once it differs). A text read as the
-whole text so far is fed by what it adds to the longest before it: the same comparison when
-each text is the beginning of the last one, which the look ahead checks; one taken back (a
-U+FFFD a later chunk corrects) is held whole, as is a request whose codec is not exact.
+A stream's chunks hold the new text or everything so far, and the new ids or all so far,
+depending on the server: the reading is told per request from the content (docs/audit.md,
+"SGLang's streams: what a chunk holds"), by a look ahead (:class:`_Evidence`, bounded by one
+chunk) that also lets a request be compared as it streams (:mod:`puredetok.audit._follow`).
 """
 
 from __future__ import annotations

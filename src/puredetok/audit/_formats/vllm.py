@@ -1,27 +1,10 @@
 """vLLM's OpenAI-compatible responses with ``return_token_ids``: whole ones and streamed chunks.
 
-A completion (``"object": "text_completion"``) carries each choice's ``text``, ``token_ids`` and
-``prompt_token_ids`` (older servers put ``prompt_token_ids`` beside ``choices``); a chat
-completion (``"chat.completion"``) carries ``prompt_token_ids`` beside ``choices`` and each
-choice's ``message.content`` and ``token_ids``. ``finish_reason`` is ``"stop"`` or ``"length"``;
-``stop_reason`` is the stop string or stop token id that ended it (None for EOS). A streamed
-response is server-sent events, ``data: {chunk}`` lines ending in ``data: [DONE]``: each chunk's
-choices carry the new ``text`` (chat: ``delta.content``) and the new ``token_ids``, and the
-first chunk the prompt's ids.
-
-A chat response that vLLM's reasoning parser (``--reasoning-parser``) or tool parser
-(``--tool-call-parser``) split carries ``message.reasoning_content`` (``message.reasoning`` in
-newer servers), ``message.content`` and ``message.tool_calls`` (``[{"id", "type": "function",
-"function": {"name", "arguments"}}]``); streamed, the same fields of ``delta``, a tool call's
-name in its first delta (``delta.tool_calls[].index`` and ``function.name``). It is read as its
-pieces (``Request.parts``; streamed, each chunk's in order, ``Chunk.parts``), which the audit
-joins again (:mod:`puredetok.audit._parsers`).
-
-A stream says how a choice ended (its stop string) only in its last chunk, and the exact text
-is cut at that stop string's first occurrence: to compare a choice as it streams
-(:mod:`puredetok.audit._follow`), keeping neither its ids nor its text, :func:`read_stream` first
-reads ahead through the lines for each choice's ending (a small record per choice). A choice
-that a parser split, or whose codec is not exact, is kept whole and checked when it ends.
+Completions and chat completions (their fields: docs/audit.md's table of formats); a chat
+response that a reasoning or tool parser split is read as its pieces (``Request.parts``), which
+the audit joins again (:mod:`puredetok.audit._parsers`). A stream says how a choice ended only
+in its last chunk: :func:`read_stream` reads ahead for each choice's ending, so that it can be
+compared as it streams (:mod:`puredetok.audit._follow`).
 """
 
 from __future__ import annotations
