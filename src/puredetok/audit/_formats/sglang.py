@@ -44,14 +44,13 @@ _decoder = msgspec.json.Decoder(_Output | list[_Output])
 _chunk = msgspec.json.Decoder(_StreamChunk)
 
 
-def _ending(meta: dict[str, Any]) -> tuple[str | None, str | None, bool]:
-    """The finish reason's type, the stop string and whether a stop token ended it."""
+def _head(name: str | int, line: int, meta: dict[str, Any]) -> Request:
+    """A request's record but its ids and text: how its ``meta_info`` says it ended."""
     reason = meta.get("finish_reason")
     kind = reason.get("type") if isinstance(reason, dict) else reason if isinstance(reason, str) else None
     matched = reason.get("matched") if isinstance(reason, dict) else None
     stop = matched if kind == "stop" and isinstance(matched, str) else None
-    stop_token = kind == "stop" and type(matched) is int
-    return kind, stop, stop_token
+    return Request(name, line, (), (), "", kind, stop, kind == "stop" and type(matched) is int)
 
 
 def _name(meta: dict[str, Any], line: int) -> str | int:
@@ -61,16 +60,11 @@ def _name(meta: dict[str, Any], line: int) -> str | int:
 
 def output_request(output: _Output, file: str, line: int) -> Request:
     """The request of one output."""
-    kind, stop, stop_token = _ending(output.meta_info)
-    return Request(
-        _name(output.meta_info, line),
-        line,
-        tuple(output.input_ids or output.prompt_token_ids or ()),
-        tuple(output.output_ids),
-        output.text,
-        kind,
-        stop,
-        stop_token,
+    return attrs.evolve(
+        _head(_name(output.meta_info, line), line, output.meta_info),
+        prompt_ids=tuple(output.input_ids or output.prompt_token_ids or ()),
+        output_ids=tuple(output.output_ids),
+        text=output.text,
     )
 
 
@@ -183,7 +177,6 @@ class _Live:
 
 def _ended(live: _Live) -> Request:
     evidence = live.evidence
-    kind, stop, stop_token = _ending(evidence.meta)
     last, cumulative, either = evidence.reading()
     if last or live.joined is None:
         output = evidence.last
@@ -193,10 +186,16 @@ def _ended(live: _Live) -> Request:
         sizes = live.sizes
     text = (live.texts[-1] if live.texts else "") if cumulative else "".join(live.texts)
     chunks = tuple(Chunk(text, size) for text, size in zip(live.texts, sizes))
-    return Request(
-        live.name, live.line, live.prompt, tuple(output), text, kind, stop, stop_token,
-        chunks=chunks, cumulative=cumulative, either=either,
-    )  # fmt: skip
+    head = _head(live.name, live.line, evidence.meta)
+    return attrs.evolve(
+        head,
+        prompt_ids=live.prompt,
+        output_ids=tuple(output),
+        text=text,
+        chunks=chunks,
+        cumulative=cumulative,
+        either=either,
+    )
 
 
 _Fate = tuple[int, _Evidence]
@@ -281,14 +280,13 @@ def _follow(
     chain = evidence.chain
     if (last and not evidence.prefixed) or (cumulative and not chain):
         return None
-    kind, stop, stop_token = _ending(evidence.meta)
-    head = Request(name, number, (), (), "", kind, stop, stop_token)
+    head = _head(name, number, evidence.meta)
     codec = auditor.codec(head)
     if not codec.exact:
         return None
     readings = [cumulative, *([not cumulative] if either and (cumulative or chain) else [])]
     include, context = auditor.include_stop(head), auditor.options.context
-    followers = [(Follower.opened(codec, prompt, (stop or "",), include, context), r) for r in readings]
+    followers = [(Follower.opened(codec, prompt, (head.stop or "",), include, context), r) for r in readings]
     return _Following(head, line, last, followers)
 
 
