@@ -265,11 +265,6 @@ def _lines(shard: Shard) -> Iterator[tuple[int, bytes]]:
             number += 1
 
 
-def _read(path: str) -> bytes:
-    with open(path, "rb") as source:
-        return source.read()
-
-
 _Lines = Callable[[], Iterator[tuple[int, bytes]]]
 """The numbered lines of a shard, read again at each call."""
 
@@ -326,21 +321,18 @@ def audit_stretches(shard: Shard, auditor: Auditor, columns: Columns | None = No
     the line it was met in, after those of every line read before it.
     """
     columns = columns or Columns()
-    in_one = shard.compression is None or shard.layout != "lines" or shard.format == "trace"
-    if shard.first_stretch and in_one:
+    whole = shard.layout != "lines" or shard.format == "trace"
+    if shard.first_stretch and (whole or shard.compression is None):
         return  # a shard read in one is its stretch 0
-    if shard.compression is None:
-        whole = attrs.evolve(shard, end=os.path.getsize(shard.path)) if shard.format == "trace" else shard
-        lines = functools.partial(_lines, whole)
-        yield _audited(
-            shard, auditor, _items(shard, auditor, columns, lines, functools.partial(_read, shard.path))
-        )
-        return
     reading = Decompressed(shard.path, shard.compression)
-    if shard.layout != "lines" or shard.format == "trace":
+    if whole:
         numbered = enumerate(reading.lines(), 1)
         items = _items(shard, auditor, columns, lambda: numbered, reading.read)
         yield _ended(_audited(shard, auditor, items), reading)
+        return
+    if shard.compression is None:
+        lines = functools.partial(_lines, shard)
+        yield _audited(shard, auditor, _items(shard, auditor, columns, lines, reading.read))
         return
     ends = (lambda line: line.strip() == b"data: [DONE]") if shard.format in STREAMS else None
     row = 0
