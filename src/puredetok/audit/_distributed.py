@@ -128,18 +128,11 @@ def _ready(codecs: CodecsRef, tokenizer: str | None, options: AuditOptions) -> _
 def audit_batch(
     batch: Any, *, tokenizer: str | None, options: AuditOptions, columns: Columns, codecs: CodecsRef
 ) -> Iterator[dict[str, list[Any]]]:
-    """Audit the shards of a batch (a ``pyarrow.Table`` whose rows hold ``shards``, the fields of
-    each, and ``orders``, the place of each in the run): a row per result, its
-    :class:`~puredetok.audit._sources.ShardResult` pickled with its :class:`Timing`, given as it
-    is found (a compressed file's, a stretch at a time: what a worker holds of them is bounded by
-    Ray Data's block size, whatever the file's size).
-
-    ``codecs`` are the driver's; the tokenizer ``tokenizer`` (a name or path for
-    :func:`load_tokenizer`) is loaded only if a record needs it.
-
-    Any exception is raised as a :class:`TaskFailedError` naming the shard and the cause in one
-    line (Ray Data runs a task again on some: ``RaySystemError``, what ``ray.get`` raises for a
-    value that cannot be unpickled).
+    """Audit the shards of a batch (a ``pyarrow.Table`` of ``shards``, the fields of each, and
+    ``orders``, the place of each in the run): a row per result, pickled with its :class:`Timing`,
+    given as it is found; the tokenizer (``tokenizer``, for :func:`load_tokenizer`) is loaded only
+    if a record needs it. Any exception is raised as a :class:`TaskFailedError` naming the shard
+    and the cause in one line (Ray Data runs a task again on some).
     """
     ready = _ready(codecs, tokenizer, options)
     for row in batch.to_pylist():

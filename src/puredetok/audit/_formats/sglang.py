@@ -310,15 +310,11 @@ def _found(request: _Following) -> Followed:
 def read_stream(
     lines: Lines, file: str, auditor: Auditor | None = None, again: Lines | None = None
 ) -> Iterator[Item | Followed]:
-    """Streamed outputs: server-sent events (``data:`` lines; other fields and comments are
-    skipped) or one chunk per line, requests told apart by ``meta_info.id``. A request ends with
-    its ``finish_reason``; one still running at ``[DONE]`` or at the end of the input ends there.
-    With an ``auditor`` and ``again`` (the same lines a second time), ``lines`` are read ahead
-    for each request's ending and reading (a small record each: the last chunk's ids and text,
-    the longest text, counts), and the requests that can be are compared as they stream
-    (:class:`Followed`); a request whose codec is not exact, whose ids are each chunk's all so far
-    but do not each begin with the previous chunk's, or whose texts are read as the whole text so
-    far but are not each the beginning of the last (a text taken back) is held whole.
+    """Streamed outputs: server-sent events (``data:`` lines) or one chunk per line, requests told
+    apart by ``meta_info.id``, each ending with its ``finish_reason``, at ``[DONE]`` or at the end
+    of the input. With an ``auditor`` and ``again`` (the same lines a second time), the requests
+    that can be are compared as they stream (:class:`Followed`); one whose codec is not exact, or
+    whose ids or texts the look ahead saw are not each the start of the next, is held whole.
     """
     fates = None
     if auditor is not None and again is not None:
