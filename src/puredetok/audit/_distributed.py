@@ -152,21 +152,16 @@ def audit_batch(
                 yield {"result": [pickle.dumps(found)]}
 
 
-def _ray() -> Any:
-    try:
-        import ray
-        import ray.data
-    except ImportError:
-        raise ValueError("--ray needs Ray: pip install 'puredetok[ray]'") from None
-    return ray
-
-
 def start_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
     """Join the Ray cluster at ``address``, else start a local Ray with ``num_cpus`` CPUs (all
     of them if None), unless this process has a Ray already; lean: no dashboard, the workers'
     logs not sent to the driver. Returns the ``ray`` module.
     """
-    ray = _ray()
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise ValueError("--ray needs Ray: pip install 'puredetok[ray]'") from None
     if not ray.is_initialized():
         ray.init(
             address=address,
