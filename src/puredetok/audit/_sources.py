@@ -148,34 +148,44 @@ def _head(path: str) -> tuple[Decompressed, bytes, bytes | None]:
     return reading, head, body
 
 
-def detect_format(path: str) -> tuple[str, str]:
-    """The format of a file and its layout, from its (decompressed) content. Raises ValueError if none."""
+def detect_format(path: str, format: str | None = None) -> tuple[str, str]:
+    """The format of a file (``format`` if given, else told from its decompressed content) and
+    its layout. Raises ValueError for a format that cannot be told.
+    """
     reading, head, body = _head(path)
     if body is None:
-        return "rollouts", "parquet"
+        return format or "rollouts", "parquet"
     try:
-        return _told(path, head, body)
+        format = format or _told(path, head, body)
     except ValueError as error:
         if reading.error is None:
             raise
         raise ValueError(f"{reading.error} ({error})") from None
+    if format == "trace":
+        return format, "whole"
+    if (
+        body.startswith(b"[")
+        and format in ("vllm", "sglang")
+        and not isinstance(_json(_first_line(path)[1]), list)
+    ):
+        return format, "array"  # (a list a line: a batch's answers, one per line)
+    return format, "lines"
 
 
-def _told(path: str, head: bytes, body: bytes) -> tuple[str, str]:
-    """The format and layout of a file that begins with ``head`` (``body``: its blanks off)."""
+def _told(path: str, head: bytes, body: bytes) -> str:
+    """The format of a file that begins with ``head`` (``body``: its blanks off)."""
+    if body.startswith(b"["):
+        if b'"output_ids"' in head:
+            return "sglang"
+        if b'"choices"' in head:
+            return "vllm"
+        raise ValueError("a JSON array of neither vLLM responses nor SGLang outputs; give --format")
     number, line = _first_line(path)
     first = _json(line)
-    if body.startswith(b"["):
-        layout = "lines" if isinstance(first, list) else "array"  # a list a line: batch answers
-        if b'"output_ids"' in head:
-            return "sglang", layout
-        if b'"choices"' in head:
-            return "vllm", layout
-        raise ValueError("a JSON array of neither vLLM responses nor SGLang outputs; give --format")
     if line.startswith((b"data:", b"event:", b":")):
         chunk = _json(_first_line(path, data=True)[1])
         sglang = isinstance(chunk, dict) and "output_ids" in chunk and "choices" not in chunk
-        return ("sglang-stream" if sglang else "vllm-stream"), "lines"
+        return "sglang-stream" if sglang else "vllm-stream"
     if not number:
         raise ValueError(
             "every record is an engine's error answer: no response tells the format (give --format "
@@ -195,38 +205,19 @@ def _told(path: str, head: bytes, body: bytes) -> tuple[str, str]:
         chunks = first["choices"] if isinstance(first["choices"], list) else []
         unfinished = any(isinstance(c, dict) and c.get("finish_reason", "") is None for c in chunks)
         chunk = str(first.get("object", "")).endswith(".chunk") or unfinished
-        return ("vllm-stream" if chunk else "vllm"), "lines"
+        return "vllm-stream" if chunk else "vllm"
     if "output_ids" in first and isinstance(first.get("meta_info"), dict):  # a chunk: not finished
-        return ("sglang-stream" if first["meta_info"].get("finish_reason", "") is None else "sglang"), "lines"
+        return "sglang-stream" if first["meta_info"].get("finish_reason", "") is None else "sglang"
     if ("uid" in first and set(first) <= _TRACE_EVENT) or (first and set(first) <= {"tokenizer", "options"}):
-        return "trace", "whole"
-    return "rollouts", "lines"
-
-
-def _layout(path: str, format: str) -> str:
-    """The layout of a file read as ``format`` (given, not told: whatever its first line holds)."""
-    _, _, body = _head(path)
-    if body is None:
-        return "parquet"
-    if format == "trace":
-        return "whole"
-    if (
-        body.startswith(b"[")
-        and format in ("vllm", "sglang")
-        and not isinstance(_json(_first_line(path)[1]), list)
-    ):
-        return "array"
-    return "lines"
+        return "trace"
+    return "rollouts"
 
 
 def shards_of(path: str, format: str | None = None, size: int = SHARD_BYTES) -> list[Shard]:
     """The shards of a file (its format detected unless given). Raises ValueError for a file
     whose format cannot be told, OSError for one that cannot be read.
     """
-    if format is None:
-        format, layout = detect_format(path)
-    else:
-        layout = _layout(path, format)
+    format, layout = detect_format(path, format)
     if layout == "parquet":
         return [
             Shard(path, format, layout, group, 0, row + 1, row, index)
