@@ -187,7 +187,7 @@ def _placed(exact: str, parts: Sequence[tuple[str, str]]) -> Joined | None:
     if "tool" in kinds or (pair is None and "reasoning" in kinds and kinds - {"reasoning"}):
         return None
     markers = pair or ()
-    joined = "".join(text for _, text in parts)
+    joined = plain_join(parts)
     missing = len(_bare(exact, markers)) - len(_bare(joined, markers))
     drop: tuple[int, int] | None = None
     if missing:
