@@ -175,12 +175,9 @@ def _placed(exact: str, parts: Sequence[tuple[str, str]]) -> Joined | None:
     """The pieces joined with ``exact``'s markers put back between them, if that is ``exact``
     itself, or ``exact`` less a stretch that ends at its first start marker (the text the
     parser dropped: how long it is, the pieces say); else None (tool calls, and reasoning and
-    content with no marker between them, too, are left to :func:`_rejoin`).
-
-    A piece may hold a marker at its start (a parser that passes it on), where the exact text has
-    it; a piece is never placed across a marker it does not hold. So a piece that fits both before
-    and after a marker by chance ("1" in ``"1<think></think>1"``) can only go where the lengths
-    put it.
+    content with no marker between them, too, are left to :func:`_rejoin`). A piece may hold a
+    marker at its start (a parser that passes it on), but is never placed across one it does not
+    hold.
     """
     kinds = {kind for kind, text in parts if text or kind == "tool"}
     pair = _pair(exact)
@@ -246,16 +243,9 @@ def _agree(a: str, b: str) -> int:
 
 def _rejoin(exact: str, parts: Sequence[tuple[str, str]], after: bool) -> Joined | None:
     """The engine's text as the parser split it from its output, joined again with the markers
-    ``exact`` has; the text before a start marker that the parser dropped is taken from
-    ``exact`` and named (:attr:`Joined.dropped`).
-
-    ``parts`` are the pieces in the order the parser took them from the text: a whole
-    response's reasoning, content and tool names; a stream's, delta by delta.
-
-    None when it cannot be joined so that it is comparable: no known marker in ``exact``
-    around a reasoning piece and some content, tool calls whose names are not in the text after
-    the content in order, or pieces that differ from ``exact``'s own only by spaces at their
-    ends (a parser that trims them).
+    ``exact`` has, each piece where it fits; the text before a start marker that the parser
+    dropped is taken from ``exact`` and named (:attr:`Joined.dropped`). None when it cannot be
+    joined so that it is comparable (which, docs/audit.md says).
     """
     pair = _pair(exact)
     kinds = {kind for kind, text in parts if text or kind == "tool"}
