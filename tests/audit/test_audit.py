@@ -793,6 +793,17 @@ def test_an_auditor_builds_the_codecs_of_trace_replays_once(tmp_path: Path) -> N
     assert seen[0] and all(codec in map(id, seen[1]) for codec in map(id, seen[0]))
 
 
+def test_an_auditor_and_its_trace_replays_share_one_codec() -> None:
+    """The auditor built its codec with codec_for and each trace's manager its own again (two
+    builds of the same tables, a second or so each)."""
+    from puredetok.replay import Replayer
+    from puredetok.serving import SamplingParams
+
+    auditor = Auditor(tokenizer("qwen3"))
+    replayer = Replayer(auditor.tokenizer, codecs=auditor.replay_codecs)
+    assert auditor.codec_of(None) is replayer.manager.codec_of(SamplingParams())
+
+
 # -- SGLang's streamed /generate -----------------------------------------------------------------
 
 

@@ -1,13 +1,10 @@
 """A file's bytes told from its content and decompressed as they are read.
 
 gzip, bzip2 and xz are read with the standard library, zstd with the ``zstandard`` package
-(``puredetok[audit]``). Concatenated streams (gzip members, as ``cat a.gz b.gz`` or a log
-rotated and appended writes them; bzip2 and xz streams; zstd frames) are read whole. Memory holds
-one block of the decompressed bytes (zstd: what a kilobyte of its input gives) and one line,
-whatever the file's size. An error of the
-compressed data (a file cut short, corrupt data) ends what is read: everything before it is
-given, and the error is kept (:attr:`Decompressed.error`) for the reader to report where it
-reached.
+(``puredetok[audit]``), concatenated streams whole, in memory of one block and one line. An error
+of the compressed data ends what is read after all before it, and is kept
+(:attr:`Decompressed.error`) for the reader to report where it reached (docs/audit.md,
+"Compressed files").
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ import bz2
 import gzip
 import lzma
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 import attrs
@@ -30,6 +27,7 @@ BLOCK = 1 << 16
 """How many decompressed bytes are read at a time."""
 
 _BOM = b"\xef\xbb\xbf"
+_OPEN: dict[str, Callable[[IO[bytes]], Any]] = {"gzip": gzip.open, "bzip2": bz2.open, "xz": lzma.open}
 _ZSTD_INPUT = 1 << 10  # zstd's decompressor has no bound on its output, and gives none of a call that fails
 
 
@@ -93,7 +91,7 @@ class Decompressed:
                 if self.compression == "zstd":
                     yield from _zstd_blocks(raw)
                     return
-                with _standard(self.compression, raw) as source:
+                with _OPEN[self.compression](raw) as source:
                     yield from iter(lambda: source.read1(BLOCK), b"")
             except EOFError:
                 self.error = f"{self.compression}-compressed data cut short: the file ends inside its stream"
@@ -138,14 +136,6 @@ class Decompressed:
     def read(self) -> bytes:
         """All the decompressed bytes (a whole file in memory: for a format read whole)."""
         return b"".join(self.blocks())
-
-
-def _standard(compression: str, raw: IO[bytes]) -> gzip.GzipFile | bz2.BZ2File | lzma.LZMAFile:
-    if compression == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb")
-    if compression == "bzip2":
-        return bz2.BZ2File(raw)
-    return lzma.LZMAFile(raw)
 
 
 def _zstd_blocks(raw: IO[bytes]) -> Iterator[bytes]:

@@ -28,12 +28,11 @@ from typing import Any
 
 import attrs
 
-from puredetok._build import codec_for
 from puredetok._core import Codec, continuation_text, feed, finish, start, step
 from puredetok.audit._parsers import Joined, plain_join, rejoin
 from puredetok.audit._records import Request
 from puredetok.replay._incremental import common_prefix
-from puredetok.serving._codec_cache import CodecCache
+from puredetok.serving._codec_cache import CodecCache, CodecOptions
 
 KINDS = (
     "lost tail",
@@ -220,7 +219,8 @@ class Auditor:
         self.options = options
         self._codecs: dict[bool, Codec] = dict(codecs or {})
         self.replay_codecs = CodecCache()
-        """The codecs of the managers that replay traces (built once, not once per file)."""
+        """The codecs it builds, and those of the managers that replay traces: each built once,
+        not once per file nor once for the audit and again for the replay."""
 
     @property
     def tokenizer(self) -> Any:
@@ -244,12 +244,8 @@ class Auditor:
         skip = True if skip_special_tokens is None else skip_special_tokens
         codec = self._codecs.get(skip)
         if codec is None:
-            codec = codec_for(
-                self.tokenizer,
-                skip_special_tokens=skip,
-                clean_up_tokenization_spaces=self.options.clean_up_tokenization_spaces,
-            )
-            self._codecs[skip] = codec
+            options = CodecOptions(skip, self.options.clean_up_tokenization_spaces)
+            codec = self._codecs[skip] = self.replay_codecs.codec(self.tokenizer, options)
         return codec
 
     def include_stop(self, request: Request) -> bool:

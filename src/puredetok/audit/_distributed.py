@@ -1,25 +1,9 @@
 """Auditing shards in parallel on Ray Data (the ``ray`` extra): a local Ray, or a cluster's.
 
-The shards are the rows of a dataset that Ray Data maps with tasks (``map_batches``): each
-worker (one CPU) audits whole shards, which it reads itself (a shard is a path and two offsets:
-no log data goes through the object store). The tasks run on Ray's pooled worker processes,
-which outlive a run: a worker that an earlier run of the session left idle has Ray Data and the
-audit imported already and starts the next run's shards at once (a Ray Data actor pool starts
-new processes for every run, about a second of CPU each before the first shard). The driver
-builds the codec once and puts it in the object store: a worker fetches and unpickles it once
-per run (a few hundredths of a second, :func:`audit_batch`) rather than loading the tokenizer
-and building the codec (about 2 s of CPU), and loads the tokenizer only if a record needs it
-(:class:`~puredetok.audit._compare.Deferred`). A batch is a run of consecutive shards, large
-while many remain and smaller towards the end (:func:`batch_sizes`), so that Ray Data's cost
-per batch (its scheduling, the block passed back) is paid a few times per worker rather than
-once per shard, and the workers end together; the results come back pickled and are put back
-in shard order, so the report is the local run's. A compressed file is one shard (it cannot be
-cut at byte offsets); when the shards are fewer than the workers, it is shared between several
-(:func:`shares`: each decompresses the whole file and audits every n-th stretch of it). Its
-findings come back a stretch at a time, as they are found, so that what a worker holds is
-bounded (a block of Ray Data's, 128 MiB by default) and the driver holds a few stretches',
-whatever the file's size. On a cluster the input files must be at the same paths on every
-node, and the tokenizer too where a record needs it.
+Each task reads its own shards (a path and offsets: no log data in the object store); the
+driver's codecs are put in the object store once per run; batches shrink towards the end so
+that the workers end together; the results come back in shard order, so the report is the local
+run's. docs/audit.md ("Scale") says how and what it costs.
 """
 
 from __future__ import annotations
@@ -144,18 +128,11 @@ def _ready(codecs: CodecsRef, tokenizer: str | None, options: AuditOptions) -> _
 def audit_batch(
     batch: Any, *, tokenizer: str | None, options: AuditOptions, columns: Columns, codecs: CodecsRef
 ) -> Iterator[dict[str, list[Any]]]:
-    """Audit the shards of a batch (a ``pyarrow.Table`` whose rows hold ``shards``, the fields of
-    each, and ``orders``, the place of each in the run): a row per result, its
-    :class:`~puredetok.audit._sources.ShardResult` pickled with its :class:`Timing`, given as it
-    is found (a compressed file's, a stretch at a time: what a worker holds of them is bounded by
-    Ray Data's block size, whatever the file's size).
-
-    ``codecs`` are the driver's; the tokenizer ``tokenizer`` (a name or path for
-    :func:`load_tokenizer`) is loaded only if a record needs it.
-
-    Any exception is raised as a :class:`TaskFailedError` naming the shard and the cause in one
-    line (Ray Data runs a task again on some: ``RaySystemError``, what ``ray.get`` raises for a
-    value that cannot be unpickled).
+    """Audit the shards of a batch (a ``pyarrow.Table`` of ``shards``, the fields of each, and
+    ``orders``, the place of each in the run): a row per result, pickled with its :class:`Timing`,
+    given as it is found; the tokenizer (``tokenizer``, for :func:`load_tokenizer`) is loaded only
+    if a record needs it. Any exception is raised as a :class:`TaskFailedError` naming the shard
+    and the cause in one line (Ray Data runs a task again on some).
     """
     ready = _ready(codecs, tokenizer, options)
     for row in batch.to_pylist():
@@ -175,21 +152,16 @@ def audit_batch(
                 yield {"result": [pickle.dumps(found)]}
 
 
-def _ray() -> Any:
-    try:
-        import ray
-        import ray.data
-    except ImportError:
-        raise ValueError("--ray needs Ray: pip install 'puredetok[ray]'") from None
-    return ray
-
-
 def start_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
     """Join the Ray cluster at ``address``, else start a local Ray with ``num_cpus`` CPUs (all
     of them if None), unless this process has a Ray already; lean: no dashboard, the workers'
     logs not sent to the driver. Returns the ``ray`` module.
     """
-    ray = _ray()
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise ValueError("--ray needs Ray: pip install 'puredetok[ray]'") from None
     if not ray.is_initialized():
         ray.init(
             address=address,

@@ -1,21 +1,10 @@
 """One request compared as it streams: memory bounded whatever the request's length.
 
-:class:`Follower` takes a streamed request's chunks (their ids and new text) as they come. The
-exact text is streamed through the core (an exact codec: its stream is ``decode``, contract C
-with the prompt), the text of the last id held back (a stop token's text may be cut), and
-compared with the engine's text as both arrive. It keeps only what one text has that the other
-has not reached yet, the last characters compared (enough for the report's windows and the
-kinds' looks back), and the positions of the recent tokens and chunks. The stop string that cuts
-the exact text must be known when the request opens (a stream says it only in its last chunk:
-its reader looks ahead for it); its first occurrence is searched in steps of :data:`STEP`
-characters before the text is compared, so that a cut is known before the comparison passes it.
-
-From the first place where the texts differ, or where the stop string starts, on, the rest of
-both texts is kept too (up to :data:`SUFFIX_LIMIT` characters past that place): ``cleanup
-spacing`` and ``duplicated text`` compare the texts after the difference. The report is the one
-:meth:`puredetok.audit._compare.Auditor.check` gives from the whole texts (the same kind, offset,
-token, windows, lengths, chunk); where the texts run on past the limit, those two kinds are
-looked for in the part kept only, and the difference says so (:attr:`Difference.looked`).
+:class:`Follower` streams the exact text through the core and compares it with the engine's as
+both arrive, keeping only what one has that the other has not reached, the last characters
+compared, and both texts for :data:`SUFFIX_LIMIT` characters from where they may differ; its
+report is the one :meth:`puredetok.audit._compare.Auditor.check` gives from the whole texts.
+docs/audit.md ("Scale", one long request) says what it keeps and why.
 """
 
 from __future__ import annotations
@@ -31,7 +20,7 @@ import attrs
 from puredetok._core import Codec, admit_token, finish, start, step
 from puredetok.audit._compare import DUPLICATE_LIMIT, Difference, Facts, decide, duplicated, near_fffd
 from puredetok.audit._records import Request
-from puredetok.replay._incremental import Pieces, common_prefix
+from puredetok.replay._incremental import Pieces, StopFinder, common_prefix
 
 STEP = 4096
 """The exact text is searched for the stop string in steps of this many characters."""
@@ -52,60 +41,6 @@ class Followed:
     request: Request
     difference: Difference | None
     error: str | None = None
-
-
-class _Cutter:
-    """The exact text held until it has been searched for the stop strings (in steps)."""
-
-    def __init__(self, stops: Sequence[str], step: int) -> None:
-        self.stops = tuple(dict.fromkeys(stop for stop in stops if stop))
-        self.step = step
-        self.keep = max(map(len, self.stops), default=1) - 1
-        self.pending: list[str] = []
-        self.size = 0
-        self.carry = ""
-        self.searched = 0
-        self.ends: dict[str, int] = {}
-        """Where each stop string found first completes (the position just after it)."""
-        self.starts: list[int] = []
-        """Where each stop string found starts, in the order they were found."""
-
-    def add(self, text: str) -> str:
-        """Take ``text``; the text now searched (to be compared)."""
-        if len(self.ends) == len(self.stops):
-            return text
-        self.pending.append(text)
-        self.size += len(text)
-        return self.flush() if self.size >= self.step else ""
-
-    def flush(self) -> str:
-        """Search and give out all the text held."""
-        text = "".join(self.pending)
-        self.pending, self.size = [], 0
-        if len(self.ends) == len(self.stops):
-            return text
-        for stop in self.stops:
-            if stop not in self.ends:
-                end = self._find(stop, text)
-                if end is not None:
-                    self.ends[stop] = end
-                    self.starts.append(end - len(stop))
-        window = self.carry + text
-        self.carry = window[-self.keep :] if self.keep else ""
-        self.searched += len(text)
-        return text
-
-    def _find(self, stop: str, text: str) -> int | None:
-        at = (self.carry + text).find(stop)
-        return None if at < 0 else self.searched - len(self.carry) + at + len(stop)
-
-    def end_with(self, stop: str, tail: str) -> int | None:
-        """Where ``stop`` (one of the stop strings) first completes in everything given out,
-        followed by ``tail``.
-        """
-        if stop in self.ends:
-            return self.ends[stop]
-        return None if len(self.ends) == len(self.stops) else self._find(stop, tail)
 
 
 class _Kept:
@@ -168,7 +103,7 @@ class Follower:
         self.margin = max(context, 4) + 2 * DUPLICATE_LIMIT + 8 + stop_length
         self.history_size = self.margin + stop_length
         self.limit = max(limit, self.margin)
-        self._cutter = _Cutter(stops, step)
+        self._finder = StopFinder(stops, step)
         self._engine, self._exact = Pieces(), Pieces()
         self.engine_length = 0
         self.exact_length = 0
@@ -181,8 +116,8 @@ class Follower:
         """The engine's last characters (as many as the stop string has)."""
         self._tokens: deque[tuple[int, int]] = deque()  # (end of a token's text, its index)
         self._chunks: deque[tuple[int, int]] = deque()  # (start of a chunk's text, its index)
-        self._seen = 0
-        """How many of the stop strings found have been seen (each may start a stretch kept)."""
+        self._seen: set[str] = set()
+        """The stop strings found and seen (each may start a stretch kept)."""
         self._kept: list[_Kept] = []
         """The stretches kept from where the texts may differ (the first difference, each stop
         string's first occurrence): the last one goes on while it is within its limit, which each
@@ -223,7 +158,7 @@ class Follower:
         if text:
             self._record(self._chunks, "chunks", self.engine_length, (self.engine_length, self.chunks))
             self.engine_length += len(text)
-            if stop_length := self._cutter.keep + 1:
+            if stop_length := self._finder.longest:
                 self._tail = (self._tail + text)[-stop_length:]
             self._engine.push(text)
             if self._engine.size >= BLOCK <= self._exact.size:
@@ -250,20 +185,15 @@ class Follower:
         position = self.exact_length
         self.exact_length += len(text)
         self._record(self._tokens, "tokens", position, (self.exact_length, index))
-        cutter = self._cutter
-        if len(cutter.ends) == len(cutter.stops):  # nothing to look for: the text goes on as it came
-            self._exact.push(text)
-            if self._exact.size >= BLOCK <= self._engine.size:
-                self._compare()
-            return
-        self._release(cutter.add(text))
+        self._release(self._finder.add(text))
 
     def _release(self, text: str) -> None:
-        starts = self._cutter.starts
-        while self._seen < len(starts):
-            self._seen += 1
-            if self.differs is None:
-                self._keep(starts[self._seen - 1])
+        found = self._finder.ends
+        for stop, end in found.items() if len(found) > len(self._seen) else ():
+            if stop not in self._seen:
+                self._seen.add(stop)
+                if self.differs is None:
+                    self._keep(end - len(stop))
         if text:
             self._exact.push(text)
             if self._exact.size >= BLOCK <= self._engine.size:
@@ -322,18 +252,18 @@ class Follower:
         finish reason; its ids and text are not read).
         """
         request = attrs.evolve(request, counts=(self.ids, self.chunks))
-        stop, cutter = request.stop, self._cutter
-        if self.error is None and stop and stop not in cutter.stops:
+        stop, finder = request.stop, self._finder
+        if self.error is None and stop and stop not in finder.stops:
             self.error = f"its stop string {stop!r} was not known when it opened"
         if self.error is not None:
             return Followed(request, None, self.error)
-        self._release(cutter.flush())
+        self._release(finder.flush())
         drop_last = request.stop_token and self.ids > 0 and not self.include
         untrimmed_tail = self.last + finish(self.state)
         tail = finish(self.before) if drop_last else untrimmed_tail
         engine_rest, exact_rest = self._engine.text(), self._exact.text()
         length = self.exact_length + len(tail)
-        stop_end = cutter.end_with(stop, tail) if stop else None
+        stop_end = finder.ends_with(tail)[stop] if stop else None
         if stop and stop_end is not None:
             length = stop_end - (0 if self.include else len(stop))
         if self.differs is not None:
@@ -371,7 +301,7 @@ class Follower:
             return Followed(request, None, message)
         exact = exact[: length - base]
         at = offset - base
-        in_untrimmed = stop is not None and (not stop or cutter.end_with(stop, untrimmed_tail) is not None)
+        in_untrimmed = stop is not None and (not stop or finder.ends_with(untrimmed_tail)[stop] is not None)
         facts = Facts(
             length,
             self.engine_length,

@@ -1,18 +1,7 @@
 """Chat responses that a reasoning or tool parser split: the pieces joined again as the parser
-took them from the text, so that they can be compared with the exact text of the ids.
-
-vLLM's reasoning parsers (``vllm/reasoning/``: ``BaseThinkingReasoningParser``, and the Qwen3
-and DeepSeek-R1 parsers) drop the text up to the start marker (``<think>``) when the output has
-one, and cut the rest at the end marker (``</think>``): the reasoning before it
-(``message.reasoning_content``; ``message.reasoning`` in newer servers), the content after it
-(``message.content``, None when empty); with no end marker, the whole is reasoning. Streamed,
-they take each delta as it comes and drop a delta that is a marker alone: the text before the
-start marker arrives as content (the base parser) or as reasoning (DeepSeek-R1, Qwen3), and
-Qwen3's drops what comes before the marker in the delta that holds it. Its tool parsers
-(``vllm/entrypoints/openai/tool_parsers/``, e.g. Hermes's ``<tool_call>``) keep the content
-before the first tool call and return each call's function name and its arguments
-re-serialized (``message.tool_calls``), which cannot be joined back byte for byte: the calls are
-checked by their names, in order, in the text after the content.
+took them from the text, so that they can be compared with the exact text of the ids (what
+vLLM's parsers drop and keep: docs/audit.md, "Chat responses split by a reasoning or tool
+parser").
 """
 
 from __future__ import annotations
@@ -186,19 +175,16 @@ def _placed(exact: str, parts: Sequence[tuple[str, str]]) -> Joined | None:
     """The pieces joined with ``exact``'s markers put back between them, if that is ``exact``
     itself, or ``exact`` less a stretch that ends at its first start marker (the text the
     parser dropped: how long it is, the pieces say); else None (tool calls, and reasoning and
-    content with no marker between them, too, are left to :func:`_rejoin`).
-
-    A piece may hold a marker at its start (a parser that passes it on), where the exact text has
-    it; a piece is never placed across a marker it does not hold. So a piece that fits both before
-    and after a marker by chance ("1" in ``"1<think></think>1"``) can only go where the lengths
-    put it.
+    content with no marker between them, too, are left to :func:`_rejoin`). A piece may hold a
+    marker at its start (a parser that passes it on), but is never placed across one it does not
+    hold.
     """
     kinds = {kind for kind, text in parts if text or kind == "tool"}
     pair = _pair(exact)
     if "tool" in kinds or (pair is None and "reasoning" in kinds and kinds - {"reasoning"}):
         return None
     markers = pair or ()
-    joined = "".join(text for _, text in parts)
+    joined = plain_join(parts)
     missing = len(_bare(exact, markers)) - len(_bare(joined, markers))
     drop: tuple[int, int] | None = None
     if missing:
@@ -257,16 +243,9 @@ def _agree(a: str, b: str) -> int:
 
 def _rejoin(exact: str, parts: Sequence[tuple[str, str]], after: bool) -> Joined | None:
     """The engine's text as the parser split it from its output, joined again with the markers
-    ``exact`` has; the text before a start marker that the parser dropped is taken from
-    ``exact`` and named (:attr:`Joined.dropped`).
-
-    ``parts`` are the pieces in the order the parser took them from the text: a whole
-    response's reasoning, content and tool names; a stream's, delta by delta.
-
-    None when it cannot be joined so that it is comparable: no known marker in ``exact``
-    around a reasoning piece and some content, tool calls whose names are not in the text after
-    the content in order, or pieces that differ from ``exact``'s own only by spaces at their
-    ends (a parser that trims them).
+    ``exact`` has, each piece where it fits; the text before a start marker that the parser
+    dropped is taken from ``exact`` and named (:attr:`Joined.dropped`). None when it cannot be
+    joined so that it is comparable (which, docs/audit.md says).
     """
     pair = _pair(exact)
     kinds = {kind for kind, text in parts if text or kind == "tool"}

@@ -58,32 +58,15 @@ class Tally:
 
     def add(self, other: Tally) -> None:
         """Add another tally's counts to this one."""
-        for field in (
-            "requests",
-            "tokens",
-            "differing",
-            "errors",
-            "skipped",
-            "streams",
-            "contradicted",
-            "split",
-            "unjoinable",
-            "dropped",
-            "past_vocabulary",
-            "unrelated",
-        ):
-            setattr(self, field, getattr(self, field) + getattr(other, field))
+        for field in attrs.fields(Tally):
+            if field.name != "kinds":
+                setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
         for kind, count in other.kinds.items():
             self.kinds[kind] = self.kinds.get(kind, 0) + count
 
     def to_json(self) -> dict[str, Any]:
         """The counts as a JSON object."""
         return attrs.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Tally:
-        """The tally :meth:`to_json` gave."""
-        return cls(**data)
 
 
 def difference_record(difference: Difference, file: str, format: str) -> dict[str, Any]:

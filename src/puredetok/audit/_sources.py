@@ -1,14 +1,8 @@
 """Which format a file holds (by its content), the shards it is cut into, and auditing a shard.
 
-A shard is a stretch of a file that can be read on its own: whole lines between two cut points
-(a stream's only after a ``data: [DONE]`` line, so that no response is cut), one row group of a
-Parquet table, or a whole file (a JSON array, a trace, a compressed file). Shards are audited
-one by one locally or in parallel on Ray; either way their reports are joined in shard order, so
-that both runs give the same report, and memory holds one shard's findings at a time.
-
-A compressed file (gzip, bzip2, xz, zstd: :mod:`puredetok._files`) cannot be cut at byte
-offsets: it is one shard, read as one stream, and audited in stretches cut as a plain file's
-shards are (:func:`audit_stretches`), each one's findings given as it ends.
+A shard is a stretch of a file read on its own (whole lines, a stream's cut after ``data:
+[DONE]``; a Parquet row group; a whole file); a compressed file is one shard, audited in
+stretches (:func:`audit_stretches`). docs/audit.md ("Scale") says how.
 """
 
 from __future__ import annotations
@@ -154,34 +148,44 @@ def _head(path: str) -> tuple[Decompressed, bytes, bytes | None]:
     return reading, head, body
 
 
-def detect_format(path: str) -> tuple[str, str]:
-    """The format of a file and its layout, from its (decompressed) content. Raises ValueError if none."""
+def detect_format(path: str, format: str | None = None) -> tuple[str, str]:
+    """The format of a file (``format`` if given, else told from its decompressed content) and
+    its layout. Raises ValueError for a format that cannot be told.
+    """
     reading, head, body = _head(path)
     if body is None:
-        return "rollouts", "parquet"
+        return format or "rollouts", "parquet"
     try:
-        return _told(path, head, body)
+        format = format or _told(path, head, body)
     except ValueError as error:
         if reading.error is None:
             raise
         raise ValueError(f"{reading.error} ({error})") from None
+    if format == "trace":
+        return format, "whole"
+    if (
+        body.startswith(b"[")
+        and format in ("vllm", "sglang")
+        and not isinstance(_json(_first_line(path)[1]), list)
+    ):
+        return format, "array"  # (a list a line: a batch's answers, one per line)
+    return format, "lines"
 
 
-def _told(path: str, head: bytes, body: bytes) -> tuple[str, str]:
-    """The format and layout of a file that begins with ``head`` (``body``: its blanks off)."""
+def _told(path: str, head: bytes, body: bytes) -> str:
+    """The format of a file that begins with ``head`` (``body``: its blanks off)."""
+    if body.startswith(b"["):
+        if b'"output_ids"' in head:
+            return "sglang"
+        if b'"choices"' in head:
+            return "vllm"
+        raise ValueError("a JSON array of neither vLLM responses nor SGLang outputs; give --format")
     number, line = _first_line(path)
     first = _json(line)
-    if body.startswith(b"["):
-        layout = "lines" if isinstance(first, list) else "array"  # a list a line: batch answers
-        if b'"output_ids"' in head:
-            return "sglang", layout
-        if b'"choices"' in head:
-            return "vllm", layout
-        raise ValueError("a JSON array of neither vLLM responses nor SGLang outputs; give --format")
     if line.startswith((b"data:", b"event:", b":")):
         chunk = _json(_first_line(path, data=True)[1])
         sglang = isinstance(chunk, dict) and "output_ids" in chunk and "choices" not in chunk
-        return ("sglang-stream" if sglang else "vllm-stream"), "lines"
+        return "sglang-stream" if sglang else "vllm-stream"
     if not number:
         raise ValueError(
             "every record is an engine's error answer: no response tells the format (give --format "
@@ -201,38 +205,19 @@ def _told(path: str, head: bytes, body: bytes) -> tuple[str, str]:
         chunks = first["choices"] if isinstance(first["choices"], list) else []
         unfinished = any(isinstance(c, dict) and c.get("finish_reason", "") is None for c in chunks)
         chunk = str(first.get("object", "")).endswith(".chunk") or unfinished
-        return ("vllm-stream" if chunk else "vllm"), "lines"
+        return "vllm-stream" if chunk else "vllm"
     if "output_ids" in first and isinstance(first.get("meta_info"), dict):  # a chunk: not finished
-        return ("sglang-stream" if first["meta_info"].get("finish_reason", "") is None else "sglang"), "lines"
+        return "sglang-stream" if first["meta_info"].get("finish_reason", "") is None else "sglang"
     if ("uid" in first and set(first) <= _TRACE_EVENT) or (first and set(first) <= {"tokenizer", "options"}):
-        return "trace", "whole"
-    return "rollouts", "lines"
-
-
-def _layout(path: str, format: str) -> str:
-    """The layout of a file read as ``format`` (given, not told: whatever its first line holds)."""
-    _, _, body = _head(path)
-    if body is None:
-        return "parquet"
-    if format == "trace":
-        return "whole"
-    if (
-        body.startswith(b"[")
-        and format in ("vllm", "sglang")
-        and not isinstance(_json(_first_line(path)[1]), list)
-    ):
-        return "array"
-    return "lines"
+        return "trace"
+    return "rollouts"
 
 
 def shards_of(path: str, format: str | None = None, size: int = SHARD_BYTES) -> list[Shard]:
     """The shards of a file (its format detected unless given). Raises ValueError for a file
     whose format cannot be told, OSError for one that cannot be read.
     """
-    if format is None:
-        format, layout = detect_format(path)
-    else:
-        layout = _layout(path, format)
+    format, layout = detect_format(path, format)
     if layout == "parquet":
         return [
             Shard(path, format, layout, group, 0, row + 1, row, index)
@@ -269,11 +254,6 @@ def _lines(shard: Shard) -> Iterator[tuple[int, bytes]]:
             yield number, line.removeprefix(_BOM) if position == 0 else line
             position += len(line)
             number += 1
-
-
-def _read(path: str) -> bytes:
-    with open(path, "rb") as source:
-        return source.read()
 
 
 _Lines = Callable[[], Iterator[tuple[int, bytes]]]
@@ -332,21 +312,18 @@ def audit_stretches(shard: Shard, auditor: Auditor, columns: Columns | None = No
     the line it was met in, after those of every line read before it.
     """
     columns = columns or Columns()
-    in_one = shard.compression is None or shard.layout != "lines" or shard.format == "trace"
-    if shard.first_stretch and in_one:
+    whole = shard.layout != "lines" or shard.format == "trace"
+    if shard.first_stretch and (whole or shard.compression is None):
         return  # a shard read in one is its stretch 0
-    if shard.compression is None:
-        whole = attrs.evolve(shard, end=os.path.getsize(shard.path)) if shard.format == "trace" else shard
-        lines = functools.partial(_lines, whole)
-        yield _audited(
-            shard, auditor, _items(shard, auditor, columns, lines, functools.partial(_read, shard.path))
-        )
-        return
     reading = Decompressed(shard.path, shard.compression)
-    if shard.layout != "lines" or shard.format == "trace":
+    if whole:
         numbered = enumerate(reading.lines(), 1)
         items = _items(shard, auditor, columns, lambda: numbered, reading.read)
         yield _ended(_audited(shard, auditor, items), reading)
+        return
+    if shard.compression is None:
+        lines = functools.partial(_lines, shard)
+        yield _audited(shard, auditor, _items(shard, auditor, columns, lines, reading.read))
         return
     ends = (lambda line: line.strip() == b"data: [DONE]") if shard.format in STREAMS else None
     row = 0

@@ -8,12 +8,12 @@ import os
 import sys
 import time
 import warnings
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 import attrs
-from tqdm import tqdm
 
 from puredetok.audit import FORMATS, AuditOptions, Auditor, Columns, Shard, Tally, shards_of
 from puredetok.audit._compare import PARSER_SPLIT
@@ -22,6 +22,7 @@ from puredetok.audit._report import MAX_NAMED, difference_line, summary_rows
 from puredetok.audit._sources import SHARD_BYTES, ShardResult, audit_stretches
 from puredetok.cli._loaded import Loaded, load, loaded
 from puredetok.cli._options import add_tokenizer_option, tokenizer_choice
+from puredetok.cli._replay import PROGRESS_INTERVAL, progress
 
 NAME = "audit"
 HELP = (
@@ -95,9 +96,7 @@ def _error(message: str) -> None:
 
 def _weights(shards: list[Shard], sizes: dict[str, int]) -> list[int]:
     """Each shard's bytes, for the progress bar (a file read whole, or by row groups, shares its size)."""
-    counts: dict[str, int] = {}
-    for shard in shards:
-        counts[shard.path] = counts.get(shard.path, 0) + 1
+    counts = Counter(shard.path for shard in shards)
     return [
         shard.end - shard.start if shard.layout == "lines" else sizes[shard.path] // counts[shard.path]
         for shard in shards
@@ -161,28 +160,20 @@ def _prepared(args: argparse.Namespace) -> Auditor:
             del os.environ["TOKENIZERS_PARALLELISM"]
 
 
-def _results(
-    args: argparse.Namespace, shards: list[Shard], auditor: Auditor
-) -> Iterator[tuple[ShardResult, bool]]:
-    """Each shard's findings (a compressed file's a stretch at a time), and whether they end the
-    shard.
+def _results(args: argparse.Namespace, shards: list[Shard], auditor: Auditor) -> Iterator[ShardResult]:
+    """Each shard's findings (a compressed file's a stretch at a time: :attr:`ShardResult.last`
+    says whether they end the shard).
     """
     columns = Columns(args.prompt_ids_column, args.response_ids_column, args.text_column, args.id_column)
     if args.ray or args.ray_address:
         from puredetok.audit._distributed import audit_on_ray
 
-        for result in audit_on_ray(
+        yield from audit_on_ray(
             shards, auditor, args.tokenizer, columns, address=args.ray_address, num_cpus=args.ray_cpus
-        ):
-            yield result, result.last
+        )
         return
     for shard in shards:
-        stretches = audit_stretches(shard, auditor, columns)
-        result = next(stretches)
-        for following in stretches:
-            yield result, False
-            result = following
-        yield result, True
+        yield from audit_stretches(shard, auditor, columns)
 
 
 def _table(tally: Tally, seconds: float, formats: dict[str, int], said: Loaded) -> str:
@@ -270,35 +261,22 @@ def run(args: argparse.Namespace) -> int:
         return 2  # no file could be read: nothing is loaded, and there is nothing to sum up
     auditor = _prepared(args)
     said = loaded(args.tokenizer, tokenizer_choice(args), auditor.codec_of(args.skip_special_tokens))
-    formats: dict[str, int] = {}
-    for path in sizes:
-        kind = next((shard.format for shard in shards if shard.path == path), "-")
-        formats[kind] = formats.get(kind, 0) + 1
+    formats = dict(Counter(next((s.format for s in shards if s.path == path), "-") for path in sizes))
     tally, named = Tally(), _Named()
     records = dict.fromkeys(sizes, 0)  # per file, its records read: a file of none had nothing to audit
     ended = iter(shards)
     report = open(args.report, "w", encoding="utf-8") if args.report else None  # noqa: SIM115
     enabled = args.progress or sys.stderr.isatty()
     try:
-        with tqdm(
-            total=sum(sizes.values()),
-            unit="B",
-            unit_scale=True,
-            unit_divisor=1024,
-            desc="audit",
-            file=sys.stderr,
-            disable=not enabled,
-            delay=PROGRESS_AFTER,
-            leave=False,
-        ) as bar:
+        with progress("audit", sum(sizes.values()), enabled, PROGRESS_AFTER, PROGRESS_INTERVAL) as bar:
             weights = iter(_weights(shards, sizes))
             shard = next(ended)
-            for result, ends in _results(args, shards, auditor):
+            for result in _results(args, shards, auditor):
                 _write(report, result.records, named)
                 tally.add(result.tally)
                 records[shard.path] += result.tally.requests + result.tally.skipped + result.tally.errors
-                shard = next(ended, shard) if ends else shard
-                bar.update(next(weights) if ends else 0)
+                shard = next(ended, shard) if result.last else shard
+                bar.update(next(weights) if result.last else 0)
                 bar.set_postfix_str(f"{tally.requests:,} requests, {tally.differing:,} differ", refresh=False)
     except TaskFailedError as error:  # the run stops: what it found so far is not the file's
         _error(str(error))

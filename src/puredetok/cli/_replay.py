@@ -86,18 +86,20 @@ class _Counted:
             yield line
 
 
-def _progress(total: int | None, enabled: bool) -> tqdm[Any]:
-    """A bar on stderr in bytes of the trace, with rate and time left (when the size is known)."""
+def progress(desc: str, total: int | None, enabled: bool, delay: float, interval: float) -> tqdm[Any]:
+    """A bar on stderr in bytes of the input, with rate and time left (when the size is known),
+    shown once the command has run ``delay`` seconds, redrawn every ``interval`` at most.
+    """
     return tqdm(
         total=total,
         unit="B",
         unit_scale=True,
         unit_divisor=1024,
-        desc="replay",
+        desc=desc,
         file=sys.stderr,
         disable=not enabled,
-        delay=PROGRESS_AFTER,
-        mininterval=PROGRESS_INTERVAL,
+        delay=delay,
+        mininterval=interval,
         leave=False,
     )
 
@@ -204,16 +206,10 @@ def _summary_text(summary: ReplaySummary, elapsed: float, said: Loaded) -> str:
 
 
 def _summary_json(summary: ReplaySummary, elapsed: float, said: Loaded) -> str:
+    counts = attrs.asdict(summary, filter=lambda field, _: field.name != "failures")
     record = {
         "tokenizer": said.to_json(),
-        "requests": summary.requests,
-        "tokens": summary.tokens,
-        "after_end": summary.after_end,
-        "events": summary.events,
-        "failed": summary.failed,
-        "with_input_errors": summary.with_input_errors,
-        "ignored_after_stop": summary.ignored_after_stop,
-        "bad_lines": summary.bad_lines,
+        **counts,
         "seconds": round(elapsed, 3),
         "failures": [{"uid": uid, "failures": why} for uid, why in summary.failures],
     }
@@ -319,7 +315,8 @@ def _replay_lines(args: argparse.Namespace, trace: _Trace, total: int | None) ->
     replayer = Replayer(tokenizer, defaults, keep_text=not (args.quiet or args.json), trace_name=trace.name)
     said = loaded(name, chosen_by, replayer.manager.codec_of(defaults))
     began = time.monotonic()
-    with _progress(total, args.progress or sys.stderr.isatty()) as bar:
+    enabled = args.progress or sys.stderr.isatty()
+    with progress("replay", total, enabled, PROGRESS_AFTER, PROGRESS_INTERVAL) as bar:
         shown = 0
         for count, item in enumerate(itertools.chain(pending, items), 1):
             if isinstance(item, TraceError):

@@ -136,11 +136,6 @@ class Aligned:
         kept = "".join(self._kept)
         return kept[len(kept) - self.window :] if len(kept) > self.window else kept
 
-    @property
-    def engine_ahead(self) -> int:
-        """Engine characters not yet compared (the reference has not reached them)."""
-        return self._engine.size
-
     def engine_rest(self) -> str:
         """The engine's text not yet compared."""
         return self._engine.text()
@@ -193,14 +188,16 @@ def _fffd_elsewhere(engine: str, reference: str) -> bool:
 class StopFinder:
     """Where each stop string first completes (the position just after it) in a text fed piece by
     piece; it keeps the last characters a match may start in, and searches in steps of at least
-    ``step`` characters (each character is searched about twice per stop string).
+    ``step`` characters (each character is searched about twice per stop string). The text it
+    gives back (:meth:`add`, :meth:`flush`) has been searched.
     """
 
     def __init__(self, stops: Sequence[str], step: int = 4096) -> None:
-        self.stops = tuple(stops)
+        self.stops = tuple(dict.fromkeys(stop for stop in stops if stop))
         self.longest = max(map(len, self.stops), default=0)
         self.step = max(step, self.longest)
-        self.ends: dict[str, int | None] = dict.fromkeys(self.stops)
+        self.ends: dict[str, int] = {}
+        """Where each stop string found so far first completes, in the order they were found."""
         self.work = 0
         self._carry = ""
         self._pending: list[str] = []
@@ -208,26 +205,27 @@ class StopFinder:
         self._seen = 0
         """Characters fed so far (the carry and the pending pieces end there)."""
 
-    def add(self, text: str) -> None:
-        """More of the text."""
-        if not text or all(end is not None for end in self.ends.values()):
-            self._seen += len(text)
-            return
+    def add(self, text: str) -> str:
+        """More of the text; the text searched now (all that is held, once it reaches ``step``)."""
+        self._seen += len(text)
+        if not text or len(self.ends) == len(self.stops):
+            return text
         self._pending.append(text)
         self._size += len(text)
-        self._seen += len(text)
-        if self._size >= self.step:
-            self._flush()
+        return self.flush() if self._size >= self.step else ""
 
-    def _flush(self) -> None:
-        text = self._carry + "".join(self._pending)
+    def flush(self) -> str:
+        """Search all the text held, and give it back."""
+        held = "".join(self._pending)
+        text = self._carry + held
         self._search(text, self._seen - len(text), self.ends)
         self._carry = text[len(text) - self.longest + 1 :] if self.longest > 1 else ""
         self._pending, self._size = [], 0
+        return held
 
-    def _search(self, text: str, base: int, ends: dict[str, int | None]) -> None:
+    def _search(self, text: str, base: int, ends: dict[str, int]) -> None:
         for stop in self.stops:
-            if ends[stop] is None:
+            if stop not in ends:
                 self.work += len(text)
                 at = text.find(stop)
                 if at >= 0:
@@ -240,4 +238,4 @@ class StopFinder:
         ends = dict(self.ends)
         text = self._carry + "".join(self._pending) + tail
         self._search(text, self._seen + len(tail) - len(text), ends)
-        return ends
+        return {stop: ends.get(stop) for stop in self.stops}

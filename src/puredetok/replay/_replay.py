@@ -1,36 +1,10 @@
 """Replaying a token trace through the :class:`DetokenizeManager`, checking every request.
 
 Each request's streamed text is checked against ``tokenizer.decode`` itself (the oracle), never
-against the core. With a prompt ``p``, contract C says what the text of output ``s`` must be:
-``decode(p + s)[len(L):]``, where ``L`` is the longest common prefix of ``decode(p)`` and
-``decode(p + s)``; the expected text is computed exactly that way.
-
-- **G1 exact**: the final text equals that expected text for the ids the request consumed; when a
-  stop rule ended it, the text is cut exactly there (before or after the stop string or token, as
-  ``include_stop_str_in_output`` says), and no stop string completes earlier in it (unless
-  ``min_tokens`` exempts its first tokens' text). Which ids it consumed is where stepping its ids
-  through the stop rules ends; everything else comes from ``decode``.
-- **G2 prefix-safe**: the text is a prefix of the final expected text (so is the text after every
-  event, since text is only ever appended), and, after events spaced so that these checks cost
-  at most :data:`CHECK_FACTOR` times the request's own size (plus :data:`CHECK_START`), a prefix
-  of the expected text of what had arrived by then: after every event of a short request, then
-  after fewer and fewer (geometrically spaced) as it grows.
-- **G4 no transient U+FFFD**: every U+FFFD ever sent stands where the final expected text has one.
-
-An aborted request has no final text to compare: G1 does not apply, G2 and G4 do.
-
-Time is linear in the trace. Memory is bounded by the requests live at once, and does not grow
-with a request's length: the expected text is streamed through the core (exact: its stream
-equals ``decode``, contract C with the prompt), one id at a time as the request's events come,
-and compared with the streamed text as both arrive (:mod:`puredetok.replay._incremental`): a
-request keeps neither its ids nor its text, only the part of either text the other has not
-reached yet, a window of the last characters compared (as many as its longest stop string) and
-its states. G2 is then checked after every event. A codec that is not exact (``codec.exact`` is
-False), or a replayer made with ``whole=True``, keeps each request's ids and text instead and
-checks them against ``tokenizer.decode`` itself (the ids are decoded a bounded number of times
-overall, G2 after fewer and fewer events: see :data:`CHECK_FACTOR`). A request's record is handed
-out (:meth:`Replayer.take_ended`) and dropped when it ends, and only the last ``remember_ended``
-ended uids are remembered (to tell a late event from a new request).
+against the core, for G1 (exact), G2 (prefix-safe) and G4 (no transient U+FFFD), in time linear
+in the trace and memory bounded by the requests live at once: docs/trace.md says what each
+check is, and when a request is compared as it streams (:class:`Reference`) or kept and checked
+whole.
 """
 
 from __future__ import annotations
@@ -45,6 +19,7 @@ __all__ = [
     "CHECK_START",
     "MAX_LISTED",
     "MAX_NAMED_IDS",
+    "id_limit",
     "valid_ids",
 ]
 
@@ -329,7 +304,7 @@ class Replayer:
         streamed = report.length
         replies = []
         if not event.abort or event.tokens or opening is not None:
-            valid, error = valid_ids(event.tokens, _id_limit(report.codec))
+            valid, error = valid_ids(event.tokens, id_limit(report.codec))
             if error is not None:
                 report.errors.append(f"{self.at(event.line)}: {error}")
             msg = DetokenizeMsg(event.uid, valid, event.finished, opening)
@@ -364,7 +339,7 @@ class Replayer:
     def _open(self, uid: Uid, given: tuple[Any, ...], params: SamplingParams, line: int) -> RequestReport:
         """A request's record; raises ValueError for options the manager refuses."""
         codec, rules = self.manager.codec_of(params), self.manager.rules(params)
-        prompt, error = valid_ids(given, _id_limit(codec), "prompt")
+        prompt, error = valid_ids(given, id_limit(codec), "prompt")
         report = RequestReport(uid, prompt, params, codec)
         if error is not None:
             report.errors.append(f"{self.at(line)}: {error}")
@@ -549,7 +524,7 @@ class Replayer:
             report.fail("G1", f"the text differs from the decode ({length} vs {wanted} characters)")
         elif not report.params.min_tokens:
             ends = reference.finder.ends_with(searched)
-            early = [stop for stop in report.params.stop if (ends[stop] or limit + 1) <= limit]
+            early = [stop for stop in report.params.stop if (ends.get(stop) or limit + 1) <= limit]
             if early:
                 report.fail("G1", f"the stop string {early[0]!r} completes before the text ends")
         self.work += reference.work - before_work
@@ -582,6 +557,6 @@ class Replayer:
         return consumed
 
 
-def _id_limit(codec: Codec) -> int:
+def id_limit(codec: Codec) -> int:
     """Ids from here on are invalid for ``codec``."""
     return ID_LIMIT if codec.out_of_vocab == "ignore" else codec.vocab_size

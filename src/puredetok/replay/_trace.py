@@ -1,21 +1,9 @@
-r"""The token trace format (JSON lines) that ``puredetok replay`` reads.
+"""The token trace format (JSON lines) that ``puredetok replay`` reads: an optional header
+(``tokenizer``, ``options``), then one event per line (``uid``, ``tokens``; ``prompt`` and
+``options`` on a request's first event; ``finished`` or ``abort``), as docs/trace.md shows.
 
-One event per line::
-
-    {"tokenizer": "qwen3", "options": {"skip_special_tokens": true}}  <- optional first line
-    {"uid": 1, "prompt": [9707, 11], "tokens": [100024, 119]}  <- "prompt": a uid's first event only
-    {"uid": 2, "tokens": [374], "options": {"stop": ["\n"]}}  <- "options": a uid's first event only
-    {"uid": 1, "tokens": [586], "finished": true}
-    {"uid": 2, "abort": true}
-
-``options`` are the fields of :class:`~puredetok.serving._messages.SamplingParams` (stop rules
-and decode options; ``max_tokens`` is accepted for ``max_new_tokens``); a request's own options
-replace the header's, and options that are not given take the engines' defaults
-(``skip_special_tokens`` true). Blank lines are ignored.
-
-An id is read as the line gives it: a value that is not an id the tokenizer has (not an int,
-negative, past the vocabulary, past ``2**64 - 1``) is not an error of the line but of its
-request, which :class:`~puredetok.replay._replay.Replayer` skips and names, replaying the rest.
+An id is read as the line gives it: one the tokenizer does not have is an error of its request,
+which :class:`~puredetok.replay._replay.Replayer` skips and names, not of the line.
 """
 
 from __future__ import annotations

@@ -1,35 +1,10 @@
-"""SGLang's native ``/generate`` outputs: ``text``, ``output_ids`` and ``meta_info``.
+"""SGLang's native ``/generate`` outputs (``text``, ``output_ids``, ``meta_info``), whole or
+streamed.
 
-``meta_info.id`` names the request and ``meta_info.finish_reason`` says how it ended:
-``{"type": "stop", "matched": <stop string or token id>}``, ``{"type": "length", ...}`` or
-``{"type": "abort", ...}``. SGLang cuts the text before a matched stop string and does not decode
-a matched stop token (unless the request asked ``no_stop_trim``). The native output carries no
-prompt ids unless asked with ``return_prompt_token_ids`` (newer servers: ``prompt_token_ids``
-beside ``text``); a record with ``input_ids`` (as the request that produced it had) is read with them.
-One object per line, or a JSON array of them (a batched request's answer).
-
-Streamed (``"stream": true``), ``/generate`` answers server-sent events (``http_server.py``:
-``data: {chunk}`` lines, ``data: [DONE]`` after the request's last chunk), each chunk the same
-``text``, ``output_ids`` and ``meta_info`` (``finish_reason`` None until the last;
-``completion_tokens`` the count of ids so far). What a chunk holds depends on the server
-(``tokenizer_manager.py``): by default its ``text`` and ``output_ids`` are everything so far;
-with ``--incremental-streaming-output`` both are the new part; with older servers'
-``--stream-output`` the ``output_ids`` are the new ones and the ``text`` everything so far. It is
-told per request from the content: the ids are cumulative when each chunk's ``output_ids`` are as
-many as its ``completion_tokens`` (without them: when each chunk's ids begin with the previous
-chunk's); the text is cumulative when the ids are, else when at least half the chunks' texts begin with the
-previous chunk's text. Where the ids are new ones, the audit tries the other reading of the text
-too before it reports a difference (``Request.either``): a stream of new texts that begin with
-the one before (``"ab"``, ``"ab"``) reads either way.
-
-To compare a request as it streams (:mod:`puredetok.audit._follow`), keeping neither its ids nor
-its chunks' texts, :func:`read_stream` first reads ahead through the lines for each request's
-ending and reading (:class:`_Evidence`: the last chunk's ids and text, the longest text, counts
-and flags, all bounded by one chunk), then follows it in the reading reported and, where the
-other may find the texts equal, in that one too (dropped once it differs). A text read as the
-whole text so far is fed by what it adds to the longest before it: the same comparison when
-each text is the beginning of the last one, which the look ahead checks; one taken back (a
-U+FFFD a later chunk corrects) is held whole, as is a request whose codec is not exact.
+A stream's chunks hold the new text or everything so far, and the new ids or all so far,
+depending on the server: the reading is told per request from the content (docs/audit.md,
+"SGLang's streams: what a chunk holds"), by a look ahead (:class:`_Evidence`, bounded by one
+chunk) that also lets a request be compared as it streams (:mod:`puredetok.audit._follow`).
 """
 
 from __future__ import annotations
@@ -69,14 +44,13 @@ _decoder = msgspec.json.Decoder(_Output | list[_Output])
 _chunk = msgspec.json.Decoder(_StreamChunk)
 
 
-def _ending(meta: dict[str, Any]) -> tuple[str | None, str | None, bool]:
-    """The finish reason's type, the stop string and whether a stop token ended it."""
+def _head(name: str | int, line: int, meta: dict[str, Any]) -> Request:
+    """A request's record but its ids and text: how its ``meta_info`` says it ended."""
     reason = meta.get("finish_reason")
     kind = reason.get("type") if isinstance(reason, dict) else reason if isinstance(reason, str) else None
     matched = reason.get("matched") if isinstance(reason, dict) else None
     stop = matched if kind == "stop" and isinstance(matched, str) else None
-    stop_token = kind == "stop" and type(matched) is int
-    return kind, stop, stop_token
+    return Request(name, line, (), (), "", kind, stop, kind == "stop" and type(matched) is int)
 
 
 def _name(meta: dict[str, Any], line: int) -> str | int:
@@ -86,16 +60,11 @@ def _name(meta: dict[str, Any], line: int) -> str | int:
 
 def output_request(output: _Output, file: str, line: int) -> Request:
     """The request of one output."""
-    kind, stop, stop_token = _ending(output.meta_info)
-    return Request(
-        _name(output.meta_info, line),
-        line,
-        tuple(output.input_ids or output.prompt_token_ids or ()),
-        tuple(output.output_ids),
-        output.text,
-        kind,
-        stop,
-        stop_token,
+    return attrs.evolve(
+        _head(_name(output.meta_info, line), line, output.meta_info),
+        prompt_ids=tuple(output.input_ids or output.prompt_token_ids or ()),
+        output_ids=tuple(output.output_ids),
+        text=output.text,
     )
 
 
@@ -208,7 +177,6 @@ class _Live:
 
 def _ended(live: _Live) -> Request:
     evidence = live.evidence
-    kind, stop, stop_token = _ending(evidence.meta)
     last, cumulative, either = evidence.reading()
     if last or live.joined is None:
         output = evidence.last
@@ -218,10 +186,16 @@ def _ended(live: _Live) -> Request:
         sizes = live.sizes
     text = (live.texts[-1] if live.texts else "") if cumulative else "".join(live.texts)
     chunks = tuple(Chunk(text, size) for text, size in zip(live.texts, sizes))
-    return Request(
-        live.name, live.line, live.prompt, tuple(output), text, kind, stop, stop_token,
-        chunks=chunks, cumulative=cumulative, either=either,
-    )  # fmt: skip
+    head = _head(live.name, live.line, evidence.meta)
+    return attrs.evolve(
+        head,
+        prompt_ids=live.prompt,
+        output_ids=tuple(output),
+        text=text,
+        chunks=chunks,
+        cumulative=cumulative,
+        either=either,
+    )
 
 
 _Fate = tuple[int, _Evidence]
@@ -306,14 +280,13 @@ def _follow(
     chain = evidence.chain
     if (last and not evidence.prefixed) or (cumulative and not chain):
         return None
-    kind, stop, stop_token = _ending(evidence.meta)
-    head = Request(name, number, (), (), "", kind, stop, stop_token)
+    head = _head(name, number, evidence.meta)
     codec = auditor.codec(head)
     if not codec.exact:
         return None
     readings = [cumulative, *([not cumulative] if either and (cumulative or chain) else [])]
     include, context = auditor.include_stop(head), auditor.options.context
-    followers = [(Follower.opened(codec, prompt, (stop or "",), include, context), r) for r in readings]
+    followers = [(Follower.opened(codec, prompt, (head.stop or "",), include, context), r) for r in readings]
     return _Following(head, line, last, followers)
 
 
@@ -337,15 +310,11 @@ def _found(request: _Following) -> Followed:
 def read_stream(
     lines: Lines, file: str, auditor: Auditor | None = None, again: Lines | None = None
 ) -> Iterator[Item | Followed]:
-    """Streamed outputs: server-sent events (``data:`` lines; other fields and comments are
-    skipped) or one chunk per line, requests told apart by ``meta_info.id``. A request ends with
-    its ``finish_reason``; one still running at ``[DONE]`` or at the end of the input ends there.
-    With an ``auditor`` and ``again`` (the same lines a second time), ``lines`` are read ahead
-    for each request's ending and reading (a small record each: the last chunk's ids and text,
-    the longest text, counts), and the requests that can be are compared as they stream
-    (:class:`Followed`); a request whose codec is not exact, whose ids are each chunk's all so far
-    but do not each begin with the previous chunk's, or whose texts are read as the whole text so
-    far but are not each the beginning of the last (a text taken back) is held whole.
+    """Streamed outputs: server-sent events (``data:`` lines) or one chunk per line, requests told
+    apart by ``meta_info.id``, each ending with its ``finish_reason``, at ``[DONE]`` or at the end
+    of the input. With an ``auditor`` and ``again`` (the same lines a second time), the requests
+    that can be are compared as they stream (:class:`Followed`); one whose codec is not exact, or
+    whose ids or texts the look ahead saw are not each the start of the next, is held whole.
     """
     fates = None
     if auditor is not None and again is not None:

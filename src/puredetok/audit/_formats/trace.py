@@ -21,28 +21,28 @@ from typing import Any
 
 import attrs
 
-from puredetok._core import ID_LIMIT
 from puredetok.audit._compare import Auditor
 from puredetok.audit._follow import Followed, Follower
 from puredetok.audit._records import InputError, Item, Request, Skipped
-from puredetok.replay._replay import Replayer, RequestReport
+from puredetok.replay._replay import Reference, Replayer, RequestReport, id_limit
 from puredetok.replay._trace import TraceError, TraceEvent, TraceHeader, read_trace
 from puredetok.serving._codec_cache import CodecCache
 from puredetok.serving._messages import SamplingParams, UserReply
-from puredetok.stops import Stream, advance, open_stream
 
 
 @attrs.define
 class _Following:
-    """A request compared as it is replayed: its comparison and its stop rules' stream."""
+    """A request compared as it is replayed: its comparison, and the replay's reference of it."""
 
     follower: Follower
-    stream: Stream
+    reference: Reference
     size: int
     """Ids from this on are not valid (the manager skips them)."""
+    consumed: int = 0
+    """How many of its ids the reference had consumed (up to the stop rule that ended it)."""
 
 
-def _open(replayer: Replayer, report: RequestReport, auditor: Auditor) -> _Following | None:
+def _open(report: RequestReport, auditor: Auditor) -> _Following | None:
     head = _head(report, 0)
     codec = auditor.codec(head)
     if report.reference is None or not codec.exact:
@@ -51,18 +51,15 @@ def _open(replayer: Replayer, report: RequestReport, auditor: Auditor) -> _Follo
     follower = Follower(
         codec, report.prompt, params.stop, auditor.include_stop(head), auditor.options.context
     )
-    stream = open_stream(report.codec, replayer.manager.rules(params), report.prompt)
-    size = ID_LIMIT if report.codec.out_of_vocab == "ignore" else report.codec.vocab_size
-    return _Following(follower, stream, size)
+    return _Following(follower, report.reference, id_limit(report.codec))
 
 
 def _feed(following: _Following, event: TraceEvent, replies: list[UserReply]) -> None:
-    consumed = []
-    for token in event.tokens:
-        if type(token) is int and 0 <= token < following.size and following.stream.finish_reason is None:
-            following.stream, _ = advance(following.stream, token)
-            consumed.append(token)
-    following.follower.add(consumed, "".join(reply.incremental_output for reply in replies))
+    valid = [token for token in event.tokens if type(token) is int and 0 <= token < following.size]
+    consumed = following.reference.consumed
+    text = "".join(reply.incremental_output for reply in replies)
+    following.follower.add(valid[: consumed - following.consumed], text)
+    following.consumed = consumed
 
 
 def _head(report: RequestReport, line: int) -> Request:
@@ -73,29 +70,6 @@ def _head(report: RequestReport, line: int) -> Request:
         (),
         (),
         "",
-        report.finish_reason,
-        matched if isinstance(matched, str) else None,
-        type(matched) is int,
-        report.params.skip_special_tokens,
-        include_stop=report.params.include_stop_str_in_output,
-    )
-
-
-def _request(replayer: Replayer, report: RequestReport, line: int) -> Item:
-    if report.finish_reason == "abort":
-        return Skipped("", line, f"request {report.uid}: aborted, it has no final text")
-    stream = open_stream(report.codec, replayer.manager.rules(report.params), report.prompt)
-    consumed = 0
-    while consumed < len(report.ids) and stream.finish_reason is None:
-        stream, _ = advance(stream, report.ids[consumed])
-        consumed += 1
-    matched = report.matched
-    return Request(
-        report.uid,
-        line,
-        report.prompt,
-        tuple(report.ids[:consumed]),
-        report.text,
         report.finish_reason,
         matched if isinstance(matched, str) else None,
         type(matched) is int,
@@ -141,7 +115,7 @@ def read_trace_requests(
             replies = replayer.event(attrs.evolve(item, line=number))
             if auditor is not None and opening and replies:
                 report = replayer.live.get(item.uid) or next(r for r in replayer.ended if r.uid == item.uid)
-                following[item.uid] = _open(replayer, report, auditor)
+                following[item.uid] = _open(report, auditor)
             state = following.get(item.uid)
             if state is not None and replies:
                 _feed(state, item, replies)
@@ -169,6 +143,8 @@ def _ended(
             yield Skipped(file, line, f"request {report.uid}: aborted, it has no final text")
         elif state is not None:
             yield state.follower.end(_head(report, line))
-        else:
-            item = _request(replayer, report, line)
-            yield attrs.evolve(item, file=file) if isinstance(item, Skipped) else item
+        else:  # the ids it consumed, up to the stop rule that ended it
+            ids = tuple(report.ids[: report.decoded])
+            yield attrs.evolve(
+                _head(report, line), prompt_ids=report.prompt, output_ids=ids, text=report.text
+            )

@@ -1,27 +1,10 @@
 """vLLM's OpenAI-compatible responses with ``return_token_ids``: whole ones and streamed chunks.
 
-A completion (``"object": "text_completion"``) carries each choice's ``text``, ``token_ids`` and
-``prompt_token_ids`` (older servers put ``prompt_token_ids`` beside ``choices``); a chat
-completion (``"chat.completion"``) carries ``prompt_token_ids`` beside ``choices`` and each
-choice's ``message.content`` and ``token_ids``. ``finish_reason`` is ``"stop"`` or ``"length"``;
-``stop_reason`` is the stop string or stop token id that ended it (None for EOS). A streamed
-response is server-sent events, ``data: {chunk}`` lines ending in ``data: [DONE]``: each chunk's
-choices carry the new ``text`` (chat: ``delta.content``) and the new ``token_ids``, and the
-first chunk the prompt's ids.
-
-A chat response that vLLM's reasoning parser (``--reasoning-parser``) or tool parser
-(``--tool-call-parser``) split carries ``message.reasoning_content`` (``message.reasoning`` in
-newer servers), ``message.content`` and ``message.tool_calls`` (``[{"id", "type": "function",
-"function": {"name", "arguments"}}]``); streamed, the same fields of ``delta``, a tool call's
-name in its first delta (``delta.tool_calls[].index`` and ``function.name``). It is read as its
-pieces (``Request.parts``; streamed, each chunk's in order, ``Chunk.parts``), which the audit
-joins again (:mod:`puredetok.audit._parsers`).
-
-A stream says how a choice ended (its stop string) only in its last chunk, and the exact text
-is cut at that stop string's first occurrence: to compare a choice as it streams
-(:mod:`puredetok.audit._follow`), keeping neither its ids nor its text, :func:`read_stream` first
-reads ahead through the lines for each choice's ending (a small record per choice). A choice
-that a parser split, or whose codec is not exact, is kept whole and checked when it ends.
+Completions and chat completions (their fields: docs/audit.md's table of formats); a chat
+response that a reasoning or tool parser split is read as its pieces (``Request.parts``), which
+the audit joins again (:mod:`puredetok.audit._parsers`). A stream says how a choice ended only
+in its last chunk: :func:`read_stream` reads ahead for each choice's ending, so that it can be
+compared as it streams (:mod:`puredetok.audit._follow`).
 """
 
 from __future__ import annotations
@@ -130,13 +113,11 @@ def _choice_parts(choice: _Choice) -> tuple[str | None, tuple[tuple[str, str], .
     return part.content or "", tuple(parts) if split else None
 
 
-def _ending(choice: _Choice) -> tuple[str | None, bool]:
-    """The stop string, and whether a stop token ended the choice (vLLM does not decode it)."""
-    if choice.finish_reason != "stop":
-        return None, False
-    if isinstance(choice.stop_reason, str):
-        return choice.stop_reason, False
-    return None, True
+def _head(name: str | int, line: int, finish_reason: str | None, stop_reason: int | str | None) -> Request:
+    """A choice's record but its ids and text: how it ended (vLLM does not decode a stop token)."""
+    stopped = finish_reason == "stop"
+    stop = stop_reason if stopped and isinstance(stop_reason, str) else None
+    return Request(name, line, (), (), "", finish_reason, stop, stopped and stop is None)
 
 
 def _name(response: _Response, choice: _Choice, line: int, many: bool) -> str | int:
@@ -163,17 +144,9 @@ def response_requests(response: _Response, file: str, line: int) -> Iterator[Ite
             continue
         text, parts = _choice_parts(choice)
         prompt = choice.prompt_token_ids if choice.prompt_token_ids is not None else response.prompt_token_ids
-        stop, stop_token = _ending(choice)
-        yield Request(
-            name,
-            line,
-            tuple(prompt or ()),
-            tuple(ids),
-            text or "",
-            choice.finish_reason,
-            stop,
-            stop_token,
-            parts=parts,
+        head = _head(name, line, choice.finish_reason, choice.stop_reason)
+        yield attrs.evolve(
+            head, prompt_ids=tuple(prompt or ()), output_ids=tuple(ids), text=text or "", parts=parts
         )
 
 
@@ -215,20 +188,15 @@ class _Live:
 
 
 def _ended(live: _Live) -> Request:
-    choice = _Choice(finish_reason=live.finish_reason, stop_reason=live.stop_reason)
-    stop, stop_token = _ending(choice)
-    text = "".join(chunk.text for chunk in live.chunks)
-    if not live.split:
-        chunks = tuple(attrs.evolve(chunk, parts=None) for chunk in live.chunks)
-        return Request(
-            live.name, live.line, live.prompt, tuple(live.ids), text, live.finish_reason, stop,
-            stop_token, chunks=chunks,
-        )  # fmt: skip
-    parts = tuple(part for chunk in live.chunks for part in chunk.parts or ())
-    return Request(
-        live.name, live.line, live.prompt, tuple(live.ids), text, live.finish_reason, stop, stop_token,
-        chunks=tuple(live.chunks), parts=parts,
-    )  # fmt: skip
+    chunks = tuple(live.chunks if live.split else (attrs.evolve(chunk, parts=None) for chunk in live.chunks))
+    return attrs.evolve(
+        _head(live.name, live.line, live.finish_reason, live.stop_reason),
+        prompt_ids=live.prompt,
+        output_ids=tuple(live.ids),
+        text="".join(chunk.text for chunk in live.chunks),
+        chunks=chunks,
+        parts=tuple(part for chunk in live.chunks for part in chunk.parts or ()) if live.split else None,
+    )
 
 
 def _carries(delta: _Message | None) -> bool:
@@ -330,14 +298,13 @@ def _follow(
     if not queue or queue[0][3]:
         return
     line, reason, stop_reason, _ = queue[0]
-    stop, stop_token = _ending(_Choice(finish_reason=reason, stop_reason=stop_reason))
-    head = Request(request.name, request.line, (), (), "", reason, stop, stop_token)
+    head = _head(request.name, request.line, reason, stop_reason)
     codec = auditor.codec(head)
     if not codec.exact:
         return
     request.ends = line
     include, context = auditor.include_stop(head), auditor.options.context
-    request.follower = Follower.opened(codec, request.prompt, (stop or "",), include, context)
+    request.follower = Follower.opened(codec, request.prompt, (head.stop or "",), include, context)
 
 
 def read_stream(
@@ -376,8 +343,7 @@ def read_stream(
                 continue
             request = live.get(key)
             if request is None:
-                base: str | int = chunk.id if chunk.id is not None else number
-                name = f"{base}/{choice.index}" if choice.index or key[0] in many else base
+                name = _name(chunk, choice, number, bool(choice.index) or key[0] in many)
                 prompt = choice.prompt_token_ids or chunk.prompt_token_ids or ()
                 request = live[key] = _Live(name, number, tuple(prompt))
                 if fates is not None and auditor is not None:
@@ -416,7 +382,4 @@ def _close(request: _Live, file: str, number: int) -> Iterator[Item | Followed]:
             file, request.line, f"response {request.name}: its end was not where a first reading saw it"
         )
         return
-    choice = _Choice(finish_reason=request.finish_reason, stop_reason=request.stop_reason)
-    stop, stop_token = _ending(choice)
-    head = Request(request.name, request.line, (), (), "", request.finish_reason, stop, stop_token)
-    yield follower.end(head)
+    yield follower.end(_head(request.name, request.line, request.finish_reason, request.stop_reason))
