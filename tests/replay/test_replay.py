@@ -122,6 +122,24 @@ def test_a_compressed_trace_replays_as_the_plain_one(
     assert summary["requests"] == 6 and summary["failed"] == 0
 
 
+@pytest.mark.parametrize("stdin", [False, True])
+def test_a_utf8_bom_and_crlf_line_endings_are_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, stdin: bool
+) -> None:
+    """A trace written by a Windows tool (a BOM, CRLF) replays as the same trace without, as
+    ``audit`` reads such a log."""
+    assert main(["replay", str(SAMPLE), "--json"]) == 0
+    plain = capsys.readouterr().out.splitlines()
+    windows = tmp_path / "trace.jsonl"
+    windows.write_bytes(b"\xef\xbb\xbf" + SAMPLE.read_bytes().replace(b"\n", b"\r\n"))
+    if stdin:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(windows.read_bytes())))
+    assert main(["replay", "-" if stdin else str(windows), "--json"]) == 0
+    replayed = capsys.readouterr().out.splitlines()
+    assert [json.loads(line) for line in replayed[:-1]] == [json.loads(line) for line in plain[:-1]]
+    assert json.loads(replayed[-1])["summary"]["requests"] == 6
+
+
 @pytest.mark.parametrize("compression", sorted(COMPRESSORS))
 def test_a_compressed_trace_cut_short_replays_what_came_then_names_the_break(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], compression: str

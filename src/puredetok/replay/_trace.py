@@ -113,6 +113,10 @@ def trace_items(lines: Iterable[str | bytes]) -> Iterator[TraceHeader | TraceEve
     first = True
     seen: set[Uid] = set()
     for number, line in enumerate(lines, 1):
+        if number == 1:  # a trace written by a Windows tool starts with a byte-order mark
+            line = (
+                line.removeprefix(b"\xef\xbb\xbf") if isinstance(line, bytes) else line.removeprefix("\ufeff")
+            )
         if not line.strip():
             continue
         try:
