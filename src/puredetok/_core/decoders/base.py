@@ -51,6 +51,7 @@ __all__ = [
     "push_on",
     "lookahead",
     "release_ahead",
+    "finish_holds",
 ]
 
 from collections.abc import Hashable, Iterable, Sequence
@@ -282,3 +283,18 @@ def lookahead(stages: Sequence[Stage]) -> tuple[int, ...]:
         for at, (stage, after) in enumerate(zip(stages, stages[1:]))
         if hasattr(stage, "ahead") and hasattr(after, "release")
     )
+
+
+def finish_holds(stages: Sequence[Stage], holds: Sequence[Any]) -> str:
+    """The end of a stream whose stages hold ``holds``: flush each in order, what one releases
+    passing through the ones after it.
+    """
+    pieces: list[Piece] = []
+    for stage, hold in zip(stages, holds):
+        out: list[Piece] = []
+        for value, glued in pieces:
+            hold, produced = stage.push(hold, value, glued)
+            out.extend(produced)
+        out.extend(stage.flush(hold))
+        pieces = out
+    return "".join([text for text, _ in pieces])
