@@ -10,7 +10,7 @@ one whitespace token keeps a state of constant size and each step costs O(1).
 
 from __future__ import annotations
 
-__all__ = ["HeldSpace", "EMPTY_SPACE", "StripStage", "strip_text"]
+__all__ = ["HeldSpace", "EMPTY_SPACE", "StripStage"]
 
 from collections.abc import Iterable
 from typing import Any
@@ -75,11 +75,6 @@ def _from_runs(runs: list[tuple[str, int]]) -> HeldSpace:
     for piece, count in runs:
         held = HeldSpace(held if held.count else None, piece, count, held.size + len(piece) * count)
     return held
-
-
-def strip_text(text: str) -> str:
-    """``str.strip()``: the whitespace it removes is what ``str.isspace`` calls whitespace."""
-    return text.strip()
 
 
 @attrs.frozen
