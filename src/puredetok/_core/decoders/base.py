@@ -48,6 +48,7 @@ __all__ = [
     "map_all",
     "Unmodelled",
     "push_each",
+    "OneAtATime",
     "push_on",
     "lookahead",
     "release_ahead",
@@ -234,6 +235,16 @@ def push_each(stage: Stage, hold: Any, values: Iterable[Any], glued: bool) -> tu
             else:
                 groups.append(([out], out_glued))
     return hold, groups
+
+
+class OneAtATime:
+    """A stage whose :meth:`Stage.push_run` pushes one value at a time (it has no faster way)."""
+
+    __slots__ = ()
+
+    def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
+        """One at a time."""
+        return push_each(cast(Stage, self), hold, values, glued)
 
 
 def push_on(stages: Sequence[Stage], holds: list[Any], pieces: list[Piece], index: int = 1) -> list[Piece]:
