@@ -49,6 +49,7 @@ __all__ = [
     "Unmodelled",
     "push_each",
     "OneAtATime",
+    "Tokenwise",
     "push_on",
     "lookahead",
     "release_ahead",
@@ -210,6 +211,16 @@ class BulkDecoder(Decoder, Protocol):
         """``map_token`` of every token (``first`` for all of them), None staying None: the same
         values, in one loop without a call per token.
         """
+
+
+class Tokenwise:
+    """A decoder that is all per-token map: whole tokens need no memory, so it has no stage."""
+
+    __slots__ = ()
+
+    def stage(self) -> Stage | None:
+        """Whole tokens need no memory."""
+        return None
 
 
 def map_all(decoder: Decoder, tokens: list[Any], first: bool) -> list[Any]:

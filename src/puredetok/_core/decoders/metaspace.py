@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from puredetok._core.decoders.base import MISS, Lanes, OneAtATime, Piece, Stage
+from puredetok._core.decoders.base import MISS, Lanes, OneAtATime, Piece, Stage, Tokenwise
 
 _NOTHING_YET, _FIRST, _LATER = 0, 1, 2
 
@@ -71,7 +71,7 @@ class MetaspaceStage(OneAtATime):
 
 
 @attrs.frozen
-class Metaspace:
+class Metaspace(Tokenwise):
     """The Metaspace decoder."""
 
     replacement: str
@@ -97,10 +97,6 @@ class Metaspace:
             else (None if token is None else str(token).replace(replacement, content))
             for token in tokens
         ]
-
-    def stage(self) -> Stage | None:
-        """Whole tokens need no memory."""
-        return None
 
     def fragment_stage(self) -> Stage:
         """After a join the output is one element: its fragments all belong to the first."""

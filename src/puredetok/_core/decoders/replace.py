@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from puredetok._core.decoders.base import MISS, Lanes, OneAtATime, Piece, Stage, Unmodelled
+from puredetok._core.decoders.base import MISS, Lanes, OneAtATime, Piece, Stage, Tokenwise, Unmodelled
 
 
 @attrs.frozen
@@ -169,7 +169,7 @@ class ReplaceStage(OneAtATime):
 
 
 @attrs.frozen
-class Replace:
+class Replace(Tokenwise):
     """The Replace decoder with a literal pattern."""
 
     pattern: str
@@ -189,10 +189,6 @@ class Replace:
             else (None if token is None else str(token).replace(pattern, content))
             for token in tokens
         ]
-
-    def stage(self) -> Stage | None:
-        """Whole tokens need no memory."""
-        return None
 
     def fragment_stage(self) -> Stage:
         """After a join: replace across fragments."""

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from puredetok._core.decoders.base import MISS, Lanes, OneAtATime, Piece, Stage
+from puredetok._core.decoders.base import MISS, Lanes, OneAtATime, Piece, Stage, Tokenwise
 
 
 @attrs.frozen
@@ -116,7 +116,7 @@ class StripStage(OneAtATime):
 
 
 @attrs.frozen
-class Strip:
+class Strip(Tokenwise):
     """The Strip decoder."""
 
     content: str
@@ -139,10 +139,6 @@ class Strip:
                 break
             stop_cut = index
         return chars[start_cut:stop_cut]
-
-    def stage(self) -> Stage | None:
-        """Whole tokens need no memory."""
-        return None
 
     def fragment_stage(self) -> Stage:
         """After a join: strip the joined element as it streams."""
