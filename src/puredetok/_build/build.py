@@ -511,8 +511,7 @@ def with_max_byte_run(codec: Codec, max_byte_run: int | None) -> Codec | None:
     stage, never the per-id tables, which it shares with ``codec`` (no copy). Where a cap changes
     nothing (no byte-fallback stage, or no byte token), ``codec`` itself is returned.
     """
-    if max_byte_run is not None and (type(max_byte_run) is not int or max_byte_run < 1):
-        raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
+    max_byte_run = optional_whole("max_byte_run", max_byte_run, 1)
     decoding = codec.decoding
     if not codec.exact or not codec.basis or not isinstance(decoding, Chain):
         return None
