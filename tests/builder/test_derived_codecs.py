@@ -81,6 +81,23 @@ def test_the_fallback_is_not_derived_and_bad_caps_are_refused() -> None:
         with_max_byte_run(codec("llama2"), 0)
 
 
+@pytest.mark.parametrize("cap", [0, -1, "4", 4.0, True, 2**63])
+def test_a_bad_cap_is_refused_as_codec_for_refuses_it(cap: object) -> None:
+    """One check of ``max_byte_run`` for both: the same error, type and message."""
+    with pytest.raises(ValueError) as built_error:
+        puredetok.codec_for(tokenizer("llama2"), max_byte_run=cap)  # type: ignore[arg-type]
+    with pytest.raises(ValueError) as derived_error:
+        with_max_byte_run(codec("llama2"), cap)  # type: ignore[arg-type]
+    assert type(derived_error.value) is type(built_error.value)
+    assert str(derived_error.value) == str(built_error.value)
+
+
+def test_an_integer_cap_of_another_type_derives_the_codec_codec_for_builds() -> None:
+    """A NumPy integer is a cap, as ``codec_for`` takes it."""
+    numpy = pytest.importorskip("numpy")
+    assert with_max_byte_run(codec("llama2"), numpy.int64(4)) == built("llama2", 4)
+
+
 @pytest.mark.parametrize("name", ["qwen3", "llama2", "t5_small"])
 def test_a_vocabulary_read_once_builds_the_same_codec(name: str) -> None:
     """``codec_for(..., vocabulary=read_vocabulary(tokenizer))``, as a manager builds its codecs."""

@@ -1,7 +1,7 @@
 """The stop layer's one matcher (:func:`~puredetok.stops._matcher.scan`, an Aho-Corasick automaton)
-against the plain definitions kept as its oracle: :func:`find_stop` (the earliest-completing stop
-string, the longest of those ending together) and :func:`held_from` (the longest suffix that is a
-proper prefix of a stop string).
+against the plain definitions of tests/stop_reference.py as its oracle: :func:`find_stop` (the
+earliest-completing stop string, the longest of those ending together) and :func:`held_from` (the
+longest suffix that is a proper prefix of a stop string).
 """
 
 from __future__ import annotations
@@ -10,7 +10,20 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from puredetok.stops._matcher import SHALLOW, SKIP, Match, compile_stops, find_stop, held_from, scan
+from puredetok.stops._matcher import SHALLOW, SKIP, Match, Matcher, compile_stops, scan
+from stop_reference import earliest_stop, longest_hold
+
+
+def find_stop(matcher: Matcher, text: str, after: int) -> Match | None:
+    """The earliest-completing stop string in ``text`` that ends after position ``after``."""
+    found = earliest_stop(text, matcher.stops, after)
+    return None if found is None else Match(found[2], found[1], found[0])
+
+
+def held_from(matcher: Matcher, text: str) -> int:
+    """Where the longest suffix of ``text`` that is a proper prefix of a stop string begins."""
+    return len(text) - len(longest_hold(text, matcher.stops))
+
 
 # A small alphabet, so that stop strings overlap, nest and repeat (the automaton's failure links).
 ALPHABET = "ab\nc<|"

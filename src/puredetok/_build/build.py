@@ -41,7 +41,7 @@ from puredetok._build.pyclasses import ClassModel, harmless_reference, model_for
 from puredetok._build.pyclasses.mistral import Native, read_native, unreadable
 from puredetok._build.reading import backend_of, is_backend, override, vocabulary
 from puredetok._build.verify import Oracle, check_model, fast_path_disagreement, mark_probes
-from puredetok._build.window import build_window
+from puredetok._build.window import build_window, decode_or_none
 from puredetok._options import choice, flag, optional_flag, optional_whole
 from puredetok.errors import UnsupportedTokenizerError
 
@@ -139,20 +139,11 @@ class _Source:
 
             return _guarded(batched, self.decode())
         decode = self.decode()
-        return lambda sequences: [_safely(decode, list(ids)) for ids in sequences]
+        return lambda sequences: [decode_or_none(decode, list(ids)) for ids in sequences]
 
 
 def _raw_with_cleanup(tokenizer: tokenizers.Tokenizer, skip: bool, ids: list[int]) -> str:
     return apply_rules(TRANSFORMERS_RULES, tokenizer.decode(ids, skip_special_tokens=skip))
-
-
-def _safely(decode: Callable[[list[int]], str], ids: list[int]) -> str | None:
-    try:
-        return decode(ids)
-    except BaseException as error:  # the crate panics (PanicException) on a few inputs
-        if isinstance(error, (KeyboardInterrupt, SystemExit, GeneratorExit)):
-            raise
-        return None
 
 
 def _guarded(batched: Oracle, decode: Callable[[list[int]], str]) -> Oracle:
@@ -162,7 +153,7 @@ def _guarded(batched: Oracle, decode: Callable[[list[int]], str]) -> Oracle:
         except BaseException as error:
             if isinstance(error, (KeyboardInterrupt, SystemExit, GeneratorExit)):
                 raise
-            return [_safely(decode, list(ids)) for ids in sequences]
+            return [decode_or_none(decode, list(ids)) for ids in sequences]
 
     return run
 
@@ -520,8 +511,7 @@ def with_max_byte_run(codec: Codec, max_byte_run: int | None) -> Codec | None:
     stage, never the per-id tables, which it shares with ``codec`` (no copy). Where a cap changes
     nothing (no byte-fallback stage, or no byte token), ``codec`` itself is returned.
     """
-    if max_byte_run is not None and (type(max_byte_run) is not int or max_byte_run < 1):
-        raise ValueError(f"max_byte_run must be a positive int or None, not {max_byte_run!r}")
+    max_byte_run = optional_whole("max_byte_run", max_byte_run, 1)
     decoding = codec.decoding
     if not codec.exact or not codec.basis or not isinstance(decoding, Chain):
         return None

@@ -40,23 +40,10 @@ _FIELDS: Mapping[str, frozenset[str]] = {
 _SCHEMES = frozenset({"always", "first", "never"})
 
 
-def _string(config: Mapping[str, Any], key: str, default: str | None = None) -> str:
+def _field(config: Mapping[str, Any], key: str, kind: type, default: object = None) -> Any:
+    """The field ``key`` (or ``default``), which must be of JSON type ``kind`` (an int: not negative)."""
     value = config.get(key, default)
-    if not isinstance(value, str):
-        raise Unmodelled(f"{config.get('type')} with a {key} of {value!r}")
-    return value
-
-
-def _flag(config: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = config.get(key, default)
-    if not isinstance(value, bool):
-        raise Unmodelled(f"{config.get('type')} with a {key} of {value!r}")
-    return value
-
-
-def _count(config: Mapping[str, Any], key: str) -> int:
-    value = config.get(key)
-    if type(value) is not int or value < 0:
+    if type(value) is not kind or (type(value) is int and value < 0):
         raise Unmodelled(f"{config.get('type')} with a {key} of {value!r}")
     return value
 
@@ -66,26 +53,26 @@ def _replace(config: Mapping[str, Any]) -> list[Decoder]:
     if not isinstance(pattern, Mapping) or set(pattern) != {"String"}:
         kinds = ", ".join(pattern) if isinstance(pattern, Mapping) else repr(pattern)
         raise Unmodelled(f"Replace with a {kinds or 'missing'} pattern")
-    return [Replace(_string(pattern, "String"), _string(config, "content"))]
+    return [Replace(_field(pattern, "String", str), _field(config, "content", str))]
 
 
 def _metaspace(config: Mapping[str, Any]) -> list[Decoder]:
-    replacement = _string(config, "replacement", "\u2581")
+    replacement = _field(config, "replacement", str, "\u2581")
     if len(replacement) != 1:
         raise Unmodelled(f"Metaspace with the replacement {replacement!r}")
     scheme = config.get("prepend_scheme")
     if scheme is None:  # configs older than prepend_scheme
-        scheme = "always" if _flag(config, "add_prefix_space", True) else "never"
+        scheme = "always" if _field(config, "add_prefix_space", bool, True) else "never"
     if scheme not in _SCHEMES:
         raise Unmodelled(f"Metaspace with the prepend scheme {scheme!r}")
     return [Metaspace(replacement, str(scheme))]
 
 
 def _strip(config: Mapping[str, Any]) -> list[Decoder]:
-    content = _string(config, "content")
+    content = _field(config, "content", str)
     if len(content) != 1:
         raise Unmodelled(f"Strip with the content {content!r}")
-    return [Strip(content, _count(config, "start"), _count(config, "stop"))]
+    return [Strip(content, _field(config, "start", int), _field(config, "stop", int))]
 
 
 def _sequence(config: Mapping[str, Any], max_byte_run: int | None) -> list[Decoder]:
@@ -101,13 +88,13 @@ _READERS: Mapping[str, Callable[[Mapping[str, Any]], list[Decoder]]] = {
     "Strip": _strip,
     "Replace": _replace,
     "Metaspace": _metaspace,
-    "WordPiece": lambda c: [WordPiece(_string(c, "prefix", "##"), _flag(c, "cleanup", True))],
-    "BPEDecoder": lambda c: [BPEDecoder(_string(c, "suffix", "</w>"))],
+    "WordPiece": lambda c: [WordPiece(_field(c, "prefix", str, "##"), _field(c, "cleanup", bool, True))],
+    "BPEDecoder": lambda c: [BPEDecoder(_field(c, "suffix", str, "</w>"))],
     "CTC": lambda c: [
         CTC(
-            _string(c, "pad_token", "<pad>"),
-            _string(c, "word_delimiter_token", "|"),
-            _flag(c, "cleanup", True),
+            _field(c, "pad_token", str, "<pad>"),
+            _field(c, "word_delimiter_token", str, "|"),
+            _field(c, "cleanup", bool, True),
         )
     ],
 }

@@ -25,22 +25,7 @@ from itertools import compress, repeat
 from operator import is_, is_not
 from typing import Any
 
-from puredetok._core.decoders.base import MISS, Lanes, Piece, Stage
-
-
-def finish_holds(stages: Sequence[Stage], holds: Sequence[Any]) -> str:
-    """The end of a stream whose stages hold ``holds``: flush each in order, what one releases
-    passing through the ones after it (as :meth:`puredetok._core.chain.Chain.finish`).
-    """
-    pieces: list[Piece] = []
-    for stage, hold in zip(stages, holds):
-        out: list[Piece] = []
-        for value, glued in pieces:
-            hold, produced = stage.push(hold, value, glued)
-            out.extend(produced)
-        out.extend(stage.flush(hold))
-        pieces = out
-    return "".join([text for text, _ in pieces])
+from puredetok._core.decoders.base import MISS, Lanes, Piece, Stage, finish_holds
 
 
 def _one(
@@ -66,14 +51,6 @@ def _one(
         pieces = out
     text = "".join([text for text, _ in pieces])
     return text + finish_holds(stages, holds) if flush else text
-
-
-def _lanes(stage: Stage, hold: Any, values: list[Any], glued: bool) -> Lanes | None:
-    push_lanes = getattr(stage, "push_lanes", None)
-    if push_lanes is None:
-        return None
-    lanes: Lanes | None = push_lanes(hold, values, glued)
-    return lanes
 
 
 def texts_alone(
@@ -106,7 +83,8 @@ def texts_alone(
     for index, stage in enumerate(stages):
         if not lane:
             break
-        lanes = _lanes(stage, holds[index], lane, glued)
+        push_lanes = getattr(stage, "push_lanes", None)
+        lanes: Lanes | None = None if push_lanes is None else push_lanes(holds[index], lane, glued)
         if lanes is None:
             before = shared[:index]
             slow.extend((i, index, value, glued, before) for i, value in zip(ids, lane))

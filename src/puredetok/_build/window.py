@@ -48,7 +48,7 @@ text is sent as it stands.
 
 from __future__ import annotations
 
-__all__ = ["Window", "build_window", "ATTEMPT", "KEEP", "TAIL", "TRIM", "LIMIT"]
+__all__ = ["Window", "build_window", "decode_or_none", "ATTEMPT", "KEEP", "TAIL", "TRIM", "LIMIT"]
 
 import os
 from collections.abc import Callable, Collection, Sequence
@@ -82,15 +82,14 @@ Decoded = dict[tuple[int, ...], str | None]
 _PUNCTUATION = (".", ",", "'", "?", "!")
 
 
-def _common_prefix(texts: Sequence[str]) -> int:
-    first = min(texts, key=len)
-    end = len(first)
-    for text in texts:
-        if text is first:
-            continue
-        if not text.startswith(first[:end]):
-            end = len(os.path.commonprefix([first[:end], text]))
-    return end
+def decode_or_none(decode: Decode, ids: list[int]) -> str | None:
+    """``decode(ids)``, or None if the decode refuses them (the crate may panic)."""
+    try:
+        return decode(ids)
+    except BaseException as error:
+        if isinstance(error, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+            raise
+        return None
 
 
 @attrs.frozen(eq=False)
@@ -116,22 +115,9 @@ class Window:
     """Never a hold of this model: every step goes through :meth:`step`."""
     fast: tuple[str | None, ...] = ()
 
-    def batch(self, windows: Sequence[list[int]]) -> list[str | None]:
-        """Decode each window; None for one the decode refuses.
-
-        One call each: ``decode_batch`` costs more than a few single calls.
-        """
-        one = self.one
-        return [one(window) for window in windows]
-
     def one(self, window: list[int]) -> str | None:
         """Decode one window; None if the decode refuses it."""
-        try:
-            return self.decode(window)
-        except BaseException as error:  # the decode refuses it (the crate may panic)
-            if isinstance(error, (KeyboardInterrupt, SystemExit, GeneratorExit)):
-                raise
-            return None
+        return decode_or_none(self.decode, window)
 
     def tail_start(self, token_ids: Sequence[Any]) -> tuple[int, Hold]:
         """Nothing about an unknown decode bounds what it reads of a prompt: every id is read."""
@@ -184,8 +170,11 @@ class Window:
             uncertain, decoded = judged
             certain = len(text) - uncertain
         else:
-            probed = self.batch([window + list(probe) for probe in self.probes])
-            certain = base + _common_prefix([text[base:]] + [t[base:] for t in probed if t is not None])
+            # One call each: ``decode_batch`` costs more than a few single calls.
+            probed = [self.one(window + list(probe)) for probe in self.probes]
+            certain = base + len(
+                os.path.commonprefix([text[base:]] + [t[base:] for t in probed if t is not None])
+            )
             decoded = {}
         # A trailing U+FFFD may be an incomplete character that a later byte (or several) completes.
         return max(base, min(certain, base + len(text[base:].rstrip("\ufffd")))), decoded

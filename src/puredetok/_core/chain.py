@@ -22,7 +22,15 @@ from typing import Any
 
 import attrs
 
-from puredetok._core.decoders.base import Group, Piece, Stage, lookahead, push_on, release_ahead, settles
+from puredetok._core.decoders.base import (
+    Group,
+    Stage,
+    finish_holds,
+    lookahead,
+    push_on,
+    release_ahead,
+    settles,
+)
 
 Hold = tuple[Any, ...]
 """``(first, *stage holds)``: ``first`` is True until a token reaches the decoders."""
@@ -153,15 +161,7 @@ class Chain:
         """Flush every stage in order; what one releases passes through the ones after it."""
         if hold is self.idle:  # an idle stage holds nothing (the Stage contract)
             return ""
-        pieces: list[Piece] = []
-        for stage, stage_hold in zip(self.stages, hold[1:]):
-            out: list[Piece] = []
-            for value, glued in pieces:
-                stage_hold, produced = stage.push(stage_hold, value, glued)
-                out.extend(produced)
-            out.extend(stage.flush(stage_hold))
-            pieces = out
-        return "".join([text for text, _ in pieces])
+        return finish_holds(self.stages, hold[1:])
 
     def tail_start(self, token_ids: Sequence[Any]) -> tuple[int, Hold]:
         """Where a stream after ``token_ids`` can start reading them: ``(position, hold)``, the

@@ -1,9 +1,13 @@
-"""What an engine plugin says of the engine's version when it starts to decode."""
+"""What an engine plugin says of the engine's version when it starts to decode, and how it reads
+the engine's methods to tell whether they are the ones it was made for.
+"""
 
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import logging
+from typing import Any
 
 
 def installed(engine: str) -> str:
@@ -33,3 +37,14 @@ def announce(
             fits,
             off,
         )
+
+
+def parameters(method: Any) -> list[str] | None:
+    """The names of a function's parameters after ``self`` or ``cls`` if it has one (None: not a
+    function).
+    """
+    function = method.__func__ if isinstance(method, classmethod) else method
+    if not inspect.isfunction(function):
+        return None
+    names = list(inspect.signature(function).parameters)
+    return names[1:] if names and names[0] in ("self", "cls") else names

@@ -45,7 +45,7 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 from puredetok._core import Codec, DecodeState, finish, start, steady, step
-from puredetok.engines._versions import installed
+from puredetok.engines._versions import installed, parameters
 
 __all__ = ["MODULE", "MAX_BYTE_RUN", "WINDOW", "Plugin", "register", "registered", "unfit", "unregister"]
 
@@ -200,19 +200,17 @@ def _vocabulary(tokenizer: Any, skip: bool) -> _Vocabulary | None:
 
 class Plugin(NamedTuple):
     """What the vLLM plugin lends this hook (given to :func:`register`, so that this module does
-    not import the plugin's): its codecs, its logger, and its ways of saying a thing once (a
-    warning; a warning with the exception being handled).
+    not import the plugin's): its codecs, its logger, and its way of saying a thing once (a
+    warning; with ``error=True``, with the exception being handled).
     """
 
     codec_of: Callable[[Any, bool, bool, int | None], Codec | None]
     logger: logging.Logger
     log_once: Callable[..., None]
-    log_once_failure: Callable[..., None]
 
 
 def _log_once(key: str, message: str, *args: object, error: bool = False) -> None:
-    plugin = _plugin[0]
-    (plugin.log_once_failure if error else plugin.log_once)(key, message, *args)
+    _plugin[0].log_once(key, message, *args, error=error)
 
 
 def _codec(tokenizer: Any, skip: bool, spaces: bool) -> Codec | None:
@@ -476,13 +474,6 @@ def _parsed_stream_end(arguments: dict[str, Any]) -> int:
     return len(arguments["state"].output_chunk_lens) + 1
 
 
-def _parameters(function: Any) -> list[str] | None:
-    if not inspect.isfunction(function):
-        return None
-    names = list(inspect.signature(function).parameters)
-    return names[1:] if names and names[0] == "self" else names
-
-
 def unfit(module: ModuleType) -> str | None:
     """Why vLLM's derender module is not the one the plugin was made for, or None when it is:
     ``OnlineDerenderer`` with the methods of :data:`METHODS` taking those parameters,
@@ -492,15 +483,15 @@ def unfit(module: ModuleType) -> str | None:
     if not inspect.isclass(online):
         return "it has no OnlineDerenderer"
     for name, wanted in METHODS.items():
-        taken = _parameters(vars(online).get(name))
+        taken = parameters(vars(online).get(name))
         if taken is None:
             return f"OnlineDerenderer has no method {name}"
         if taken != wanted:
             return f"OnlineDerenderer.{name} takes ({', '.join(taken)}), not ({', '.join(wanted)})"
-    seed = _parameters(getattr(module, "_seed_stream_state", None))
+    seed = parameters(getattr(module, "_seed_stream_state", None))
     if seed != SEED:
         return f"_seed_stream_state takes ({', '.join(seed or ())}), not ({', '.join(SEED)})"
-    if _parameters(getattr(module, "_decode_params", None)) is None:
+    if parameters(getattr(module, "_decode_params", None)) is None:
         return "it has no _decode_params"
     state = getattr(module, "DerenderStreamState", None)
     fields = getattr(state, "model_fields", {})

@@ -22,7 +22,6 @@ checked) without vLLM.
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import os
 import threading
@@ -33,7 +32,7 @@ from typing import Any
 from puredetok._build import codec_for
 from puredetok._core import Codec, finish
 from puredetok.engines import _vllm_derender
-from puredetok.engines._versions import announce, installed
+from puredetok.engines._versions import announce, installed, parameters
 from puredetok.errors import InvalidTokenError
 from puredetok.serving._codec_cache import CodecCache, exact_or_why, plain_options
 from puredetok.stops import StopRules, Stream, advance, close, open_like, open_stream
@@ -81,10 +80,11 @@ _original: list[Any] = []
 _original_init: list[Any] = []
 
 
-def _log_once(key: str, message: str, *args: object) -> None:
+def _log_once(key: str, message: str, *args: object, error: bool = False) -> None:
+    """A warning, once per ``key`` (``error``: with the exception being handled)."""
     if key not in _logged:
         _logged.add(key)
-        _LOGGER.warning(message, *args)
+        _LOGGER.warning(message, *args, exc_info=error)
 
 
 def enabled() -> bool:
@@ -132,7 +132,7 @@ def warm(tokenizer: object) -> threading.Thread:
             try:
                 codec_of(tokenizer, skip, spaces)
             except Exception:  # noqa: BLE001 - the first request builds it (or falls back)
-                _log_once_exc("warm", "puredetok: building a codec in advance failed")
+                _log_once("warm", "puredetok: building a codec in advance failed", error=True)
 
     thread = threading.Thread(target=build, name="puredetok-warm-up", daemon=True)
     thread.start()
@@ -377,7 +377,7 @@ class PuredetokDetokenizer:
         what the client has, whatever part of a batch of ids was decoded before the failure).
         """
         message = "puredetok: %s failed; this request goes on with vLLM's own detokenizer"
-        _log_once_exc(f"failure {where}", message, where)
+        _log_once(f"failure {where}", message, where, error=True)
         fallback = self._make_fallback()
         if self.token_ids:
             fallback.update(list(self.token_ids), False)
@@ -396,12 +396,6 @@ class PuredetokDetokenizer:
             self._skip_chars -= skip
             text = text[skip:]
         return text
-
-
-def _log_once_exc(key: str, message: str, *args: object) -> None:
-    if key not in _logged:
-        _logged.add(key)
-        _LOGGER.warning(message, *args, exc_info=True)
 
 
 @functools.cache
@@ -435,14 +429,6 @@ HOOKED = frozenset(
 whose class has others (or lacks one) is not the one it was made for, and keeps its own detokenizer."""
 
 
-def _parameters(method: Any) -> list[str] | None:
-    """The names of a method's parameters after ``self`` or ``cls`` (None: not a function)."""
-    function = method.__func__ if isinstance(method, classmethod) else method
-    if not inspect.isfunction(function):
-        return None
-    return list(inspect.signature(function).parameters)[1:]
-
-
 def unfit(detokenizer: type, processor: type) -> str | None:
     """Why vLLM's ``IncrementalDetokenizer`` and ``OutputProcessor`` classes are not the ones the
     plugin was made for, or None when they are: the members of :data:`HOOKED` and no other public
@@ -467,11 +453,11 @@ def unfit(detokenizer: type, processor: type) -> str | None:
         return "IncrementalDetokenizer.output_token_ids is not a property"
     # vLLM calls these with its own parameters: the plugin's must be the same.
     expected = {"from_new_request": ["tokenizer", "request"]} | {
-        name: _parameters(vars(PuredetokDetokenizer)[name])
+        name: parameters(vars(PuredetokDetokenizer)[name])
         for name in ("update", "get_next_output_text", "num_output_tokens")
     }
     for name, wanted in expected.items():
-        taken = _parameters(vars(detokenizer)[name])
+        taken = parameters(vars(detokenizer)[name])
         if taken is None:
             return f"IncrementalDetokenizer.{name} is not a method"
         if taken != wanted:
@@ -495,7 +481,7 @@ def register() -> None:
     if not enabled():
         _LOGGER.info("puredetok: off (%s=%s)", ENABLE_VARIABLE, os.environ.get(ENABLE_VARIABLE))
         return
-    _vllm_derender.register(_vllm_derender.Plugin(codec_of, _LOGGER, _log_once, _log_once_exc))
+    _vllm_derender.register(_vllm_derender.Plugin(codec_of, _LOGGER, _log_once))
     try:
         from vllm.v1.engine.detokenizer import IncrementalDetokenizer
         from vllm.v1.engine.output_processor import OutputProcessor
@@ -533,8 +519,10 @@ def _patch(detokenizer: Any) -> None:
         try:
             made = _make(original, tokenizer, request)
         except Exception:  # noqa: BLE001 - never break the engine
-            _log_once_exc(
-                "from_new_request", "puredetok: opening a request failed; vLLM's own detokenizer is used"
+            _log_once(
+                "from_new_request",
+                "puredetok: opening a request failed; vLLM's own detokenizer is used",
+                error=True,
             )
             made = None
         return made if made is not None else original(tokenizer, request)
@@ -562,7 +550,7 @@ def _hook_output_processor() -> None:
             try:
                 warm(tokenizer)
             except Exception:  # noqa: BLE001 - never break the engine
-                _log_once_exc("warm start", "puredetok: could not start building codecs in advance")
+                _log_once("warm start", "puredetok: could not start building codecs in advance", error=True)
 
     OutputProcessor.__init__ = __init__
 

@@ -3,15 +3,11 @@
 One matcher answers both questions: :func:`scan` runs an Aho-Corasick automaton whose state is the
 held text (the longest suffix of the output that could still start a stop string) over the new
 text only, never rescanning the output: no match can begin before the held text.
-
-:func:`find_stop` and :func:`held_from` give the same answers by their plain definitions (a search
-for each stop string, a look at each suffix). Nothing in the stop layer uses them: they are the
-oracle the tests check the automaton against (tests/stops/test_stop_matcher.py).
 """
 
 from __future__ import annotations
 
-__all__ = ["Matcher", "Match", "Goto", "Prefixes", "compile_stops", "scan", "find_stop", "held_from"]
+__all__ = ["Matcher", "Match", "Goto", "Prefixes", "compile_stops", "scan"]
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -209,46 +205,6 @@ def _failure_links(
     return fail
 
 
-def find_stop(matcher: Matcher, text: str, after: int) -> Match | None:
-    """The earliest-completing stop string in ``text`` that ends after position ``after``.
-
-    "Earliest completing" is the smallest end position; of several stop strings ending at the same
-    position, the longest (the one that starts earliest) wins. Text up to ``after`` has been
-    searched already (or must not be searched), but a match may start inside it.
-    """
-    best: Match | None = None
-    if len(text) < matcher.shortest:
-        return best
-    for stop in matcher.stops:
-        start = text.find(stop, max(0, after - len(stop) + 1))
-        if start < 0:
-            continue
-        end = start + len(stop)
-        # Longest first, so at an equal end the earlier-starting match is already kept.
-        if best is None or end < best.end:
-            best = Match(stop, start, end)
-    return best
-
-
-def held_from(matcher: Matcher, text: str) -> int:
-    """Where the longest suffix of ``text`` that is a proper prefix of a stop string begins.
-
-    That suffix could still grow into a stop string, so it is held back. No match that ends later
-    can start before it: from such a start, the rest of ``text`` is not a proper prefix of any stop
-    string.
-    Returns ``len(text)`` when nothing needs holding. Cost: at most ``longest - 1`` lookups, one per
-    first character of a stop string among the last ``longest - 1`` characters.
-    """
-    prefixes, search = matcher.prefixes, matcher.opener.search
-    found = search(text, max(0, len(text) - matcher.longest + 1))
-    while found is not None:
-        position = found.start()
-        if text[position:] in prefixes:
-            return position
-        found = search(text, position + 1)
-    return len(text)
-
-
 SKIP = 8
 """While its state is ``""``, :func:`scan` skips to the next character that starts a stop string
 with one regular-expression search when more than this many characters are left: a search costs
@@ -263,8 +219,8 @@ def scan(matcher: Matcher, held: str, text: str, search: bool = True) -> tuple[M
     inside ``text``) and ``""``, or no match and the new state: the longest suffix of
     ``held + text`` that is a proper prefix of a stop string, which is what must be held back.
     With ``search=False`` (text that must not be searched: within ``min_tokens``) no match is
-    reported, only the new state. The same answers as :func:`find_stop` and :func:`held_from`, in
-    one pass over ``text`` alone (and, for held text longer than :data:`SHALLOW`, one over it).
+    reported, only the new state. One pass over ``text`` alone (and, for held text longer than
+    :data:`SHALLOW`, one over it).
     """
     goto, fail, output = matcher.goto, matcher.fail, matcher.output
     if held:

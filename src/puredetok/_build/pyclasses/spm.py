@@ -12,24 +12,13 @@ such piece does, otherwise only the first that has one).
 
 from __future__ import annotations
 
-__all__ = ["SpmSettings", "read_settings", "PieceKind"]
-
-from enum import Enum
+__all__ = ["SpmSettings", "read_settings"]
 
 import attrs
 
 from puredetok._core.decoders.base import Unmodelled
 
 _DEFAULT_UNKNOWN = " \u2047 "
-
-
-class PieceKind(Enum):
-    """How SentencePiece decodes a piece."""
-
-    CONTROL = "control"
-    UNKNOWN = "unknown"
-    BYTE = "byte"
-    TEXT = "text"
 
 
 @attrs.frozen

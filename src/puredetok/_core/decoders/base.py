@@ -48,9 +48,12 @@ __all__ = [
     "map_all",
     "Unmodelled",
     "push_each",
+    "OneAtATime",
+    "Tokenwise",
     "push_on",
     "lookahead",
     "release_ahead",
+    "finish_holds",
 ]
 
 from collections.abc import Hashable, Iterable, Sequence
@@ -210,6 +213,16 @@ class BulkDecoder(Decoder, Protocol):
         """
 
 
+class Tokenwise:
+    """A decoder that is all per-token map: whole tokens need no memory, so it has no stage."""
+
+    __slots__ = ()
+
+    def stage(self) -> Stage | None:
+        """Whole tokens need no memory."""
+        return None
+
+
 def map_all(decoder: Decoder, tokens: list[Any], first: bool) -> list[Any]:
     """``decoder.map_token`` over a vocabulary (None for a dropped id stays None): through the
     decoder's ``map_tokens`` where it has one (:class:`BulkDecoder`), else token by token.
@@ -233,6 +246,16 @@ def push_each(stage: Stage, hold: Any, values: Iterable[Any], glued: bool) -> tu
             else:
                 groups.append(([out], out_glued))
     return hold, groups
+
+
+class OneAtATime:
+    """A stage whose :meth:`Stage.push_run` pushes one value at a time (it has no faster way)."""
+
+    __slots__ = ()
+
+    def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
+        """One at a time."""
+        return push_each(cast(Stage, self), hold, values, glued)
 
 
 def push_on(stages: Sequence[Stage], holds: list[Any], pieces: list[Piece], index: int = 1) -> list[Piece]:
@@ -282,3 +305,18 @@ def lookahead(stages: Sequence[Stage]) -> tuple[int, ...]:
         for at, (stage, after) in enumerate(zip(stages, stages[1:]))
         if hasattr(stage, "ahead") and hasattr(after, "release")
     )
+
+
+def finish_holds(stages: Sequence[Stage], holds: Sequence[Any]) -> str:
+    """The end of a stream whose stages hold ``holds``: flush each in order, what one releases
+    passing through the ones after it.
+    """
+    pieces: list[Piece] = []
+    for stage, hold in zip(stages, holds):
+        out: list[Piece] = []
+        for value, glued in pieces:
+            hold, produced = stage.push(hold, value, glued)
+            out.extend(produced)
+        out.extend(stage.flush(hold))
+        pieces = out
+    return "".join([text for text, _ in pieces])

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 __all__ = ["BPEDecoder", "SuffixStage"]
 
-from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
-from puredetok._core.decoders.base import Group, Piece, Stage, Unmodelled, push_each
+from puredetok._core.decoders.base import OneAtATime, Piece, Stage, Unmodelled
 
 
 def _safe_end(text: str, suffix: str, fragments: bool) -> int:
@@ -35,7 +34,7 @@ def _safe_end(text: str, suffix: str, fragments: bool) -> int:
 
 
 @attrs.frozen
-class SuffixStage:
+class SuffixStage(OneAtATime):
     """Holds the current element from its first (possible) suffix on: ``(held text, started)``,
     where ``started`` says the element has already released some text.
     """
@@ -60,10 +59,6 @@ class SuffixStage:
             out.append((text[:cut], started))
             started = True
         return (text[cut:], started), out
-
-    def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
-        """One at a time."""
-        return push_each(self, hold, values, glued)
 
     def flush(self, hold: tuple[str, bool]) -> list[Piece]:
         """The held element was the last: its suffixes go (an empty one still reaches later stages)."""

@@ -9,19 +9,18 @@ from __future__ import annotations
 
 __all__ = ["CTC", "GroupStage"]
 
-from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
-from puredetok._core.decoders.base import Group, Piece, Stage, Unmodelled, push_each
+from puredetok._core.decoders.base import OneAtATime, Piece, Stage, Unmodelled
 from puredetok._core.decoders.cleanup import WORDPIECE_RULES, apply_rules
 
 _NOTHING = ""
 
 
 @attrs.frozen
-class GroupStage:
+class GroupStage(OneAtATime):
     """Drops a token equal to the one before it; the hold is the previous token (``None`` at the
     start). Values are ``(token, text)`` pairs, the text already mapped.
     """
@@ -36,10 +35,6 @@ class GroupStage:
         if token == hold:
             return hold, []
         return token, ([(text, False)] if text else [])
-
-    def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
-        """One at a time."""
-        return push_each(self, hold, values, glued)
 
     def flush(self, hold: str | None) -> list[Piece]:
         """Nothing is held."""

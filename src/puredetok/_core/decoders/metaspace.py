@@ -6,18 +6,17 @@ from __future__ import annotations
 
 __all__ = ["Metaspace", "MetaspaceStage"]
 
-from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
-from puredetok._core.decoders.base import MISS, Group, Lanes, Piece, Stage, push_each
+from puredetok._core.decoders.base import MISS, Lanes, OneAtATime, Piece, Stage, Tokenwise
 
 _NOTHING_YET, _FIRST, _LATER = 0, 1, 2
 
 
 @attrs.frozen
-class MetaspaceStage:
+class MetaspaceStage(OneAtATime):
     """Metaspace over fragments; the hold says which element the fragments belong to."""
 
     replacement: str
@@ -36,10 +35,6 @@ class MetaspaceStage:
         drop = where == _FIRST and self.drops_in_first
         text = value.replace(self.replacement, "" if drop else " ")
         return where, ([(text, glued)] if text or not glued else [])  # an empty element is one
-
-    def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
-        """One at a time."""
-        return push_each(self, hold, values, glued)
 
     def push_lanes(self, hold: int, values: list[Any], glued: bool) -> Lanes:
         """Each value mapped as in the element it is in; one that gives no text takes another path."""
@@ -76,7 +71,7 @@ class MetaspaceStage:
 
 
 @attrs.frozen
-class Metaspace:
+class Metaspace(Tokenwise):
     """The Metaspace decoder."""
 
     replacement: str
@@ -102,10 +97,6 @@ class Metaspace:
             else (None if token is None else str(token).replace(replacement, content))
             for token in tokens
         ]
-
-    def stage(self) -> Stage | None:
-        """Whole tokens need no memory."""
-        return None
 
     def fragment_stage(self) -> Stage:
         """After a join the output is one element: its fragments all belong to the first."""

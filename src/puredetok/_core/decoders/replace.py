@@ -10,16 +10,15 @@ from __future__ import annotations
 __all__ = ["Replace", "ReplaceStage"]
 
 import re
-from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
-from puredetok._core.decoders.base import MISS, Group, Lanes, Piece, Stage, Unmodelled, push_each
+from puredetok._core.decoders.base import MISS, Lanes, OneAtATime, Piece, Stage, Tokenwise, Unmodelled
 
 
 @attrs.frozen
-class ReplaceStage:
+class ReplaceStage(OneAtATime):
     """Streaming ``str.replace`` of one or more literal patterns; the hold is (held text, whether
     it starts a new element).
 
@@ -89,10 +88,6 @@ class ReplaceStage:
             out.append((done, not fresh))
             fresh = False
         return (rest[len(rest) - keep :], fresh), out
-
-    def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
-        """One at a time."""
-        return push_each(self, hold, values, glued)
 
     def push_lanes(self, hold: tuple[str, bool], values: list[Any], glued: bool) -> Lanes | None:
         """With nothing held: each value with its matches replaced, in one piece; a value that ends
@@ -174,7 +169,7 @@ class ReplaceStage:
 
 
 @attrs.frozen
-class Replace:
+class Replace(Tokenwise):
     """The Replace decoder with a literal pattern."""
 
     pattern: str
@@ -194,10 +189,6 @@ class Replace:
             else (None if token is None else str(token).replace(pattern, content))
             for token in tokens
         ]
-
-    def stage(self) -> Stage | None:
-        """Whole tokens need no memory."""
-        return None
 
     def fragment_stage(self) -> Stage:
         """After a join: replace across fragments."""

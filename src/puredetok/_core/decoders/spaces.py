@@ -8,11 +8,11 @@ from typing import Any
 
 import attrs
 
-from puredetok._core.decoders.base import Stage, Unmodelled
+from puredetok._core.decoders.base import Stage, Tokenwise, Unmodelled
 
 
 @attrs.frozen
-class JoinWithSpaces:
+class JoinWithSpaces(Tokenwise):
     """``" ".join(tokens)``, as a per-token map."""
 
     depends_on_first = True
@@ -20,10 +20,6 @@ class JoinWithSpaces:
     def map_token(self, token: Any, first: bool) -> str:
         """A space before every token but the first."""
         return str(token) if first else " " + str(token)
-
-    def stage(self) -> Stage | None:
-        """Whole tokens need no memory."""
-        return None
 
     def fragment_stage(self) -> Stage:
         """Never part of a chain."""

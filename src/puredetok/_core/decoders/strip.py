@@ -7,17 +7,16 @@ from __future__ import annotations
 
 __all__ = ["Strip", "StripStage"]
 
-from collections.abc import Iterable
 from itertools import repeat
 from typing import Any
 
 import attrs
 
-from puredetok._core.decoders.base import MISS, Group, Lanes, Piece, Stage, push_each
+from puredetok._core.decoders.base import MISS, Lanes, OneAtATime, Piece, Stage, Tokenwise
 
 
 @attrs.frozen
-class StripStage:
+class StripStage(OneAtATime):
     """Strip over glued fragments: the hold is (leading budget left, trailing run held back)."""
 
     content: str
@@ -58,10 +57,6 @@ class StripStage:
             text, trail = text[: len(text) - k], text[len(text) - k :]
         # A new element is one for the stages after, even with no text yet (its start ends theirs).
         return (left, trail), ([(text, glued)] if text or not glued else [])
-
-    def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
-        """One at a time."""
-        return push_each(self, hold, values, glued)
 
     def push_lanes(self, hold: tuple[int, str], values: list[Any], glued: bool) -> Lanes | None:
         """Without a trailing strip or a held run: each value loses what is left of the leading
@@ -121,7 +116,7 @@ class StripStage:
 
 
 @attrs.frozen
-class Strip:
+class Strip(Tokenwise):
     """The Strip decoder."""
 
     content: str
@@ -144,10 +139,6 @@ class Strip:
                 break
             stop_cut = index
         return chars[start_cut:stop_cut]
-
-    def stage(self) -> Stage | None:
-        """Whole tokens need no memory."""
-        return None
 
     def fragment_stage(self) -> Stage:
         """After a join: strip the joined element as it streams."""

@@ -10,14 +10,13 @@ one whitespace token keeps a state of constant size and each step costs O(1).
 
 from __future__ import annotations
 
-__all__ = ["HeldSpace", "EMPTY_SPACE", "StripStage", "strip_text"]
+__all__ = ["HeldSpace", "EMPTY_SPACE", "StripStage"]
 
-from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
-from puredetok._core.decoders.base import MISS, Group, Lanes, Piece, push_each
+from puredetok._core.decoders.base import MISS, Lanes, OneAtATime, Piece
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -77,13 +76,8 @@ def _from_runs(runs: list[tuple[str, int]]) -> HeldSpace:
     return held
 
 
-def strip_text(text: str) -> str:
-    """``str.strip()``: the whitespace it removes is what ``str.isspace`` calls whitespace."""
-    return text.strip()
-
-
 @attrs.frozen
-class StripStage:
+class StripStage(OneAtATime):
     """``str.strip()`` of the whole output: the hold is ``(started, held whitespace)``."""
 
     initial: tuple[bool, HeldSpace] = (False, EMPTY_SPACE)
@@ -103,10 +97,6 @@ class StripStage:
         text = str(held) + core if held.size else core
         tail = value[len(core) :]
         return (True, EMPTY_SPACE.add(tail) if tail else EMPTY_SPACE), [(text, True)]
-
-    def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
-        """One at a time."""
-        return push_each(self, hold, values, glued)
 
     def push_lanes(self, hold: tuple[bool, HeldSpace], values: list[Any], glued: bool) -> Lanes | None:
         """With no whitespace held: each value (without leading whitespace at the start) that does

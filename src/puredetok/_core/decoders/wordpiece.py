@@ -11,14 +11,14 @@ from typing import Any
 
 import attrs
 
-from puredetok._core.decoders.base import Stage, Unmodelled
+from puredetok._core.decoders.base import Stage, Tokenwise, Unmodelled
 from puredetok._core.decoders.cleanup import WORDPIECE_RULES, apply_rules
 
 _ANY_RULE = re.compile("|".join(re.escape(pattern) for pattern, _ in WORDPIECE_RULES))
 
 
 @attrs.frozen
-class WordPiece:
+class WordPiece(Tokenwise):
     """The WordPiece decoder; a pure per-token map."""
 
     prefix: str
@@ -53,10 +53,6 @@ class WordPiece:
                 for text in texts
             ]
         return texts
-
-    def stage(self) -> Stage | None:
-        """Whole tokens need no memory."""
-        return None
 
     def fragment_stage(self) -> Stage:
         """Not modelled: the continuation marker is only recognised on whole tokens."""

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 __all__ = ["MarianStage", "SPECIAL", "CONTROL", "BYTE", "TEXT"]
 
-from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
-from puredetok._core.decoders.base import Group, Piece, push_each
+from puredetok._core.decoders.base import OneAtATime, Piece
 from puredetok._core.utf8 import first_character, incomplete_tail
 
 SPECIAL, CONTROL, BYTE, TEXT = "special", "control", "byte", "text"
@@ -51,7 +50,7 @@ def _bytes_text(data: bytes) -> tuple[str, bytes]:
 
 
 @attrs.frozen
-class MarianStage:
+class MarianStage(OneAtATime):
     """Marian's ``convert_tokens_to_string`` up to its final strip, over per-piece values."""
 
     initial: Hold = _FRESH
@@ -80,10 +79,6 @@ class MarianStage:
         text = out + text
         new = (first, consumed, has_text or bool(text), b"")
         return (_TEXT_SEEN if new == _TEXT_SEEN else new), ([(text, True)] if text else [])
-
-    def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
-        """One at a time."""
-        return push_each(self, hold, values, glued)
 
     def flush(self, hold: Hold) -> list[Piece]:
         """An incomplete character at the end: one U+FFFD per byte."""

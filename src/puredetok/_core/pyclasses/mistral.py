@@ -8,19 +8,18 @@ from __future__ import annotations
 
 __all__ = ["LangTagStage"]
 
-from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
-from puredetok._core.decoders.base import MISS, Group, Lanes, Piece, push_each
+from puredetok._core.decoders.base import MISS, Lanes, OneAtATime, Piece
 
 _LANG = "lang:"
 _TAG = len(_LANG) + 2
 
 
 @attrs.frozen
-class LangTagStage:
+class LangTagStage(OneAtATime):
     """``MistralCommonBackend``'s removal of a leading ``lang:xx`` (``re.sub(r"^lang:[a-z]{2}", "")``
     on the whole text): the hold is the text so far while it may still be the tag, None after.
     """
@@ -40,12 +39,6 @@ class LangTagStage:
         if _may_be_tag(text):
             return text, []
         return None, [(text, True)]
-
-    def push_run(
-        self, hold: str | None, values: Iterable[str], glued: bool
-    ) -> tuple[str | None, list[Group]]:
-        """One at a time."""
-        return push_each(self, hold, values, glued)
 
     def push_lanes(self, hold: str | None, values: list[Any], glued: bool) -> Lanes | None:
         """Once the start is decided, every non-empty text passes as it is."""

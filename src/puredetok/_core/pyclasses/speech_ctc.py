@@ -8,16 +8,14 @@ from __future__ import annotations
 
 __all__ = ["LowerStage"]
 
-from collections.abc import Iterable
-from typing import Any
 
 import attrs
 
-from puredetok._core.decoders.base import Group, Piece, push_each
+from puredetok._core.decoders.base import OneAtATime, Piece
 
 
 @attrs.frozen
-class LowerStage:
+class LowerStage(OneAtATime):
     """``str.lower`` piece by piece (equal to lower-casing the whole text when no capital sigma,
     whose lower case depends on the next letter, can occur).
     """
@@ -28,10 +26,6 @@ class LowerStage:
     def push(self, hold: None, value: str, glued: bool) -> tuple[None, list[Piece]]:
         """Lower-case the piece."""
         return None, [(value.lower(), glued)]
-
-    def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
-        """One at a time."""
-        return push_each(self, hold, values, glued)
 
     def flush(self, hold: None) -> list[Piece]:
         """Nothing is held."""

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 __all__ = ["TimestampStage", "WhisperPrompt"]
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import attrs
 
 from puredetok._core.chain import Chain
-from puredetok._core.decoders.base import Group, Piece, push_each
+from puredetok._core.decoders.base import OneAtATime, Piece
 from puredetok._core.rope import EMPTY_ROPE, Rope
 
 # The states of the timestamp automaton: what of "<|" digits "." digits "|>" the held text is.
@@ -44,7 +44,7 @@ def _advance(state: int, char: str) -> int | None:
 
 
 @attrs.frozen
-class TimestampStage:
+class TimestampStage(OneAtATime):
     """Whisper's timestamp filter over the glued output: ``re.sub`` of ``<|d+.d+|>`` by nothing.
 
     The hold is the state of the automaton and the text it holds.
@@ -81,10 +81,6 @@ class TimestampStage:
         text = "".join(out)
         new = _HOLD if state == _NONE else (state, held)
         return new, ([(text, True)] if text else [])
-
-    def push_run(self, hold: Any, values: Iterable[Any], glued: bool) -> tuple[Any, list[Group]]:
-        """One at a time."""
-        return push_each(self, hold, values, glued)
 
     def flush(self, hold: tuple[int, Rope]) -> list[Piece]:
         """An unfinished timestamp is text."""
