@@ -10,8 +10,6 @@ from typing import Final, SupportsIndex, cast
 
 from puredetok.errors import OptionTypeError
 
-__all__ = ["MAX_INT", "choice", "flag", "optional_flag", "optional_whole", "whole"]
-
 MAX_INT: Final = 2**63 - 1
 """The largest token id, token limit or count any option or message takes: the largest int a
 saved state holds (:mod:`puredetok._core.saving` writes signed 64-bit ints), so that whatever a

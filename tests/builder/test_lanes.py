@@ -23,10 +23,10 @@ import puredetok
 import synthetic
 from puredetok._build.backend_model import backend_parts
 from puredetok._build.compile import compile_chain
-from puredetok._build.lanes import finish_holds, texts_alone
+from puredetok._build.lanes import texts_alone
 from puredetok._build.verify import _model_alone
 from puredetok._core.chain import Chain
-from puredetok._core.decoders.base import MISS, Piece
+from puredetok._core.decoders.base import MISS, Piece, finish_holds
 
 
 def _backend(name: str) -> Any:

@@ -4,8 +4,6 @@ decoder configuration as a list of decoder models (:mod:`puredetok._core.decoder
 
 from __future__ import annotations
 
-__all__ = ["BackendParts", "backend_parts"]
-
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING

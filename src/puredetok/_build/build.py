@@ -18,8 +18,6 @@ tokenizer; the fallback calls its ``decode``.
 
 from __future__ import annotations
 
-__all__ = ["codec_for", "with_max_byte_run", "read_vocabulary", "MAX_VOCAB"]
-
 import functools
 import hashlib
 from collections.abc import Callable, Mapping, Sequence

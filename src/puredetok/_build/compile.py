@@ -5,8 +5,6 @@ fast table is every id pushed alone through the stages from their steady holds (
 
 from __future__ import annotations
 
-__all__ = ["compile_chain"]
-
 from collections.abc import Sequence
 from itertools import compress, repeat
 from operator import is_

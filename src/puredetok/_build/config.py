@@ -7,8 +7,6 @@ does not know for a known type (a newer ``tokenizers`` may add options that chan
 
 from __future__ import annotations
 
-__all__ = ["from_config"]
-
 from collections.abc import Callable, Mapping
 from typing import Any
 

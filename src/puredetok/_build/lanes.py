@@ -18,8 +18,6 @@ tokenizer's own decode of that id.
 
 from __future__ import annotations
 
-__all__ = ["texts_alone", "finish_holds"]
-
 from collections.abc import Sequence
 from itertools import compress, repeat
 from operator import is_, is_not

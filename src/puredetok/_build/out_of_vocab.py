@@ -16,8 +16,6 @@ ignore them.
 
 from __future__ import annotations
 
-__all__ = ["ignoring_out_of_vocab", "ignoring_fingerprint"]
-
 import hashlib
 from collections.abc import Callable
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["TokenizerLike"]
-
 from typing import Protocol
 
 

@@ -9,8 +9,6 @@ the modules already imported (the stepping core and the layers above it load wit
 
 from __future__ import annotations
 
-__all__ = ["backend_of", "is_backend", "loaded_class", "override", "vocabulary", "DECODING_METHODS"]
-
 import sys
 from typing import TYPE_CHECKING, TypeGuard
 

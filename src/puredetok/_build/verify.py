@@ -23,16 +23,6 @@ disagreement there says the fast path is not the decode: the caller must not use
 
 from __future__ import annotations
 
-__all__ = [
-    "Disagreement",
-    "Oracle",
-    "check_model",
-    "fast_path_disagreement",
-    "mark_probes",
-    "sample_sequences",
-    "stream_text",
-]
-
 import random
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, cast
@@ -40,7 +30,8 @@ from typing import Any, cast
 import attrs
 
 from puredetok._core.chain import Chain
-from puredetok._build.lanes import finish_holds, texts_alone
+from puredetok._core.decoders.base import finish_holds
+from puredetok._build.lanes import texts_alone
 
 Oracle = Callable[[Sequence[Sequence[int]]], list[str | None]]
 """Decodes a batch of id lists with the codec's options; None for a sequence the decode refuses."""

@@ -48,8 +48,6 @@ text is sent as it stands.
 
 from __future__ import annotations
 
-__all__ = ["Window", "build_window", "decode_or_none", "ATTEMPT", "KEEP", "TAIL", "TRIM", "LIMIT"]
-
 import os
 from collections.abc import Callable, Collection, Sequence
 from typing import Any

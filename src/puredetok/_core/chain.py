@@ -13,8 +13,6 @@ precomputed too, in ``exits``: from the idle hold every step is a lookup.
 
 from __future__ import annotations
 
-__all__ = ["Chain"]
-
 from collections.abc import Sequence
 from itertools import compress, repeat
 from operator import index, is_, itemgetter

@@ -8,21 +8,6 @@ a shared bit only means "look at the text".
 
 from __future__ import annotations
 
-__all__ = [
-    "NEWLINE",
-    "SPACE",
-    "ANGLE",
-    "MARKUP",
-    "PUNCTUATION",
-    "UPPER",
-    "LOWER",
-    "OTHER",
-    "ADDED",
-    "ALL_CLASSES",
-    "class_of",
-    "classes_of",
-]
-
 import string
 from collections.abc import Collection, Sequence
 

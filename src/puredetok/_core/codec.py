@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["Codec", "DecodeState", "SavedState", "Decoding", "OutOfVocab", "OUT_OF_VOCAB", "ID_LIMIT"]
-
 from collections.abc import Hashable
 from typing import Any, Literal, TypeAlias
 

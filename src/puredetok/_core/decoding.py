@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["Decoding"]
-
 from collections.abc import Hashable, Sequence
 from typing import Any, Protocol
 

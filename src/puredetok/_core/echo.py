@@ -19,8 +19,6 @@ the text the prompt's state held (G5).
 
 from __future__ import annotations
 
-__all__ = ["Echo", "continuation_text", "consume", "consume_tail"]
-
 from collections.abc import Hashable
 from os.path import commonprefix
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["Rope", "EMPTY_ROPE"]
-
 from typing import Any
 
 import attrs

@@ -26,16 +26,6 @@ equal to the saved one.
 
 from __future__ import annotations
 
-__all__ = [
-    "STATE_FORMAT",
-    "codec_key",
-    "pack",
-    "unpack",
-    "check_hold",
-    "MAX_DEPTH",
-    "MAX_HELD_SPACE",
-]
-
 import hashlib
 import zlib
 from collections.abc import Hashable

@@ -12,20 +12,6 @@ one tuple lookup per token.
 
 from __future__ import annotations
 
-__all__ = [
-    "start",
-    "step",
-    "feed",
-    "finish",
-    "step_hold",
-    "feed_hold",
-    "finish_hold",
-    "steady",
-    "check_token",
-    "admit_token",
-    "BATCH",
-]
-
 import operator
 from array import array
 from collections.abc import Hashable, Iterable, Sequence

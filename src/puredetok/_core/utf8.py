@@ -8,8 +8,6 @@ ends inside a sequence that could still be completed; :func:`incomplete_tail` fi
 
 from __future__ import annotations
 
-__all__ = ["incomplete_tail", "sequence_length", "second_byte_range", "Status", "status", "first_character"]
-
 from enum import Enum
 
 

@@ -9,8 +9,6 @@ of the compressed data ends what is read after all before it, and is kept
 
 from __future__ import annotations
 
-__all__ = ["BLOCK", "COMPRESSIONS", "Decompressed", "compression_of"]
-
 import bz2
 import gzip
 import lzma

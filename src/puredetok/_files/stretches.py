@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["Stretch", "stretches"]
-
 import tempfile
 from collections.abc import Callable, Iterator
 from typing import IO

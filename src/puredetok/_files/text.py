@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["binary"]
-
 _SAMPLE = 1 << 12
 
 

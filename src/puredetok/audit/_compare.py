@@ -9,20 +9,6 @@ stop string that ended it: the exact text is cut the same way, as the record say
 
 from __future__ import annotations
 
-__all__ = [
-    "KINDS",
-    "PARSER_SPLIT",
-    "AuditOptions",
-    "Auditor",
-    "Deferred",
-    "Difference",
-    "Facts",
-    "classify",
-    "decide",
-    "duplicated",
-    "near_fffd",
-]
-
 from collections.abc import Callable, Mapping
 from typing import Any
 

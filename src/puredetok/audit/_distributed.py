@@ -8,19 +8,6 @@ run's. docs/audit.md ("Scale") says how and what it costs.
 
 from __future__ import annotations
 
-__all__ = [
-    "MAX_BATCH",
-    "MAX_SHARES",
-    "CodecsRef",
-    "TaskFailedError",
-    "Timing",
-    "audit_batch",
-    "audit_on_ray",
-    "batch_sizes",
-    "shares",
-    "start_ray",
-]
-
 import functools
 import logging
 import math

@@ -9,8 +9,6 @@ docs/audit.md ("Scale", one long request) says what it keeps and why.
 
 from __future__ import annotations
 
-__all__ = ["STEP", "SUFFIX_LIMIT", "Follower", "Followed"]
-
 import bisect
 from collections import deque
 from collections.abc import Sequence

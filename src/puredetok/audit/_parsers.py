@@ -6,8 +6,6 @@ parser").
 
 from __future__ import annotations
 
-__all__ = ["REASONING_MARKERS", "TOOL_MARKERS", "Joined", "plain_join", "rejoin"]
-
 from collections.abc import Sequence
 
 import attrs

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = [
-    "Chunk", "Columns", "InputError", "Request", "Skipped", "Item", "token_ids", "request_id",
-    "stream_data", "Lines", "failed",
-]  # fmt: skip
-
 from collections.abc import Iterable, Iterator
 from typing import Any
 

@@ -5,17 +5,6 @@ counts behind the summary table (a :class:`Tally` per shard, added up in shard o
 
 from __future__ import annotations
 
-__all__ = [
-    "MAX_NAMED",
-    "Tally",
-    "difference_line",
-    "difference_record",
-    "error_record",
-    "past_vocabulary",
-    "summary_rows",
-    "unrelated",
-]
-
 import re
 from typing import Any
 

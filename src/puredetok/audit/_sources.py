@@ -7,17 +7,6 @@ stretches (:func:`audit_stretches`). docs/audit.md ("Scale") says how.
 
 from __future__ import annotations
 
-__all__ = [
-    "FORMATS",
-    "SHARD_BYTES",
-    "Shard",
-    "ShardResult",
-    "audit_shard",
-    "audit_stretches",
-    "detect_format",
-    "shards_of",
-]
-
 import functools
 import os
 from collections.abc import Callable, Iterator

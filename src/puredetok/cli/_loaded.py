@@ -8,8 +8,6 @@ audit of a Llama-2 log with it reported every request as differing.
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_NAME", "FAMILIES", "Loaded", "family_name", "load", "loaded"]
-
 import os
 from typing import Any
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["main", "version"]
-
 import argparse
 import os
 import sys

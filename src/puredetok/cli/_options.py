@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["TOKENIZER_NOTE", "add_tokenizer_option", "tokenizer_choice"]
-
 import argparse
 
 _HELP = (

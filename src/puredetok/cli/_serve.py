@@ -10,8 +10,8 @@ from types import FrameType
 
 from puredetok.cli._loaded import Loaded, load, loaded
 from puredetok.cli._options import add_tokenizer_option, tokenizer_choice
+from puredetok.serving._codec_cache import DEFAULT_MAX_CODECS
 from puredetok.serving._detokenize_manager import (
-    DEFAULT_MAX_CODECS,
     DEFAULT_MAX_LIVE,
     DEFAULT_MAX_STOP_CHARS,
     DEFAULT_MAX_STOPS,

@@ -4,8 +4,6 @@ send generated ids.
 
 from __future__ import annotations
 
-__all__ = ["BackendClient", "AsyncBackendClient"]
-
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 

@@ -5,15 +5,6 @@ side's messages built and read (the frontend's requests, probes and aborts; the 
 
 from __future__ import annotations
 
-__all__ = [
-    "DEFAULT_TIMEOUT",
-    "HandBack",
-    "RequestError",
-    "RequestTimeout",
-    "RequestLost",
-    "RequestHandedBack",
-]
-
 import abc
 import asyncio
 import logging

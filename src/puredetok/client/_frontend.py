@@ -4,8 +4,6 @@ request's replies as an iterator.
 
 from __future__ import annotations
 
-__all__ = ["FrontendClient", "AsyncFrontendClient", "Request", "AsyncRequest"]
-
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence

@@ -47,8 +47,6 @@ from typing import Any, NamedTuple
 from puredetok._core import Codec, DecodeState, finish, start, steady, step
 from puredetok.engines._versions import installed, parameters
 
-__all__ = ["MODULE", "MAX_BYTE_RUN", "WINDOW", "Plugin", "register", "registered", "unfit", "unregister"]
-
 MODULE = "vllm.renderers.online_derenderer"
 """The module of vLLM's ``OnlineDerenderer``, hooked when it is imported (importing it costs a few
 seconds, which the processes that never derender do not pay)."""

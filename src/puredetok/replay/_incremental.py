@@ -10,8 +10,6 @@ string first completes in a text streamed piece by piece, keeping a bounded carr
 
 from __future__ import annotations
 
-__all__ = ["Aligned", "Ending", "Pieces", "StopFinder", "common_prefix"]
-
 from collections import deque
 from collections.abc import Sequence
 

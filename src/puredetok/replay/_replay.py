@@ -9,20 +9,6 @@ whole.
 
 from __future__ import annotations
 
-__all__ = [
-    "Reference",
-    "Replayer",
-    "RequestReport",
-    "ReplaySummary",
-    "CHECKS",
-    "CHECK_FACTOR",
-    "CHECK_START",
-    "MAX_LISTED",
-    "MAX_NAMED_IDS",
-    "id_limit",
-    "valid_ids",
-]
-
 import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence

@@ -8,8 +8,6 @@ which :class:`~puredetok.replay._replay.Replayer` skips and names, not of the li
 
 from __future__ import annotations
 
-__all__ = ["TraceHeader", "TraceEvent", "TraceError", "read_trace", "trace_items"]
-
 from collections.abc import Iterable, Iterator
 from typing import Any
 

@@ -4,8 +4,6 @@ goes on; a pipe wakes it when results wait. The tokenizing thread and the codec 
 
 from __future__ import annotations
 
-__all__ = ["Background"]
-
 import collections
 import os
 import queue

@@ -8,15 +8,6 @@ what its capacity costs.
 
 from __future__ import annotations
 
-__all__ = [
-    "DetokenizeManager",
-    "DEFAULT_REMEMBER_ENDED",
-    "DEFAULT_MAX_LIVE",
-    "DEFAULT_MAX_STOPS",
-    "DEFAULT_MAX_STOP_CHARS",
-    "DEFAULT_MAX_CODECS",
-]
-
 from bisect import bisect_left
 from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence

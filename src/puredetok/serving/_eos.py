@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["eos_token_ids", "GENERATION_CONFIG"]
-
 import json
 from pathlib import Path
 from typing import Any

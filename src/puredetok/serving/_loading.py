@@ -2,17 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = [
-    "DEFAULT_TOKENIZER",
-    "TOKENIZER_FILES",
-    "default_tokenizer_path",
-    "load_tokenizer",
-    "TokenizerLoadError",
-    "is_mistral_file",
-    "LoadedTokenizer",
-    "check_vocabulary",
-]
-
 import contextlib
 import io
 import os

@@ -20,44 +20,6 @@ Out to the frontend: :class:`UserReply`, :class:`HealthReply`, :class:`ReadyMsg`
 
 from __future__ import annotations
 
-__all__ = [
-    "PROTOCOL_VERSION",
-    "Uid",
-    "TokenId",
-    "StopString",
-    "Limit",
-    "Count",
-    "FinishKind",
-    "SamplingParams",
-    "DEFAULT_PARAMS",
-    "Opening",
-    "TokenizeMsg",
-    "DetokenizeMsg",
-    "AbortMsg",
-    "HealthCheckMsg",
-    "UserMsg",
-    "UserReply",
-    "AbortBackendMsg",
-    "HealthReply",
-    "ReadyMsg",
-    "Message",
-    "Batch",
-    "DetokenizeBatch",
-    "ReplyBatch",
-    "AnyBatch",
-    "COLUMNS",
-    "Reason",
-    "Ended",
-    "Failed",
-    "Handed",
-    "UNKNOWN_REQUEST",
-    "HANDED_BACK",
-    "INBOUND",
-    "TO_BACKEND",
-    "TO_FRONTEND",
-    "KINDS",
-]
-
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain, compress

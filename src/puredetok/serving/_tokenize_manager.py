@@ -7,8 +7,6 @@ the assistant turns, keep theirs. docs/adapters.md ("Chat input is data") says h
 
 from __future__ import annotations
 
-__all__ = ["TokenizeManager", "TokenizeResult", "TokenizeError", "RESERVED_TEMPLATE_OPTIONS", "ContentAsData"]
-
 import json
 import re
 from array import array

@@ -5,8 +5,6 @@ results are ready, and hands the memory a long text took back to the system (:fu
 
 from __future__ import annotations
 
-__all__ = ["TokenizeThread", "TRIM_CHARS", "text_chars", "trim_memory"]
-
 import ctypes
 from collections.abc import Callable, Sequence
 from typing import Any

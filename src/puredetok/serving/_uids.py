@@ -10,8 +10,6 @@ uid (the clients' ``abort``) takes an ``int`` or a ``str`` and refuses anything 
 
 from __future__ import annotations
 
-__all__ = ["Uids", "check_uid", "uid_list"]
-
 from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from typing import Any, TypeAlias

@@ -7,8 +7,6 @@ text only, never rescanning the output: no match can begin before the held text.
 
 from __future__ import annotations
 
-__all__ = ["Matcher", "Match", "Goto", "Prefixes", "compile_stops", "scan"]
-
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeAlias

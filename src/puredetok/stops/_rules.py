@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["StopRules", "FinishReason", "check_stop_limits"]
-
 from collections.abc import Iterable
 from typing import Any, Literal
 

@@ -13,8 +13,6 @@ into a stream given the codec (the codec's tables are never in the pickle).
 
 from __future__ import annotations
 
-__all__ = ["STREAM_FORMAT", "StreamFields", "stream_to_bytes", "stream_from_bytes"]
-
 from collections.abc import Hashable
 from typing import Any, TypeAlias
 

@@ -29,19 +29,6 @@ takes the general path (with the same result).
 
 from __future__ import annotations
 
-__all__ = [
-    "NO_RULES",
-    "Stream",
-    "open_stream",
-    "open_like",
-    "advance",
-    "advance_many",
-    "advance_each",
-    "close",
-    "abort",
-    "SavedStream",
-]
-
 import sys
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import Any, Final

@@ -7,22 +7,6 @@ prefix it shares with ``decode(prompt)``.
 
 from __future__ import annotations
 
-__all__ = [
-    "Guarantee",
-    "Violation",
-    "ConformanceError",
-    "Reference",
-    "reference_for",
-    "check_ids",
-    "find_violation",
-    "assert_conforms",
-    "check_continuation",
-    "find_continuation_violation",
-    "assert_continues",
-    "STREAMING_GUARANTEES",
-    "CONTINUATION_GUARANTEES",
-]
-
 import enum
 from collections.abc import Callable, Collection, Sequence
 from typing import TypeAlias

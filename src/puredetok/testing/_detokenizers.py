@@ -7,18 +7,6 @@ Wrap your detokenizer in a :data:`DetokenizerFactory` (a callable that opens a f
 
 from __future__ import annotations
 
-__all__ = [
-    "Detokenizer",
-    "DetokenizerFactory",
-    "ContinuingFactory",
-    "StreamOpener",
-    "StepFunction",
-    "FinishFunction",
-    "from_step_function",
-    "core_detokenizer",
-    "CoreStream",
-]
-
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeAlias
 

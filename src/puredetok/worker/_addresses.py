@@ -5,17 +5,6 @@ address claimed by one live worker at a time (:func:`claim`).
 
 from __future__ import annotations
 
-__all__ = [
-    "AddressError",
-    "Claim",
-    "claim",
-    "default_address",
-    "loopback",
-    "private_folder",
-    "check_address",
-    "check_bind_address",
-]
-
 import errno
 import fcntl
 import ipaddress

@@ -7,8 +7,6 @@ batches the loop handles (docs/worker.md, "Codecs: built beside the loop, bounde
 
 from __future__ import annotations
 
-__all__ = ["Parking", "codec_builder"]
-
 import functools
 import sys
 from collections.abc import Iterable

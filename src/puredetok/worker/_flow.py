@@ -5,8 +5,6 @@ fairness), and frames waiting to be sent (:class:`Outgoing`: backpressure). docs
 
 from __future__ import annotations
 
-__all__ = ["Backlog", "Outgoing", "slices"]
-
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence

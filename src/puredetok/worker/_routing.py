@@ -6,8 +6,6 @@ workers of this host running, and :class:`Incarnations` tells which requests a r
 
 from __future__ import annotations
 
-__all__ = ["route", "WorkerPool", "WorkerProcesses", "Incarnations", "RESTART_BACKOFF"]
-
 import logging
 import signal
 import subprocess

@@ -11,8 +11,6 @@ frame can be checked, and split into its messages, before anything in it is buil
 
 from __future__ import annotations
 
-__all__ = ["Scanner", "ScanError", "TaggedError", "DEFAULT_MAX_DEPTH", "DEFAULT_MAX_ELEMENTS"]
-
 from typing import Any
 
 from puredetok.errors import PuredetokError

@@ -8,19 +8,6 @@ that much could be read, so that the sender of that one request can be told.
 
 from __future__ import annotations
 
-__all__ = [
-    "DEFAULT_MAX_FRAME_BYTES",
-    "OPEN_ENDED",
-    "FrameError",
-    "Rejected",
-    "Decoded",
-    "FrameDecoder",
-    "frame_type",
-    "encode_batch",
-    "encode_frame",
-    "DropCounter",
-]
-
 import logging
 import types
 from collections.abc import Iterable, Sequence

@@ -11,22 +11,6 @@ back when it stops ("Stopping and restarting on purpose").
 
 from __future__ import annotations
 
-__all__ = [
-    "Worker",
-    "WorkerStats",
-    "Limits",
-    "tokenize_worker",
-    "default_address",
-    "DEFAULT_LOCAL_BS",
-    "DEFAULT_MAX_TEXT_CHARS",
-    "DEFAULT_MAX_IDS",
-    "DEFAULT_MAX_OUTBOX_BYTES",
-    "DEFAULT_MAX_CHAT_MESSAGES",
-    "QUEUE_FRAMES",
-    "BACKLOG_BYTES",
-    "DRAIN_SECONDS",
-]
-
 import gc
 import logging
 import os
@@ -44,9 +28,8 @@ import zmq
 from zmq.utils.monitor import parse_monitor_message
 
 from puredetok._core import OutOfVocab
-from puredetok.serving._codec_cache import CodecCache, Setting
+from puredetok.serving._codec_cache import DEFAULT_MAX_CODECS, CodecCache, Setting
 from puredetok.serving._detokenize_manager import (
-    DEFAULT_MAX_CODECS,
     DEFAULT_MAX_LIVE,
     DEFAULT_MAX_STOP_CHARS,
     DEFAULT_MAX_STOPS,

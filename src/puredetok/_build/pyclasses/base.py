@@ -4,8 +4,6 @@ model computes itself and the stages that give them memory.
 
 from __future__ import annotations
 
-__all__ = ["ClassModel", "Given", "special_ids"]
-
 from collections.abc import Sequence
 from typing import Any
 

@@ -5,8 +5,6 @@ the sentinels); the bytes of all tokens are decoded together as UTF-8 with inval
 
 from __future__ import annotations
 
-__all__ = ["byt5_model"]
-
 from typing import Any
 
 from puredetok._build.compile import compile_chain

@@ -6,8 +6,6 @@ trailing whitespace (until text follows it).
 
 from __future__ import annotations
 
-__all__ = ["clip_model"]
-
 from typing import Any
 
 from puredetok._build.backend_model import backend_parts

@@ -5,8 +5,6 @@ decodes), from the ``sentencepiece`` model's own settings (:mod:`.spm`).
 
 from __future__ import annotations
 
-__all__ = ["marian_model", "piece_value"]
-
 from typing import Any
 
 from puredetok._build.compile import compile_chain

@@ -30,8 +30,6 @@ it follows are listed there.
 
 from __future__ import annotations
 
-__all__ = ["Native", "mistral_tokenizer_of", "read_native", "WRAPPER_PATHS"]
-
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any

@@ -9,8 +9,6 @@ Held back: trailing whitespace (until text follows it); the grouping needs only 
 
 from __future__ import annotations
 
-__all__ = ["ctc_tokenizer_model"]
-
 from typing import Any
 
 from puredetok._build.compile import compile_chain

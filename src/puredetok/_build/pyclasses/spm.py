@@ -12,8 +12,6 @@ such piece does, otherwise only the first that has one).
 
 from __future__ import annotations
 
-__all__ = ["SpmSettings", "read_settings"]
-
 import attrs
 
 from puredetok._core.decoders.base import Unmodelled

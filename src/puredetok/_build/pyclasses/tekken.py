@@ -5,8 +5,6 @@ rank, a Tekken control id's text (the stage, and how these decode, are
 
 from __future__ import annotations
 
-__all__ = ["special_token_ids", "tekken_model", "tiktoken_model"]
-
 from collections.abc import Iterable
 from typing import Any
 

@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-__all__ = ["whisper_model"]
-
 from typing import Any
 
 from puredetok._build.backend_model import backend_parts

@@ -32,30 +32,6 @@ the last prompt id after which every stage is known to be idle, reading only the
 
 from __future__ import annotations
 
-__all__ = [
-    "Piece",
-    "Group",
-    "Stage",
-    "LaneStage",
-    "AheadStage",
-    "ReleasingStage",
-    "SettlingStage",
-    "settles",
-    "Lanes",
-    "MISS",
-    "Decoder",
-    "BulkDecoder",
-    "map_all",
-    "Unmodelled",
-    "push_each",
-    "OneAtATime",
-    "Tokenwise",
-    "push_on",
-    "lookahead",
-    "release_ahead",
-    "finish_holds",
-]
-
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Final, Protocol, cast
 

@@ -9,8 +9,6 @@ token into one element, that element is the last, and the hold lasts until the s
 
 from __future__ import annotations
 
-__all__ = ["BPEDecoder", "SuffixStage"]
-
 from typing import Any
 
 import attrs

@@ -8,8 +8,6 @@ grows with the input; see ``max_run``). A run that can no longer be valid is rel
 
 from __future__ import annotations
 
-__all__ = ["ByteFallback", "ByteFallbackStage", "INVALID_RUN", "byte_token_value"]
-
 from codecs import utf_8_decode
 from collections.abc import Iterable
 from itertools import groupby

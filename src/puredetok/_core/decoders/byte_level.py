@@ -8,8 +8,6 @@ taken as its own UTF-8 bytes, as the ``tokenizers`` crate does.
 
 from __future__ import annotations
 
-__all__ = ["ByteLevel", "Utf8Stage", "byte_alphabet"]
-
 from codecs import charmap_build, charmap_encode, utf_8_decode
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType

@@ -9,8 +9,6 @@ a run of bare spaces can keep up to four (one per stage), where two can really s
 
 from __future__ import annotations
 
-__all__ = ["TRANSFORMERS_RULES", "WORDPIECE_RULES", "apply_rules", "clean_up_tokenization", "cleanup_stages"]
-
 from puredetok._core.decoders.base import Stage
 from puredetok._core.decoders.fuse import GlueStage
 from puredetok._core.decoders.replace import ReplaceStage

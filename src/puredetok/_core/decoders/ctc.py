@@ -7,8 +7,6 @@ The only memory is the previous token (for the grouping); nothing is ever held b
 
 from __future__ import annotations
 
-__all__ = ["CTC", "GroupStage"]
-
 from typing import Any
 
 import attrs

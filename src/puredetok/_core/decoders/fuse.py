@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["Fuse", "GlueStage"]
-
 from collections.abc import Iterable
 from typing import Any
 

@@ -4,8 +4,6 @@ output's first token (unless the prepend scheme is ``never``) every ``▁`` is d
 
 from __future__ import annotations
 
-__all__ = ["Metaspace", "MetaspaceStage"]
-
 from typing import Any
 
 import attrs

@@ -7,8 +7,6 @@ without overlap, like ``str.replace``, and only a trailing proper prefix of the 
 
 from __future__ import annotations
 
-__all__ = ["Replace", "ReplaceStage"]
-
 import re
 from typing import Any
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["JoinWithSpaces"]
-
 from typing import Any
 
 import attrs

@@ -5,8 +5,6 @@ space that starts the whole output.
 
 from __future__ import annotations
 
-__all__ = ["Strip", "StripStage"]
-
 from itertools import repeat
 from typing import Any
 

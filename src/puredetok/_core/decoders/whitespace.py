@@ -10,8 +10,6 @@ one whitespace token keeps a state of constant size and each step costs O(1).
 
 from __future__ import annotations
 
-__all__ = ["HeldSpace", "EMPTY_SPACE", "StripStage"]
-
 from typing import Any
 
 import attrs

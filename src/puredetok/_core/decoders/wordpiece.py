@@ -4,8 +4,6 @@ after the first gets a space before it; with ``cleanup`` each token is cleaned o
 
 from __future__ import annotations
 
-__all__ = ["WordPiece"]
-
 import re
 from typing import Any
 

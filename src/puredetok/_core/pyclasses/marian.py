@@ -9,8 +9,6 @@ Held back: an incomplete UTF-8 sequence of byte pieces (at most 3 bytes) and tra
 
 from __future__ import annotations
 
-__all__ = ["MarianStage", "SPECIAL", "CONTROL", "BYTE", "TEXT"]
-
 from typing import Any
 
 import attrs

@@ -6,8 +6,6 @@ removed from the whole text. How Mistral's tokenizers decode, and how they are r
 
 from __future__ import annotations
 
-__all__ = ["LangTagStage"]
-
 from typing import Any
 
 import attrs

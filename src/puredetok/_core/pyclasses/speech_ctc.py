@@ -6,9 +6,6 @@ piece. Its grouping and strip are :mod:`puredetok._core.decoders.ctc`'s and
 
 from __future__ import annotations
 
-__all__ = ["LowerStage"]
-
-
 import attrs
 
 from puredetok._core.decoders.base import OneAtATime, Piece

@@ -14,8 +14,6 @@ Held back: an incomplete UTF-8 sequence (at most 3 bytes).
 
 from __future__ import annotations
 
-__all__ = ["TekkenStage"]
-
 from codecs import utf_8_decode
 from collections.abc import Iterable
 from typing import Any

@@ -10,8 +10,6 @@ kept as a rope, so each step stays O(1).
 
 from __future__ import annotations
 
-__all__ = ["TimestampStage", "WhisperPrompt"]
-
 from collections.abc import Hashable, Sequence
 from typing import Any
 

@@ -8,8 +8,6 @@ else its index in the file, from 0.
 
 from __future__ import annotations
 
-__all__ = ["read_json_rows", "read_parquet", "row_groups", "row_request"]
-
 from collections.abc import Iterable, Iterator
 from typing import Any
 

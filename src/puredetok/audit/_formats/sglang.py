@@ -9,8 +9,6 @@ chunk) that also lets a request be compared as it streams (:mod:`puredetok.audit
 
 from __future__ import annotations
 
-__all__ = ["read_outputs", "output_request", "read_stream"]
-
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any

@@ -14,8 +14,6 @@ ids and text and it is checked when it ends.
 
 from __future__ import annotations
 
-__all__ = ["read_trace_requests"]
-
 from collections.abc import Iterable, Iterator
 from typing import Any
 

@@ -9,8 +9,6 @@ compared as it streams (:mod:`puredetok.audit._follow`).
 
 from __future__ import annotations
 
-__all__ = ["read_responses", "read_stream", "response_requests"]
-
 from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
