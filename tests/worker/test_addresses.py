@@ -11,11 +11,13 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import zmq
 
 from puredetok.serving._messages import HealthCheckMsg, HealthReply
 from puredetok.worker._addresses import (
@@ -145,6 +147,29 @@ def test_a_foreign_listener_is_not_taken_over_and_a_stale_socket_file_is(tmp_pat
         claim(f"ipc://{path}")
     held.release()
     claim(f"ipc://{path}").release()
+
+
+def test_a_worker_that_cannot_bind_leaves_no_socket_open(tmp_path: Path) -> None:
+    """Its sockets to the frontend and backend, made before the bind failed, are closed with the
+    error: the context it was given terminates at once, while the error (and the half-made worker
+    its traceback holds) is still kept, as a supervisor that logs and retries keeps it."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    context: zmq.Context[Any] = zmq.Context()
+    try:
+        address = f"tcp://127.0.0.1:{held.getsockname()[1]}"
+        with pytest.raises(OSError, match="cannot bind") as kept:
+            Worker(
+                listen=address, backend=f"ipc://{tmp_path}/b", frontend=f"ipc://{tmp_path}/f", context=context
+            )
+        terminating = threading.Thread(target=context.term, daemon=True)
+        terminating.start()
+        terminating.join(10)
+        assert not terminating.is_alive(), "a socket of the failed worker is still open"
+        assert kept.value is not None
+    finally:
+        held.close()
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "127.evil.example.com", "*"])

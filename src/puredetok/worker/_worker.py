@@ -258,6 +258,9 @@ class Worker:
         except BaseException:
             if hasattr(self, "_builder"):
                 self._builder.close()
+            for made in ("_backend", "_frontend"):  # else open while the error's traceback is kept
+                if hasattr(self, made):
+                    getattr(self, made).close(linger=0)
             self._claim.release()
             raise
         self.name = name or f"worker-{os.getpid()}"
