@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mistral_common.tokens.tokenizers.sentencepiece import SentencePieceTokenizer
 
 import mistral_objects as mo
 import puredetok
@@ -240,6 +242,32 @@ def test_wrapper_paths_are_the_documented_ones() -> None:
         assert found is not None and found[1] == path
     assert mistral_tokenizer_of(object()) is None
     assert mistral_tokenizer_of(mo.tekken_encoding("tekken_240911")) is None
+
+
+def test_a_replaced_decoding_method_is_refused_as_for_any_class() -> None:
+    """mistral-common's and tiktoken's objects are refused as codec_for refuses a ``transformers``
+    class that changes decoding, with the same reasons (``_build.reading.override``'s)."""
+    tekken = mo.inner("tekken_240911")
+
+    class Pieces(SentencePieceTokenizer):
+        def id_to_piece(self, token_id: int) -> str:
+            return str(super().id_to_piece(token_id))
+
+    class Bytes(tiktoken.Encoding):
+        def decode_bytes(self, *args: Any, **kwargs: Any) -> bytes:
+            return super().decode_bytes(*args, **kwargs)
+
+    plain = copy.copy(tekken)
+    plain.decode = tekken.decode
+    encoding = mo.tekken_encoding("tekken_240911")
+    ranks = cast(Any, encoding)._mergeable_ranks
+    bytes_encoding = Bytes(name="b", pat_str=encoding._pat_str, mergeable_ranks=ranks, special_tokens={})
+    for obj, why in (
+        (plain, "decode set on the object"),
+        (Pieces(mo.path("spm_v3")), "Pieces overrides id_to_piece"),
+        (bytes_encoding, "Bytes overrides decode_bytes"),
+    ):
+        assert puredetok.codec_for(obj).reason == f"not modelled exactly: {why}"
 
 
 @given(

@@ -16,6 +16,7 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 from tokenizers.models import WordLevel
 
+import synthetic
 from helpers import codec, continuation, tokenizer, vocabulary
 from puredetok import InvalidTokenError, UnsupportedTokenizerError, feed, start
 from puredetok.cli._measure import TwoWindow
@@ -459,6 +460,22 @@ def test_vocabularies_without_byte_tokens_have_no_byte_runs() -> None:
     with pytest.raises(ValueError, match="no byte tokens"):
         vocab.spell(b"a")
     assert set(vocabulary("qwen3").added_ids) <= set(vocabulary("qwen3").edge_ids)
+
+
+def test_byte_tokens_are_the_ones_the_core_reads_as_bytes() -> None:
+    # "<0xZZ>" is 6 characters but no byte (it was a ValueError); "<0x 1>", before "<0x01>" in
+    # the vocabulary, is text to the decoder (it was drawn as byte 1); "<0x+A>" is byte 10, as in
+    # the tokenizers crate.
+    vocab = {"<unk>": 0, "<0x 1>": 1, "<0xZZ>": 2, "<0x+A>": 3}
+    vocab.update({f"<0x{b:02X}>": 4 + b for b in range(256)})
+    backend = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+    backend.decoder = tokenizers.decoders.ByteFallback()
+    pieces = Vocabulary.of(backend).pieces
+    assert all(pieces[bytes([b])] == 4 + b for b in range(256) if b != 10)
+    assert pieces[b"\n"] == 3
+    assert pieces[b"<0xZZ>"] == 2 and pieces[b"<0x 1>"] == 1
+    assert backend.decode([pieces[b"\x01"], pieces[b"\n"]]) == "\x01\n"
+    assert Vocabulary.of(synthetic.sentencepiece()).pieces[b"<0xZZ>"] > 256
 
 
 class OffsetThatDoesNotAdvance:

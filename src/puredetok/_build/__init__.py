@@ -16,6 +16,7 @@ from __future__ import annotations
 __all__ = [
     "MAX_VOCAB",
     "TokenizerLike",
+    "backend_of",
     "codec_for",
     "mistral_tokenizer_of",
     "read_vocabulary",
@@ -25,3 +26,4 @@ __all__ = [
 from puredetok._build.build import MAX_VOCAB, codec_for, read_vocabulary, with_max_byte_run
 from puredetok._build.protocols import TokenizerLike
 from puredetok._build.pyclasses.mistral import mistral_tokenizer_of
+from puredetok._build.reading import backend_of

@@ -52,15 +52,20 @@ def _transformers_bases() -> tuple[type, ...]:
 
 
 def override(
-    tokenizer: object, reference: type | None = None, *, backend_decode_allowed: bool = False
+    tokenizer: object,
+    reference: type | None = None,
+    *,
+    backend_decode_allowed: bool = False,
+    methods: tuple[str, ...] = DECODING_METHODS,
 ) -> str | None:
     """The first way this object changes decoding beyond what ``reference`` does, or None.
 
     ``reference`` defaults to the ``transformers`` base class the object builds on. Looked at: a
-    decoding method its class overrides, one set on the object itself, and a ``decode`` set on its
-    ``tokenizers`` backend (unless ``backend_decode_allowed``: a class model that reads it).
+    decoding method (of ``methods``) its class overrides, one set on the object itself, and a
+    ``decode`` set on its ``tokenizers`` backend (unless ``backend_decode_allowed``: a class model
+    that reads it).
     """
-    for name in DECODING_METHODS:
+    for name in methods:
         if name in getattr(tokenizer, "__dict__", {}):
             return f"{name} set on the object"
     backend = backend_of(tokenizer)
@@ -75,7 +80,7 @@ def override(
         if reference is None:
             return None
     cls = type(tokenizer)
-    for name in DECODING_METHODS:
+    for name in methods:
         if getattr(cls, name, None) is not getattr(reference, name, None):
             return f"{cls.__name__} overrides {name}"
     return None

@@ -26,6 +26,7 @@ __all__ = [
     "SavedState",
     "admit_token",
     "byte_alphabet",
+    "byte_token_value",
     "check_hold",
     "check_token",
     "class_of",
@@ -45,6 +46,7 @@ __all__ = [
 
 from puredetok._core.classes import ADDED, ALL_CLASSES, class_of
 from puredetok._core.codec import ID_LIMIT, OUT_OF_VOCAB, Codec, DecodeState, OutOfVocab, SavedState
+from puredetok._core.decoders.byte_fallback import byte_token_value
 from puredetok._core.decoders.byte_level import byte_alphabet
 from puredetok._core.decoders.cleanup import clean_up_tokenization
 from puredetok._core.echo import continuation_text

@@ -39,12 +39,12 @@ import inspect
 import logging
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, NamedTuple
 
 from puredetok._core import Codec, DecodeState, finish, start, steady, step
+from puredetok.engines._cache import IdentityCache
 from puredetok.engines._versions import installed, parameters
 
 MODULE = "vllm.renderers.online_derenderer"
@@ -114,7 +114,7 @@ FIELDS = ("prev_tokens", "prefix_offset", "read_offset", "output_chunk_lens")
 
 _lock = threading.Lock()
 _original: dict[str, Any] = {}
-_vocabularies: OrderedDict[int, tuple[object, tuple[_Vocabulary, _Vocabulary] | None]] = OrderedDict()
+_vocabularies: IdentityCache[tuple[_Vocabulary, _Vocabulary] | None] = IdentityCache(MAX_VOCABULARIES)
 _plugin: list[Plugin] = []
 """The plugin :func:`register` was given (the last one)."""
 _local = threading.local()
@@ -159,12 +159,14 @@ def _vocabulary(tokenizer: Any, skip: bool) -> _Vocabulary | None:
     values, which share it), or None when its strings do not name its ids one to one (then vLLM's
     own code decodes its requests; logged once).
     """
-    key = id(tokenizer)
-    with _lock:
-        entry = _vocabularies.get(key)
-        if entry is not None and entry[0] is tokenizer:
-            _vocabularies.move_to_end(key)
-            return None if entry[1] is None else entry[1][skip]
+    made = _vocabularies.get(tokenizer, (), lambda: _read_vocabularies(tokenizer))
+    return None if made is None else made[skip]
+
+
+def _read_vocabularies(tokenizer: Any) -> tuple[_Vocabulary, _Vocabulary] | None:
+    """The string tables of ``tokenizer`` without and with its special tokens skipped, or None
+    (logged) when its strings do not name its ids one to one.
+    """
     made, why = None, ""
     try:
         everything = list(range(len(tokenizer)))
@@ -189,11 +191,7 @@ def _vocabulary(tokenizer: Any, skip: bool) -> _Vocabulary | None:
             type(tokenizer).__name__,
             why,
         )
-    with _lock:
-        _vocabularies[key] = (tokenizer, made)
-        while len(_vocabularies) > MAX_VOCABULARIES:
-            _vocabularies.popitem(last=False)
-    return None if made is None else made[skip]
+    return made
 
 
 class Plugin(NamedTuple):

@@ -219,6 +219,32 @@ _FIELDS = (
 """The fields of a ``BatchTokenIDOutput`` that SGLang's decode step reads."""
 
 
+class _Live:
+    """A live request (mutated per token, so slotted rather than frozen): its ``hold``, the
+    codec's ``idle`` hold and ``fast`` texts (:func:`~puredetok._core.steady`), its vocabulary
+    ``size`` and ``codec``, the texts ``sent``; then, kept off the fast path, what SGLang's own
+    detokenizer needs to go on if puredetok fails on the request: the ``ids`` since the hold was
+    last idle after ``context`` ids before them, and how many of the sent texts came before those
+    ids (``settled``; the rest were sent from them).
+    """
+
+    __slots__ = ("hold", "idle", "fast", "size", "codec", "sent", "ids", "context", "settled")
+
+    def __init__(
+        self,
+        hold: Hashable,
+        idle: Hashable,
+        fast: Sequence[str | None],
+        codec: Codec,
+        sent: list[str],
+        ids: list[int],
+        context: int,
+        settled: int,
+    ) -> None:
+        self.hold, self.idle, self.fast, self.size = hold, idle, fast, codec.vocab_size
+        self.codec, self.sent, self.ids, self.context, self.settled = codec, sent, ids, context, settled
+
+
 class SGLangDetokenizer:
     """The decode step of SGLang's detokenizer, on puredetok: one stream per live request.
 
@@ -242,12 +268,8 @@ class SGLangDetokenizer:
         """The codec cache the detokenizer asks for its requests' codecs."""
         self._unmodelled: set[tuple[bool, bool]] = set()
         """The decode options found to have no exact codec (said once each)."""
-        self.live: dict[Hashable, list[Any]] = {}
-        """Per live request: ``[hold, idle hold, fast texts, vocabulary size, codec, sent texts,
-        ids, context, settled]``: the last three, kept off the fast path, are what SGLang's own
-        detokenizer needs to go on if puredetok fails on the request: the ids since the hold was
-        last idle after ``context`` ids before them, and how many of the sent texts came before
-        those ids (the rest were sent from them)."""
+        self.live: dict[Hashable, _Live] = {}
+        """Per live request, its stream and what a handover needs."""
         self._failed = False
 
     def __len__(self) -> int:
@@ -291,21 +313,21 @@ class SGLangDetokenizer:
             record = live.get(rid)
             if record is not None and reason is None and len(ids) == 1:
                 token_id = ids[0]
-                if record[0] is record[1] and 0 <= token_id < record[3]:
-                    text = record[2][token_id]
+                if record.hold is record.idle and 0 <= token_id < record.size:
+                    text = record.fast[token_id]
                     if text is not None:  # the core's fast path (see puredetok._core.steady)
                         if text:
-                            record[5].append(text)
+                            record.sent.append(text)
                         out.append(text)
                         continue
             try:
                 if record is None:
                     text = self._open(batch, index, engine_live)
-                elif reason is None and len(ids) == 1 and 0 <= ids[0] < record[3]:
-                    idle, pieces = record[0] is record[1], len(record[5])
-                    record[0], text = step_hold(record[4], record[0], ids[0])
+                elif reason is None and len(ids) == 1 and 0 <= ids[0] < record.size:
+                    idle, pieces = record.hold is record.idle, len(record.sent)
+                    record.hold, text = step_hold(record.codec, record.hold, ids[0])
                     if text:
-                        record[5].append(text)
+                        record.sent.append(text)
                     _settle(record, ids, idle, pieces)
                 else:
                     text = self._advance(record, ids, reason, batch.no_stop_trim[index])
@@ -315,8 +337,10 @@ class SGLangDetokenizer:
                 self._failure(rid)
                 if record is not None:
                     live.pop(rid, None)
-                    settled = len(record[5]) if record[0] is record[1] else record[8]
-                    handover(rid, "".join(record[5][:settled]), "".join(record[5]), record[6], record[7])
+                    settled = len(record.sent) if record.hold is record.idle else record.settled
+                    handover(
+                        rid, "".join(record.sent[:settled]), "".join(record.sent), record.ids, record.context
+                    )
                 text = None
             if text is None:
                 theirs.append(index)
@@ -345,34 +369,32 @@ class SGLangDetokenizer:
             raise ValueError(f"read offset {offset} outside the window of {len(window)} ids")
         idle, fast = steady(codec)
         decoded = batch.decoded_texts[index] or ""
-        record: list[Any] = [
+        record = _Live(
             codec.decoding.initial,
             idle,
             fast,
-            codec.vocab_size,
             codec,
             [decoded] if decoded else [],
             window[:offset],
             offset,
             1 if decoded else 0,
-        ]
+        )
         prompt = window[:offset]
         if prompt:
             # contract C, on the bare hold: the prompt's text still held back becomes an echo
-            record[0] = start(codec, _admitted(codec, prompt)).hold
+            record.hold = start(codec, _admitted(codec, prompt)).hold
         reason = batch.finished_reasons[index]
         text = self._advance(record, window[offset:], reason, batch.no_stop_trim[index])
         if reason is None:
             self.live[rid] = record
         return decoded + text
 
-    def _advance(self, record: list[Any], ids: Sequence[int], reason: Any, no_stop_trim: bool) -> str:
+    def _advance(self, record: _Live, ids: Sequence[int], reason: Any, no_stop_trim: bool) -> str:
         """The text of a request's new ids (and, if it finished, the rest, trimmed as SGLang trims)."""
-        codec: Codec = record[4]
-        sent: list[str] = record[5]
+        codec, sent = record.codec, record.sent
         if reason is None:
-            idle, pieces = record[0] is record[1], len(sent)
-            record[0], text = _feed(codec, record[0], ids)
+            idle, pieces = record.hold is record.idle, len(sent)
+            record.hold, text = _feed(codec, record.hold, ids)
             if text:
                 sent.append(text)
             _settle(record, ids, idle, pieces)
@@ -380,7 +402,7 @@ class SGLangDetokenizer:
         matched = reason.get("matched") if isinstance(reason, dict) else None
         if isinstance(matched, int) and len(ids):
             ids = self.trim_stop(list(ids), reason, no_stop_trim)
-        hold, text = _feed(codec, record[0], ids)
+        hold, text = _feed(codec, record.hold, ids)
         text += finish_hold(codec, hold)
         if isinstance(matched, str):
             before = "".join(sent)
@@ -396,19 +418,19 @@ class SGLangDetokenizer:
             _logger.warning("puredetok failed on request %r: SGLang's own detokenizer takes it over", rid)
 
 
-def _settle(record: list[Any], ids: Sequence[int], was_idle: bool, pieces: int) -> None:
+def _settle(record: _Live, ids: Sequence[int], was_idle: bool, pieces: int) -> None:
     """Keep a live request's ids for a handover after a slow step from a hold that was idle
     (``was_idle``) with ``pieces`` texts sent: none when its hold is idle again (the last id stays
     as context), else these ids added (and, if it was idle, the sent texts before them counted).
     """
-    kept: list[int] = record[6]
-    if record[0] is record[1]:
+    kept: list[int] = record.ids
+    if record.hold is record.idle:
         if len(ids):
             kept[:] = [ids[-1]]
-        record[7] = len(kept)
+        record.context = len(kept)
         return
     if was_idle:
-        record[8] = pieces
+        record.settled = pieces
     kept.extend(ids)
 
 

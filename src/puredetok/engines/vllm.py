@@ -25,13 +25,13 @@ import functools
 import logging
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from puredetok._build import codec_for
 from puredetok._core import Codec, finish
 from puredetok.engines import _vllm_derender
+from puredetok.engines._cache import IdentityCache
 from puredetok.engines._versions import announce, installed, parameters
 from puredetok.errors import InvalidTokenError
 from puredetok.serving._codec_cache import CodecCache, exact_or_why, plain_options
@@ -74,7 +74,7 @@ _LOGGER = logging.getLogger("vllm.puredetok")
 """The plugin's logger, under vLLM's own ``vllm`` logger so its lines show in vLLM's log."""
 
 _logged: set[str] = set()
-_openings: OrderedDict[tuple[int, tuple[str, ...], int, bool], tuple[Codec, Stream]] = OrderedDict()
+_openings: IdentityCache[Stream] = IdentityCache(_MAX_OPENINGS)
 _lock = threading.Lock()
 _original: list[Any] = []
 _original_init: list[Any] = []
@@ -143,19 +143,12 @@ def _opening(codec: Codec, stops: tuple[str, ...], min_tokens: int, include: boo
     """A stream with these stop parameters and no prompt, kept so that requests opened alike
     share its tables (:func:`~puredetok.stops.open_like`).
     """
-    key = (id(codec), stops, min_tokens, include)
-    with _lock:
-        entry = _openings.get(key)
-        if entry is not None and entry[0] is codec:
-            _openings.move_to_end(key)
-            return entry[1]
-    rules = StopRules(stop=stops, min_tokens=min_tokens, include_stop_str_in_output=include)
-    stream = open_stream(codec, rules)
-    with _lock:
-        _openings[key] = (codec, stream)
-        while len(_openings) > _MAX_OPENINGS:
-            _openings.popitem(last=False)
-    return stream
+
+    def make() -> Stream:
+        rules = StopRules(stop=stops, min_tokens=min_tokens, include_stop_str_in_output=include)
+        return open_stream(codec, rules)
+
+    return _openings.get(codec, (stops, min_tokens, include), make)
 
 
 def _plain(tokenizer: object) -> object:

@@ -30,8 +30,8 @@ import attrs
 import tokenizers
 from hypothesis import strategies as st
 
-from puredetok._build import TokenizerLike
-from puredetok._core import byte_alphabet
+from puredetok._build import TokenizerLike, backend_of
+from puredetok._core import byte_alphabet, byte_token_value
 from puredetok.errors import UnsupportedTokenizerError
 
 ADVERSARIAL_TEXTS: tuple[str, ...] = (
@@ -78,10 +78,8 @@ a word-start marker or not."""
 
 
 def _backend(tokenizer: TokenizerLike) -> tokenizers.Tokenizer:
-    if isinstance(tokenizer, tokenizers.Tokenizer):
-        return tokenizer
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if not isinstance(backend, tokenizers.Tokenizer):
+    backend = backend_of(tokenizer)
+    if backend is None:
         raise UnsupportedTokenizerError(
             f"the strategies need a tokenizers backend; a {type(tokenizer).__name__} has none"
         )
@@ -115,8 +113,9 @@ def _pieces(backend: tokenizers.Tokenizer, added: set[int]) -> dict[bytes, int]:
         for token, token_id in vocab.items():
             if token_id in added:
                 continue
-            if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
-                value = bytes([int(token[3:5], 16)])
+            byte = byte_token_value(token)
+            if byte is not None:
+                value = bytes([byte])
                 byte_tokens[value] = min(token_id, byte_tokens.get(value, token_id))
             else:
                 value = token.replace("\u2581", " ").encode()

@@ -132,12 +132,9 @@ def _policy(skip: bool) -> Any:
 
 def _checked_class(obj: object, location: tuple[str, str], methods: tuple[str, ...]) -> None:
     """Unmodelled if the object's class or the object itself replaces a method decoding relies on."""
-    reference = loaded_class(*location)
-    for name in methods:
-        if name in getattr(obj, "__dict__", {}):
-            raise Unmodelled(f"{name} set on the {type(obj).__name__} object")
-        if reference is not None and getattr(type(obj), name, None) is not getattr(reference, name, None):
-            raise Unmodelled(f"{type(obj).__name__} overrides {name}")
+    problem = override(obj, loaded_class(*location), methods=methods)
+    if problem is not None:
+        raise Unmodelled(problem)
 
 
 def _inner_model(inner: Any, kind: str, skip: bool, tail: list[Stage], suffix: str) -> ClassModel:
