@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import puredetok
 from helpers import TOKENIZERS, assert_streams_exactly, codec, id_lists, reference, tokenizer
 from puredetok._build import reference_decode
-from puredetok.errors import OptionTypeError
+from puredetok.errors import OptionTypeError, UnsupportedTokenizerError
 
 
 @pytest.mark.parametrize("name", TOKENIZERS)
@@ -51,3 +51,9 @@ def test_the_reference_decode_of_a_raw_tokenizer_ignores_spaces_between_special_
     ids = [*raw.encode("a b").ids, raw.token_to_id("<|im_end|>")]
     decode = reference_decode(raw, skip_special_tokens=False, spaces_between_special_tokens=False)
     assert decode(ids) == raw.decode(ids, skip_special_tokens=False) == "a b<|im_end|>"
+
+
+@pytest.mark.parametrize("thing", [object(), "qwen3", None])
+def test_the_reference_decode_of_an_object_with_no_decode_says_so(thing: Any) -> None:
+    with pytest.raises(UnsupportedTokenizerError, match="it has no decode method"):
+        reference_decode(thing, skip_special_tokens=False)

@@ -138,7 +138,8 @@ def reference_decode(
     it, the one text the testing kit, replay and the audit check against. A ``tokenizers.Tokenizer``
     and a decode with no cleanup option (mistral-common's, tiktoken's) get ``transformers``' cleanup
     applied to their text; ``spaces_between_special_tokens`` is passed only where decode takes it.
-    Raises :class:`~puredetok.errors.OptionTypeError` for an option of the wrong type.
+    Raises :class:`~puredetok.errors.OptionTypeError` for an option of the wrong type,
+    :class:`UnsupportedTokenizerError` for an object with no ``decode``.
     """
     flag("skip_special_tokens", skip_special_tokens)
     optional_flag("clean_up_tokenization_spaces", clean_up_tokenization_spaces)
@@ -146,6 +147,10 @@ def reference_decode(
     native = read_native(tokenizer, skip=skip_special_tokens, cleanup_request=clean_up_tokenization_spaces)
     if native is not None:
         return native.decode
+    if not callable(getattr(tokenizer, "decode", None)):
+        raise UnsupportedTokenizerError(
+            f"cannot decode with a {type(tokenizer).__name__}: it has no decode method"
+        )
     return _bound_decode(
         tokenizer, skip_special_tokens, clean_up_tokenization_spaces, spaces_between_special_tokens
     )
