@@ -216,3 +216,30 @@ def forged(record: T, **fields: Any) -> T:
     for name, value in fields.items():
         getattr(type(record), name).__set__(record, value)  # the field's slot: on every msgspec
     return record
+
+
+CLEANED = ("Hello . It 's don 't ?", "Hello. It's don 't?")
+"""A text, and what ``transformers``' space cleanup makes of it."""
+
+CLEANUP_OBJECTS = ("raw gpt2", "MistralCommonBackend", "Tekkenizer", "tiktoken.Encoding")
+"""Tokenizer objects whose decode codec_for models with ``clean_up_tokenization_spaces=True``
+(those without the option get ``transformers``' cleanup applied to their text)."""
+
+
+@functools.cache
+def cleanup_object(label: str) -> tuple[Any, tuple[int, ...]]:
+    """One of :data:`CLEANUP_OBJECTS` and the ids of ``CLEANED[0]`` it encodes."""
+    import mistral_objects
+
+    text = CLEANED[0]
+    if label == "raw gpt2":
+        raw = tokenizer("gpt2").backend_tokenizer
+        return raw, tuple(raw.encode(text).ids)
+    if label == "MistralCommonBackend":
+        backend = mistral_objects.backend("tekken_240911")
+        return backend, tuple(backend.encode(text, add_special_tokens=False))
+    if label == "Tekkenizer":
+        inner = mistral_objects.inner("tekken_240911")
+        return inner, tuple(inner.encode(text, bos=False, eos=False))
+    encoding = mistral_objects.tekken_encoding("tekken_240911")
+    return encoding, tuple(encoding.encode(text))

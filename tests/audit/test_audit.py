@@ -20,7 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import reference, tokenizer, vocabulary
+from helpers import CLEANED, CLEANUP_OBJECTS, cleanup_object, reference, tokenizer, vocabulary
+from puredetok import codec_for
 from puredetok._core import continuation_text
 from puredetok.audit import AuditOptions, Auditor, Chunk, Request, audit_shard, shards_of
 from puredetok.audit._compare import Deferred
@@ -178,6 +179,22 @@ def test_an_auditor_given_its_codec_loads_the_tokenizer_only_when_a_record_needs
     assert worker.check(kept) == Auditor(tok).check(kept) is not None
     assert worker.check(kept) == Auditor(tok).check(kept)
     assert loads == [1] and set(worker.codecs) == {True, False}
+
+
+@pytest.mark.parametrize("label", CLEANUP_OBJECTS)
+@pytest.mark.parametrize("window", [False, True])
+def test_the_exact_text_is_the_decode_codec_for_models_with_cleanup(label: str, window: bool) -> None:
+    """The exact text is the kit's and replay's: on an object whose decode has no cleanup option,
+    ``transformers``' cleanup of its text, whether the codec streams it or ``decode`` is called (the
+    fallback's path dropped the cleanup of a raw tokenizer and of a ``MistralCommonBackend``, and
+    called mistral-common's and tiktoken's decode with ``skip_special_tokens``: TypeError)."""
+    tok, ids = cleanup_object(label)
+    options = AuditOptions(clean_up_tokenization_spaces=True)
+    built = codec_for(tok, skip_special_tokens=True, clean_up_tokenization_spaces=True, window=window)
+    auditor = Auditor(tok, options, {True: built})
+    assert auditor.check(Request("r", 1, (), ids, CLEANED[1])) is None
+    shown = auditor.check(Request("r", 1, (), ids, CLEANED[0]))
+    assert shown is not None and shown.kind == "cleanup spacing"
 
 
 @pytest.mark.parametrize("name", NAMES)

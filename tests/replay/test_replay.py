@@ -596,6 +596,48 @@ def test_replay_expects_the_text_contract_c_gives_after_a_prompt(
             assert report.checks["G1"] is False and report.checks["G2"] is False
 
 
+@pytest.mark.parametrize("label", helpers.CLEANUP_OBJECTS)
+@pytest.mark.parametrize("checked_whole", [False, True])
+def test_replay_checks_against_the_decode_codec_for_models_with_cleanup(
+    monkeypatch: pytest.MonkeyPatch, checked_whole: bool, label: str
+) -> None:
+    """The oracle is the one the kit and the audit use: on an object whose decode has no cleanup
+    option, ``transformers``' cleanup of its text (mistral-common's and tiktoken's decode were
+    called with ``skip_special_tokens`` and the check raised TypeError)."""
+    tok, ids = helpers.cleanup_object(label)
+    params = SamplingParams(clean_up_tokenization_spaces=True)
+    replayer = Replayer(tok, params, whole=checked_whole, keep_text=True)
+    replayer.event(TraceEvent(1, 1, ids, (), None, True))
+    [report] = replayer.take_ended()
+    assert report.text == helpers.CLEANED[1] and report.ok, report.failures
+    monkeypatch.setattr(replay_module, "DetokenizeManager", Scripted)
+    Scripted.script = {1: [helpers.CLEANED[0]]}
+    replayer = Replayer(tok, params, whole=checked_whole)
+    replayer.event(TraceEvent(1, 1, ids, (), None, True))
+    [report] = replayer.take_ended()
+    assert report.checks["G1"] is False
+
+
+@pytest.mark.parametrize("checked_whole", [False, True])
+def test_replay_passes_spaces_between_special_tokens_to_a_class_that_acts_on_it(
+    tmp_path: Path, checked_whole: bool
+) -> None:
+    """Wav2Vec2's CTC class spaces its tokens out with the option: the oracle passes it as the codec
+    does (it was passed only to a class with a ``tokenizers`` backend, and this text failed G1 and G2)."""
+    from transformers import Wav2Vec2CTCTokenizer
+
+    vocab = "<pad> <s> </s> <unk> | E L H O".split(" ")
+    (tmp_path / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(vocab)}), encoding="utf-8")
+    tok = Wav2Vec2CTCTokenizer(str(tmp_path / "vocab.json"))
+    tok.add_tokens(["!"])
+    ids = (7, 5, 6, 0, 6, 8, 9)
+    params = SamplingParams(skip_special_tokens=False, spaces_between_special_tokens=True)
+    replayer = Replayer(tok, params, whole=checked_whole, keep_text=True)
+    replayer.event(TraceEvent(1, 1, ids, (), None, True))
+    [report] = replayer.take_ended()
+    assert report.text == "H E L L O !" and report.ok, report.failures
+
+
 @pytest.mark.parametrize("whole", [False, True])
 def test_a_stop_string_that_completes_earlier_is_found(monkeypatch: pytest.MonkeyPatch, whole: bool) -> None:
     """A stop layer that missed the earlier stop string would agree with itself; the decode does not."""

@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from tokenizers.models import WordLevel
 
 import synthetic
-from helpers import codec, continuation, tokenizer, vocabulary
+from helpers import CLEANED, CLEANUP_OBJECTS, cleanup_object, codec, continuation, tokenizer, vocabulary
 from puredetok import InvalidTokenError, UnsupportedTokenizerError, feed, start
 from puredetok.cli._measure import TwoWindow
+from puredetok.errors import OptionTypeError
 from puredetok.testing import (
     CONTINUATION_GUARANTEES,
     STREAMING_GUARANTEES,
@@ -309,9 +310,21 @@ def test_reference_for_checks_its_options() -> None:
     with pytest.raises(ValueError, match="skip_special_tokens"):
         reference_for(tokenizer("qwen3"), skip_special_tokens=True, codec=codec("qwen3"))
     raw = tokenizer("qwen3").backend_tokenizer
-    with pytest.raises(ValueError, match="no clean_up_tokenization_spaces"):
-        reference_for(raw, clean_up_tokenization_spaces=True, codec=codec("qwen3", raw=True))
+    with pytest.raises(OptionTypeError, match="clean_up_tokenization_spaces"):
+        reference_for(raw, clean_up_tokenization_spaces="yes", codec=codec("qwen3", raw=True))  # type: ignore[arg-type]
     assert reference_for(raw, codec=codec("qwen3", raw=True)).decode([100024, 119]) == "鱻"
+
+
+@pytest.mark.parametrize("label", CLEANUP_OBJECTS)
+def test_the_reference_decodes_as_codec_for_models_the_tokenizer_with_cleanup(label: str) -> None:
+    """The kit's oracle is the one replay and the audit use: on an object whose decode has no
+    cleanup option (a raw ``tokenizers.Tokenizer``, mistral-common's, tiktoken's), cleanup is
+    ``transformers``' applied to its text, as the codec streams it (it was refused, or a TypeError)."""
+    tok, ids = cleanup_object(label)
+    ref = reference_for(tok, skip_special_tokens=True, clean_up_tokenization_spaces=True)
+    assert ref.codec.exact and ref.decode(list(ids)) == CLEANED[1]
+    assert reference_for(tok, skip_special_tokens=True).decode(list(ids)) == CLEANED[0]
+    assert check_ids(core_detokenizer(ref.codec), ref, ids) is None
 
 
 def test_default_guarantees_are_g1_g2_g4() -> None:

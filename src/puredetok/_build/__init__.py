@@ -20,10 +20,11 @@ __all__ = [
     "codec_for",
     "mistral_tokenizer_of",
     "read_vocabulary",
+    "reference_decode",
     "with_max_byte_run",
 ]
 
-from puredetok._build.build import MAX_VOCAB, codec_for, read_vocabulary, with_max_byte_run
+from puredetok._build.build import MAX_VOCAB, codec_for, read_vocabulary, reference_decode, with_max_byte_run
 from puredetok._build.protocols import TokenizerLike
 from puredetok._build.pyclasses.mistral import mistral_tokenizer_of
 from puredetok._build.reading import backend_of

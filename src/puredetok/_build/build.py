@@ -96,18 +96,7 @@ class _Source:
         """The tokenizer's own decode, with the codec's options bound."""
         if self.native is not None:
             return self.native.decode
-        tok, skip = self.tokenizer, self.skip
-        if is_backend(tok):
-            if self.cleanup:
-                return functools.partial(_raw_with_cleanup, tok, skip)
-            return functools.partial(tok.decode, skip_special_tokens=skip)
-        options: dict[str, Any] = {
-            "skip_special_tokens": skip,
-            "clean_up_tokenization_spaces": self.cleanup_request,
-        }
-        if self.spaces is not None:
-            options["spaces_between_special_tokens"] = self.spaces
-        return functools.partial(tok.decode, **options)
+        return _bound_decode(self.tokenizer, self.skip, self.cleanup_request, self.spaces)
 
     def fast_decode(self) -> Callable[[list[int]], str]:
         """The backend's own decode (plus cleanup), where that is what ``tokenizer.decode`` does;
@@ -115,9 +104,7 @@ class _Source:
         """
         if self.backend is None or override(self.tokenizer) is not None:
             return self.decode()
-        if self.cleanup:
-            return functools.partial(_raw_with_cleanup, self.backend, self.skip)
-        return functools.partial(self.backend.decode, skip_special_tokens=self.skip)
+        return _bound_decode(self.backend, self.skip, self.cleanup, None)
 
     def batch(self, fast: bool) -> Oracle:
         """Decodes a batch; with ``fast``, through ``decode_batch`` of the backend (only where that
@@ -138,6 +125,52 @@ class _Source:
             return _guarded(batched, self.decode())
         decode = self.decode()
         return lambda sequences: [decode_or_none(decode, list(ids)) for ids in sequences]
+
+
+def reference_decode(
+    tokenizer: TokenizerLike,
+    *,
+    skip_special_tokens: bool,
+    clean_up_tokenization_spaces: bool | None = None,
+    spaces_between_special_tokens: bool | None = None,
+) -> Callable[[list[int]], str]:
+    """``ids -> text``: the tokenizer's own decode with these options, as :func:`codec_for` models
+    it, the one text the testing kit, replay and the audit check against. A ``tokenizers.Tokenizer``
+    and a decode with no cleanup option (mistral-common's, tiktoken's) get ``transformers``' cleanup
+    applied to their text; ``spaces_between_special_tokens`` is passed only where decode takes it.
+    Raises :class:`~puredetok.errors.OptionTypeError` for an option of the wrong type,
+    :class:`UnsupportedTokenizerError` for an object with no ``decode``.
+    """
+    flag("skip_special_tokens", skip_special_tokens)
+    optional_flag("clean_up_tokenization_spaces", clean_up_tokenization_spaces)
+    optional_flag("spaces_between_special_tokens", spaces_between_special_tokens)
+    native = read_native(tokenizer, skip=skip_special_tokens, cleanup_request=clean_up_tokenization_spaces)
+    if native is not None:
+        return native.decode
+    if not callable(getattr(tokenizer, "decode", None)):
+        raise UnsupportedTokenizerError(
+            f"cannot decode with a {type(tokenizer).__name__}: it has no decode method"
+        )
+    return _bound_decode(
+        tokenizer, skip_special_tokens, clean_up_tokenization_spaces, spaces_between_special_tokens
+    )
+
+
+def _bound_decode(
+    tokenizer: Any, skip: bool, cleanup: bool | None, spaces: bool | None
+) -> Callable[[list[int]], str]:
+    """The decode of a ``tokenizers.Tokenizer`` or of a ``transformers`` (or alike) tokenizer with
+    the options bound; an option left None is not passed (the tokenizer's own default)."""
+    if is_backend(tokenizer):
+        if cleanup:
+            return functools.partial(_raw_with_cleanup, tokenizer, skip)
+        return functools.partial(tokenizer.decode, skip_special_tokens=skip)
+    options: dict[str, Any] = {"skip_special_tokens": skip}
+    if cleanup is not None:
+        options["clean_up_tokenization_spaces"] = cleanup
+    if spaces is not None:
+        options["spaces_between_special_tokens"] = spaces
+    return functools.partial(tokenizer.decode, **options)
 
 
 def _raw_with_cleanup(tokenizer: tokenizers.Tokenizer, skip: bool, ids: list[int]) -> str:

@@ -30,7 +30,6 @@ __all__ = [
     "check_hold",
     "check_token",
     "class_of",
-    "clean_up_tokenization",
     "continuation_text",
     "feed",
     "feed_hold",
@@ -48,7 +47,6 @@ from puredetok._core.classes import ADDED, ALL_CLASSES, class_of
 from puredetok._core.codec import ID_LIMIT, OUT_OF_VOCAB, Codec, DecodeState, OutOfVocab, SavedState
 from puredetok._core.decoders.byte_fallback import byte_token_value
 from puredetok._core.decoders.byte_level import byte_alphabet
-from puredetok._core.decoders.cleanup import clean_up_tokenization
 from puredetok._core.echo import continuation_text
 from puredetok._core.saving import check_hold, pack, unpack
 from puredetok._core.stream import (

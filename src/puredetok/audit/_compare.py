@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from puredetok._build import reference_decode
 from puredetok._core import Codec, continuation_text, feed, finish, start, step
 from puredetok.audit._parsers import Joined, plain_join, rejoin
 from puredetok.audit._records import Request
@@ -204,6 +205,7 @@ class Auditor:
         self._tokenizer = tokenizer
         self.options = options
         self._codecs: dict[bool, Codec] = dict(codecs or {})
+        self._decoders: dict[bool, Callable[[list[int]], str]] = {}
         self.replay_codecs = CodecCache()
         """The codecs it builds, and those of the managers that replay traces: each built once,
         not once per file nor once for the audit and again for the replay."""
@@ -254,16 +256,14 @@ class Auditor:
             state, text = feed(start(codec, prompt), ids)
             return text + finish(state)
         start(codec, prompt + ids)  # the same check of every id as the exact path
-        decode = self._decode(codec)
-        return continuation_text(decode(list(prompt)), decode(list(prompt + ids)))
-
-    def _decode(self, codec: Codec) -> Any:
-        options: dict[str, Any] = {"skip_special_tokens": codec.skip_special_tokens}
-        if hasattr(self.tokenizer, "backend_tokenizer"):
+        skip = codec.skip_special_tokens
+        decode = self._decoders.get(skip)
+        if decode is None:
             cleanup = self.options.clean_up_tokenization_spaces
-            if cleanup is not None:
-                options["clean_up_tokenization_spaces"] = cleanup
-        return lambda ids: self.tokenizer.decode(ids, **options)
+            decode = self._decoders[skip] = reference_decode(
+                self.tokenizer, skip_special_tokens=skip, clean_up_tokenization_spaces=cleanup
+            )
+        return continuation_text(decode(list(prompt)), decode(list(prompt + ids)))
 
     def exact(self, request: Request) -> tuple[str, str]:
         """The exact text of a request, and the exact text of all its ids before stop trimming."""

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from puredetok._core import ID_LIMIT, Codec, DecodeState, clean_up_tokenization, finish, start, step
+from puredetok._build import reference_decode
+from puredetok._core import ID_LIMIT, Codec, DecodeState, finish, start, step
 from puredetok.replay._incremental import Aligned, StopFinder, common_prefix
 from puredetok.replay._trace import TraceError, TraceEvent
 from puredetok.serving._codec_cache import CodecCache
@@ -257,7 +258,7 @@ class Replayer:
         self._ended: OrderedDict[Uid, str] = OrderedDict()  # uid -> how it ended: trace, stop, refused
         self._taken: list[RequestReport] = []
         self._notes: list[str] = []
-        self._backend = hasattr(tokenizer, "backend_tokenizer")
+        self._decoders: dict[tuple[bool, bool | None, bool | None], Callable[[list[int]], str]] = {}
 
     def event(self, event: TraceEvent) -> list[UserReply]:
         """Apply one event; the replies the manager gave (one, or two for tokens then abort)."""
@@ -399,16 +400,20 @@ class Replayer:
         return text
 
     def _decode_ids(self, params: SamplingParams, every: list[int]) -> str:
-        if self._backend:
-            options: dict[str, Any] = {
-                "skip_special_tokens": params.skip_special_tokens,
-                "clean_up_tokenization_spaces": params.clean_up_tokenization_spaces,
-            }
-            if params.spaces_between_special_tokens is not None:
-                options["spaces_between_special_tokens"] = params.spaces_between_special_tokens
-            return str(self.tokenizer.decode(every, **options))
-        text = str(self.tokenizer.decode(every, skip_special_tokens=params.skip_special_tokens))
-        return clean_up_tokenization(text) if params.clean_up_tokenization_spaces else text
+        key = (
+            params.skip_special_tokens,
+            params.clean_up_tokenization_spaces,
+            params.spaces_between_special_tokens,
+        )
+        decode = self._decoders.get(key)
+        if decode is None:
+            decode = self._decoders[key] = reference_decode(
+                self.tokenizer,
+                skip_special_tokens=key[0],
+                clean_up_tokenization_spaces=key[1],
+                spaces_between_special_tokens=key[2],
+            )
+        return str(decode(every))
 
     def _continuation(self, report: RequestReport, ids: Sequence[int]) -> str:
         """Contract C: ``decode(prompt + ids)`` after its longest common prefix with ``decode(prompt)``."""

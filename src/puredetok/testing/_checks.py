@@ -13,12 +13,11 @@ from typing import TypeAlias
 
 import attrs
 import hypothesis
-import tokenizers
 from hypothesis import HealthCheck, find
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-from puredetok._build import TokenizerLike, codec_for
+from puredetok._build import TokenizerLike, codec_for, reference_decode
 from puredetok._core import Codec, check_token, continuation_text, start, step
 from puredetok.errors import PuredetokError
 from puredetok.testing._detokenizers import ContinuingFactory, Detokenizer, DetokenizerFactory
@@ -122,27 +121,12 @@ def reference_for(
     clean_up_tokenization_spaces: bool | None = None,
     codec: Codec | None = None,
 ) -> Reference:
-    """The oracle for a ``transformers`` tokenizer or a ``tokenizers.Tokenizer`` and decode options.
+    """The oracle for a ``transformers`` tokenizer or a ``tokenizers.Tokenizer`` and decode options:
+    the tokenizer's own decode as ``codec_for`` models it (with cleanup, a decode that has no such
+    option gets ``transformers``' cleanup of its text), the text replay and the audit check against.
 
     ``codec`` reuses a codec built with the same options (building one takes up to a second).
     """
-    if isinstance(tokenizer, tokenizers.Tokenizer):
-        if clean_up_tokenization_spaces:
-            raise ValueError("a tokenizers.Tokenizer has no clean_up_tokenization_spaces option")
-        raw = tokenizer
-
-        def decode(ids: list[int]) -> str:
-            return raw.decode(ids, skip_special_tokens=skip_special_tokens)
-
-    else:
-        options = {"skip_special_tokens": skip_special_tokens}
-        if clean_up_tokenization_spaces is not None:
-            options["clean_up_tokenization_spaces"] = clean_up_tokenization_spaces
-        hf = tokenizer
-
-        def decode(ids: list[int]) -> str:
-            return str(hf.decode(ids, **options))
-
     if codec is None:
         codec = codec_for(
             tokenizer,
@@ -154,6 +138,11 @@ def reference_for(
             f"the codec was built with skip_special_tokens={codec.skip_special_tokens}, "
             f"not {skip_special_tokens}"
         )
+    decode = reference_decode(
+        tokenizer,
+        skip_special_tokens=skip_special_tokens,
+        clean_up_tokenization_spaces=clean_up_tokenization_spaces,
+    )
     return Reference(decode, codec)
 
 

@@ -58,10 +58,3 @@ _TRANSFORMERS_PASSES = (
 def cleanup_stages() -> list[Stage]:
     """The cleanup of transformers as stages over the joined output (four passes for ten rules)."""
     return [GlueStage(), *(ReplaceStage(rules) for rules in _TRANSFORMERS_PASSES)]
-
-
-def clean_up_tokenization(text: str) -> str:
-    """``transformers``' ``clean_up_tokenization`` of a whole text: what ``tokenizer.decode`` does
-    to its text with ``clean_up_tokenization_spaces=True`` (a codec built with it streams the same).
-    """
-    return apply_rules(TRANSFORMERS_RULES, text)
