@@ -213,6 +213,26 @@ def test_a_vllm_stream_read_ahead_and_followed_gives_the_whole_report(data: st.D
         _same(difference, item)
 
 
+@pytest.mark.parametrize("count", [2, 3])
+def test_a_stop_string_longer_than_the_text_searched_last_is_found(count: int) -> None:
+    """A hypothesis seed found it: the follower searched its last 2 characters ('กา') at the end,
+    kept 1 of them for the search with the tail, and missed the 4-character stop string that the
+    tail ('กา') completed, so the trimmed request was reported as a stop-trimming difference."""
+    auditor = _auditor("qwen3", False, 20)
+    ids = [125111] * count  # 'กา' each
+    event = {"uid": 0, "tokens": ids, "prompt": vocabulary("qwen3").chat(""), "finished": True}
+    event["options"] = {"stop": ["กากา"], "include_stop_str_in_output": False}
+    numbered = [(1, json.dumps(event).encode())]
+    codecs, tok = auditor.replay_codecs, tokenizer("qwen3")
+    [(_, _, whole)] = [
+        (i.id, i.line, auditor.check(i)) if isinstance(i, Request) else i
+        for i in read_trace_requests(numbered, tok, "f", codecs)
+    ]
+    [followed] = read_trace_requests(numbered, tok, "f", codecs, auditor)
+    assert isinstance(followed, Followed) and whole is None
+    _same(whole, followed)
+
+
 @given(data=st.data())
 @settings(  # each example replays a whole trace twice (each replay's manager reads the vocabulary): bounded
     max_examples=30, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], deadline=None

@@ -217,7 +217,7 @@ class StopFinder:
         held = "".join(self._pending)
         text = self._carry + held
         self._search(text, self._seen - len(text), self.ends)
-        self._carry = text[len(text) - self.longest + 1 :] if self.longest > 1 else ""
+        self._carry = text[-(self.longest - 1) :] if self.longest > 1 else ""  # all, if shorter
         self._pending, self._size = [], 0
         return held
 
