@@ -219,15 +219,15 @@ def test_a_stop_string_longer_than_the_text_searched_last_is_found(count: int) -
     kept 1 of them for the search with the tail, and missed the 4-character stop string that the
     tail ('กา') completed, so the trimmed request was reported as a stop-trimming difference."""
     auditor = _auditor("qwen3", False, 20)
-    ids = [125111] * count  # 'กา' each
-    event = {"uid": 0, "tokens": ids, "prompt": vocabulary("qwen3").chat(""), "finished": True}
-    event["options"] = {"stop": ["กากา"], "include_stop_str_in_output": False}
+    vocab = vocabulary("qwen3")
+    assert vocab.chat is not None
+    event: dict[str, Any] = {"uid": 0, "tokens": [125111] * count, "prompt": vocab.chat(""), "finished": True}
+    event["options"] = {"stop": ["กากา"], "include_stop_str_in_output": False}  # 'กา' per id
     numbered = [(1, json.dumps(event).encode())]
     codecs, tok = auditor.replay_codecs, tokenizer("qwen3")
-    [(_, _, whole)] = [
-        (i.id, i.line, auditor.check(i)) if isinstance(i, Request) else i
-        for i in read_trace_requests(numbered, tok, "f", codecs)
-    ]
+    [request] = read_trace_requests(numbered, tok, "f", codecs)
+    assert isinstance(request, Request)
+    whole = auditor.check(request)
     [followed] = read_trace_requests(numbered, tok, "f", codecs, auditor)
     assert isinstance(followed, Followed) and whole is None
     _same(whole, followed)
