@@ -137,7 +137,8 @@ def reference_decode(
     """``ids -> text``: the tokenizer's own decode with these options, as :func:`codec_for` models
     it, the one text the testing kit, replay and the audit check against. A ``tokenizers.Tokenizer``
     and a decode with no cleanup option (mistral-common's, tiktoken's) get ``transformers``' cleanup
-    applied to their text; ``spaces_between_special_tokens`` is passed only where decode takes it.
+    applied to their text; an option left None is not passed (the tokenizer's default), and a
+    ``tokenizers.Tokenizer``, whose decode has no such option, is not given ``spaces_between_special_tokens``.
     Raises :class:`~puredetok.errors.OptionTypeError` for an option of the wrong type,
     :class:`UnsupportedTokenizerError` for an object with no ``decode``.
     """
