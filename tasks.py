@@ -22,6 +22,8 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
+AUDIT = ROOT / "puredetok-audit"
+"""The offline checkers' distribution (replay, audit), beside the package and installed with it here."""
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / "python"
@@ -38,17 +40,19 @@ def run(*command: str | Path, env: dict[str, str] | None = None, cwd: str | Path
 
 
 def ensure_venv(dev: bool) -> None:
-    """Create .venv and install the project, with the dev extras if ``dev`` (again when
-    pyproject.toml changed; an install with the extras also serves the tasks that need none).
+    """Create .venv and install the project, with the dev extras and puredetok-audit if ``dev``
+    (again when a pyproject.toml changed; an install with the extras also serves the tasks that
+    need none).
     """
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    projects = (ROOT / "pyproject.toml").read_bytes() + (AUDIT / "pyproject.toml").read_bytes()
+    digest = hashlib.sha256(projects).hexdigest()
     installed = STAMP.read_text() if STAMP.exists() else ""
     if installed == f"{digest} dev" or installed == f"{digest} package" and not dev:
         return
     if not PYTHON.exists():
         venv.create(VENV, with_pip=True)
-    target = ".[dev]" if dev else "."
-    run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", target)
+    targets = ("-e", ".[dev]", "-e", AUDIT) if dev else ("-e", ".")
+    run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *targets)
     STAMP.write_text(f"{digest} {'dev' if dev else 'package'}")
 
 
@@ -61,28 +65,64 @@ def _purelib(python: Path) -> Path:
 
 
 def wheel_check() -> None:
-    """Build the wheel, install it alone in a fresh venv and run ``puredetok`` from there, offline.
+    """Build the wheels, install puredetok's alone in a fresh venv and run ``puredetok`` from
+    there, offline; then ``puredetok[audit]`` from the two wheels, and the checkers' commands.
 
-    The fresh venv sees the dependencies through a ``.pth`` line naming the dev venv's
-    site-packages (nothing is downloaded; the editable install there is not picked up, since only
-    a site folder's own ``.pth`` files are read), and the check makes sure ``puredetok`` comes from
-    the wheel: its package data (the embedded tokenizer) and its entry point.
+    The fresh venv sees the dependencies through a ``.pth`` line naming a folder of links to the
+    dev venv's site-packages, less the project's own installs (nothing is downloaded), and the
+    check makes sure ``puredetok`` comes from the wheel: its package data (the embedded tokenizer)
+    and its entry point; without puredetok-audit, ``puredetok audit`` says what to install.
     """
     with tempfile.TemporaryDirectory(prefix="puredetok-wheel-") as scratch:
         dist, fresh = Path(scratch) / "dist", Path(scratch) / "venv"
         pip = (PYTHON, "-m", "pip", "--disable-pip-version-check")
-        run(*pip, "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", dist, ".")
-        [wheel] = dist.glob("puredetok-*.whl")
+        run(*pip, "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", dist, ".", AUDIT)
+        [wheel] = dist.glob("puredetok-0*.whl")
         venv.create(fresh, with_pip=False)
         fresh_bin = fresh / BIN.name
         fresh_python = fresh_bin / PYTHON.name
-        (_purelib(fresh_python) / "puredetok-deps.pth").write_text(f"{_purelib(PYTHON)}\n")
+        deps = Path(scratch) / "deps"
+        deps.mkdir()
+        for item in _purelib(PYTHON).iterdir():
+            if not item.name.startswith(("puredetok", "_editable_impl_puredetok")):
+                (deps / item.name).symlink_to(item)
+        (_purelib(fresh_python) / "puredetok-deps.pth").write_text(f"{deps}\n")
         run(*pip, "--python", fresh_python, "install", "--quiet", "--no-deps", "--no-index", wheel)
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": ""}
         origin = "import puredetok, sys; assert puredetok.__file__.startswith(sys.prefix), puredetok.__file__"
         run(fresh_python, "-c", origin, env=env, cwd=scratch)
         run(fresh_bin / "puredetok", "--version", env=env, cwd=scratch)
         run(fresh_bin / "puredetok", "explain", DEMO_TEXT, env=env, cwd=scratch)
+        missing = subprocess.run(
+            [fresh_bin / "puredetok", "audit", "log.jsonl"],
+            env=env,
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+        )
+        if missing.returncode != 2 or "pip install 'puredetok[audit]'" not in missing.stderr:
+            sys.exit(f"puredetok audit without puredetok-audit: {missing.returncode} {missing.stderr!r}")
+        run(
+            *pip,
+            "--python",
+            fresh_python,
+            "install",
+            "--quiet",
+            "--no-index",
+            "--find-links",
+            dist,
+            "puredetok[audit]",
+        )
+        origin = origin.replace("puredetok", "puredetok_audit")
+        run(fresh_python, "-c", origin, env=env, cwd=scratch)
+        run(
+            fresh_bin / "puredetok",
+            "replay",
+            "--quiet",
+            ROOT / "docs" / "sample-trace.jsonl",
+            env=env,
+            cwd=scratch,
+        )
 
 
 def demo() -> None:
@@ -95,8 +135,9 @@ def test() -> None:
     (HYPOTHESIS_PROFILE=ci for CI).
     """
     run(BIN / "mypy")
-    run(BIN / "ruff", "check", "src", "tests", "tools", "benchmarks", "engine_tests", "tasks.py")
-    run(BIN / "ruff", "format", "--check", "src", "tests", "tools", "benchmarks", "engine_tests", "tasks.py")
+    sources = ("src", AUDIT, "tests", "tools", "benchmarks", "engine_tests", "tasks.py")
+    run(BIN / "ruff", "check", *sources)
+    run(BIN / "ruff", "format", "--check", *sources)
     with tempfile.TemporaryDirectory() as site:
         run(BIN / "mkdocs", "build", "--strict", "--quiet", "--site-dir", site)
     wheel_check()
@@ -258,12 +299,12 @@ def engine_env(name: str, version: str | None = None, overlay: bool = False) -> 
             run(*pip, "--no-deps", f"{name}=={version}")
         (env / ".ready").write_text(requirements)
     if overlay:
-        run(*pip, "--no-deps", "-e", ROOT)
+        run(*pip, "--no-deps", "-e", ROOT, "-e", AUDIT)
         print("+ pip check (the engine's requirements the pinned environment does not meet):", flush=True)
         subprocess.run([str(python), "-m", "pip", "check", "--disable-pip-version-check"])
     else:
         pinned.write_text(requirements)
-        run(*pip, "-e", f"{ROOT}[{name}]" if version is None else ROOT, "-r", wanted)
+        run(*pip, "-e", f"{ROOT}[{name}]" if version is None else ROOT, "-e", AUDIT, "-r", wanted)
     return env
 
 
@@ -299,8 +340,9 @@ def test_engines() -> None:
         )
 
 
-OLDEST_EXTRAS = ("testing", "mistral", "audit", "ray")
-"""The extras whose ranges the oldest run proves (the engines' are the engine tests')."""
+OLDEST_EXTRAS = {ROOT: ("testing", "mistral"), AUDIT: ("formats", "ray")}
+"""Per distribution, the extras whose ranges the oldest run proves (the engines' are the engine
+tests'; puredetok's ``audit`` and ``ray`` are puredetok-audit's ``formats`` and ``ray``)."""
 
 OLDEST_ALSO = (
     "numpy<2",  # pyarrow 14 is built against NumPy 1 and fails at import under NumPy 2
@@ -362,18 +404,24 @@ the testing extra's floor, which the constraints pin), with what the API referen
 wheel's tests read, so that ``test-oldest tests`` runs every module."""
 
 
-def oldest_pins(pyproject: str) -> str:
-    """A pip constraints file of the oldest release every range of ``pyproject`` allows: each
-    ``>=`` lower bound of the dependencies and of :data:`OLDEST_EXTRAS` as an ``==`` pin, then
-    :data:`OLDEST_ALSO`. Exits naming a requirement without a lower bound (there is no oldest).
+def oldest_pins(pyprojects: dict[str, tuple[str, ...]]) -> str:
+    """A pip constraints file of the oldest release every range of the ``pyprojects`` (each one's
+    text, with the extras to read) allows: each ``>=`` lower bound of the dependencies and of the
+    extras as an ``==`` pin, then :data:`OLDEST_ALSO`; the pins between puredetok and
+    puredetok-audit are their own. Exits naming a requirement without a lower bound (there is no
+    oldest).
     """
-    project = tomllib.loads(pyproject)["project"]
-    requirements = list(project["dependencies"])
-    for extra in OLDEST_EXTRAS:
-        requirements += project["optional-dependencies"][extra]
+    requirements: list[str] = []
+    for pyproject, extras in pyprojects.items():
+        project = tomllib.loads(pyproject)["project"]
+        requirements += project["dependencies"]
+        for extra in extras:
+            requirements += project["optional-dependencies"][extra]
     pins: dict[str, str] = {}
     for requirement in requirements:
         found = re.fullmatch(r"([A-Za-z0-9_.-]+)(\[[^]]*\])?\s*(.*)", requirement.strip())
+        if found is not None and found.group(1).lower() in ("puredetok", "puredetok-audit"):
+            continue
         lower = [part.strip()[2:] for part in (found.group(3) if found else "").split(",") if ">=" in part]
         if found is None or len(lower) != 1:
             sys.exit(f"pyproject.toml: {requirement!r} has no lower bound, so no oldest release to test")
@@ -390,7 +438,9 @@ def oldest_env() -> Path:
     keyed by its pins like the engines' (made once, reused by later runs and other clones), with
     this checkout of puredetok installed (again on every run: another clone may share it).
     """
-    pins = oldest_pins((ROOT / "pyproject.toml").read_text())
+    pins = oldest_pins(
+        {(root / "pyproject.toml").read_text(): extras for root, extras in OLDEST_EXTRAS.items()}
+    )
     wanted = pins + "".join(f"{tool}\n" for tool in OLDEST_TOOLS)
     env = _engine_folder("oldest", wanted)
     python = env / BIN.name / PYTHON.name
@@ -398,10 +448,10 @@ def oldest_env() -> Path:
     if not (env / ".ready").exists():
         venv.create(env, with_pip=True, clear=True)
         (env / "constraints.txt").write_text(pins)
-        extras = ",".join(OLDEST_EXTRAS)
-        run(*pip, "-c", env / "constraints.txt", f"{ROOT}[{extras}]", *OLDEST_TOOLS)
+        projects = [f"{root}[{','.join(extras)}]" for root, extras in OLDEST_EXTRAS.items()]
+        run(*pip, "-c", env / "constraints.txt", *projects, *OLDEST_TOOLS)
         (env / ".ready").write_text(wanted)
-    run(*pip, "--no-deps", "-e", ROOT)
+    run(*pip, "--no-deps", "-e", ROOT, "-e", AUDIT)
     return env
 
 

@@ -33,10 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from puredetok.audit import AuditOptions, Auditor, Columns, Tally, audit_shard, shards_of
-from puredetok.audit._sources import SHARD_BYTES
 from puredetok.cli._timing import TEXT
 from puredetok.serving._loading import load_tokenizer
+from puredetok_audit import AuditOptions, Auditor, Columns, Tally, audit_shard, shards_of
+from puredetok_audit._sources import SHARD_BYTES
 
 PROMPT = "Translate into every language you know, then explain the code: "
 OUTPUT_TOKENS = 200
@@ -94,7 +94,7 @@ def local_run(path: Path, tokenizer: Any) -> tuple[float, float, Tally]:
 
 
 def _probe() -> Any:
-    from puredetok.audit import Request
+    from puredetok_audit import Request
 
     return Request("probe", 0, (), (), "")
 
@@ -131,12 +131,12 @@ def ray_runs(
 ) -> tuple[float, list[Any], dict[str, float]]:
     """One audit of ``path`` on the running Ray with ``workers`` workers, as the command runs it
     (the driver's auditor new, its codec built in the run): its wall seconds, each shard's
-    :class:`~puredetok.audit._distributed.Timing` with the run's start first, and the CPU seconds
+    :class:`~puredetok_audit._distributed.Timing` with the run's start first, and the CPU seconds
     of the driver and of Ray's own processes (:func:`process_cpu`) over the run, and the wall
     seconds the driver took to build the codec (``codec``; the command builds it while Ray
     starts, which a run on a running Ray cannot show).
     """
-    from puredetok.audit._distributed import audit_on_ray
+    from puredetok_audit._distributed import audit_on_ray
 
     shards = shards_of(str(path), size=shard_bytes)
     before, driver = process_cpu(), time.process_time()

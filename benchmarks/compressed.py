@@ -31,9 +31,9 @@ from typing import Any
 import zstandard
 
 from benchmarks.audit import write_log
-from puredetok.audit import Auditor, Tally, shards_of
-from puredetok.audit._sources import audit_stretches
 from puredetok.serving._loading import load_tokenizer
+from puredetok_audit import Auditor, Tally, shards_of
+from puredetok_audit._sources import audit_stretches
 
 COMPRESS: dict[str, Callable[[bytes], bytes]] = {
     "gz": gzip.compress,

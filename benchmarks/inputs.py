@@ -421,8 +421,8 @@ def _run(shape: str, path: str, tokenizer: Any, shared: dict[str, Any]) -> tuple
     and its events. ``shared`` keeps the codecs (and the auditor) from one run to the next.
     """
     if shape == "replay, a trace":
-        from puredetok.replay._replay import Replayer
-        from puredetok.replay._trace import TraceEvent, read_trace
+        from puredetok_audit.replay._replay import Replayer
+        from puredetok_audit.replay._trace import TraceEvent, read_trace
 
         replayer = Replayer(tokenizer, codecs=shared.setdefault("codecs", CodecCache()))
         with open(path, "rb") as source:
@@ -433,7 +433,7 @@ def _run(shape: str, path: str, tokenizer: Any, shared: dict[str, Any]) -> tuple
         replayer.close_all()
         summary = replayer.summary
         return summary.failed == 0 and summary.requests == 1, summary.events
-    from puredetok.audit import Auditor, Tally, audit_shard, shards_of
+    from puredetok_audit import Auditor, Tally, audit_shard, shards_of
 
     tally = Tally()
     auditor = shared.setdefault("auditor", Auditor(tokenizer))

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-import puredetok.audit._distributed as distributed
+import puredetok_audit._distributed as distributed
 from puredetok.cli import main
 
 

@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 from helpers import CLEANED, CLEANUP_OBJECTS, cleanup_object, reference, tokenizer, vocabulary
 from puredetok import codec_for
 from puredetok._core import continuation_text
-from puredetok.audit import AuditOptions, Auditor, Chunk, Request, audit_shard, shards_of
-from puredetok.audit._compare import Deferred
 from puredetok.cli import main
 from puredetok.testing.strategies import prompt_ids, text_ids, token_ids
+from puredetok_audit import AuditOptions, Auditor, Chunk, Request, audit_shard, shards_of
+from puredetok_audit._compare import Deferred
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = ("qwen3", "llama2", "t5_small")
@@ -644,9 +644,9 @@ def test_on_ray_data_every_shard_is_the_local_one(tmp_path: Path) -> None:
     loaded. Ray warns of none of the audit's own calls (Ray 2.60 warned that the remote arguments
     it passes ``max_retries`` through go in 2.64, a warning its users could not act on)."""
     ray = pytest.importorskip("ray")
-    from puredetok.audit import Columns
-    from puredetok.audit import _distributed as distributed
-    from puredetok.audit._distributed import audit_on_ray, batch_sizes
+    from puredetok_audit import Columns
+    from puredetok_audit import _distributed as distributed
+    from puredetok_audit._distributed import audit_on_ray, batch_sizes
 
     shards = shards_of(str(_mixed_log(tmp_path, 30)), size=1500)
     from puredetok.serving._loading import load_tokenizer
@@ -676,8 +676,8 @@ def test_a_worker_an_earlier_run_left_idle_audits_the_next_run_without_starting_
     codec (no Ray worker started, nothing imported: an actor pool's are new every run), and
     both runs' findings are the local run's."""
     ray = pytest.importorskip("ray")
-    from puredetok.audit import Columns
-    from puredetok.audit._distributed import audit_on_ray
+    from puredetok_audit import Columns
+    from puredetok_audit._distributed import audit_on_ray
 
     shards = shards_of(str(_mixed_log(tmp_path, 30)), size=1500)
     from puredetok.serving._loading import load_tokenizer
@@ -704,7 +704,7 @@ def test_batches_shrink_as_the_shards_run_out(shards: int, workers: int, most: i
     """Every shard in one batch, in order; each batch at most ``most`` shards and one
     ``2 * workers``-th of those left (the last ones small: a worker ending first waits little),
     and few batches: the capped ones, then about ``2 * workers`` per halving of what is left."""
-    from puredetok.audit._distributed import batch_sizes
+    from puredetok_audit._distributed import batch_sizes
 
     sizes = batch_sizes(shards, workers, most)
     assert sum(sizes) == shards and min(sizes) >= 1 and max(sizes) <= most
@@ -744,7 +744,7 @@ def test_the_ray_breakdown_says_where_the_time_went() -> None:
     """Two workers, started 2 s into a 10 s run, each auditing two 2-second shards at half a core,
     idle 0.5 s between them."""
     from benchmarks.audit import breakdown
-    from puredetok.audit._distributed import Timing
+    from puredetok_audit._distributed import Timing
 
     shards = [
         Timing(pid, 100.5, 100.5 + pid, 0.5 * pid, 102.0 + at, 104.0 + at, 1.0)
@@ -764,7 +764,7 @@ def test_the_ray_cpu_use_says_what_the_design_costs() -> None:
     Ray's own processes 0.4 s: 0.1 s each per shard, 4.8 CPU seconds over 8 s, and two workers
     could be 2 x 1 / 1.2 times as fast as one on two free cores."""
     from benchmarks.audit import cpu_bound, cpu_use
-    from puredetok.audit._distributed import Timing
+    from puredetok_audit._distributed import Timing
 
     shards = [
         Timing(pid, 100.5, 101.0, 1.0, 102.0 + at, 104.0 + at, 1.0) for pid in (1, 2) for at in (0.0, 2.5)
@@ -786,9 +786,9 @@ def test_a_long_audit_shows_a_progress_bar(
     """The bar (on stderr, in bytes of the input) appears once an audit has run ``PROGRESS_AFTER``
     seconds; here that delay is 0, so that a fast machine, which audits this log in less than the
     usual half second, shows it too."""
-    import puredetok.cli._audit
+    import puredetok_audit._cli.audit
 
-    monkeypatch.setattr(puredetok.cli._audit, "PROGRESS_AFTER", 0.0)
+    monkeypatch.setattr(puredetok_audit._cli.audit, "PROGRESS_AFTER", 0.0)
     path = _mixed_log(tmp_path, 30)
     code, out, err = audit(capsys, str(path), "--progress", "--skip-special-tokens", "--shard-bytes", "500")
     assert code == 2 and "audit:" in err and ("B/s" in err or "B]" in err)
@@ -813,8 +813,8 @@ def test_an_auditor_builds_the_codecs_of_trace_replays_once(tmp_path: Path) -> N
 def test_an_auditor_and_its_trace_replays_share_one_codec() -> None:
     """The auditor built its codec with codec_for and each trace's manager its own again (two
     builds of the same tables, a second or so each)."""
-    from puredetok.replay import Replayer
     from puredetok.serving import SamplingParams
+    from puredetok_audit.replay import Replayer
 
     auditor = Auditor(tokenizer("qwen3"))
     replayer = Replayer(auditor.tokenizer, codecs=auditor.replay_codecs)
@@ -1088,7 +1088,7 @@ def test_a_stream_of_all_the_ids_so_far_is_held_once() -> None:
     ids, not all of them (whose size grows as the square of the length)."""
     import tracemalloc
 
-    from puredetok.audit._formats.sglang import read_stream
+    from puredetok_audit._formats.sglang import read_stream
 
     def peak(count: int) -> int:
         ids = list(range(1000, 1000 + count))

@@ -20,9 +20,9 @@ import zstandard
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from puredetok._files import Decompressed
-from puredetok.audit import Request, Tally, audit_shard, shards_of
-from puredetok.audit._sources import ShardResult, audit_stretches
+from puredetok_audit import Request, Tally, audit_shard, shards_of
+from puredetok_audit._files import Decompressed
+from puredetok_audit._sources import ShardResult, audit_stretches
 from test_audit import (
     ROOT,
     SGLANG_MODES,
@@ -342,9 +342,9 @@ def test_on_ray_data_a_compressed_file_is_the_local_one(tmp_path: Path) -> None:
     """A compressed file is one shard on Ray too: the worker's findings and counts are the
     local run's, a compressed file cut short included, given a stretch at a time."""
     ray = pytest.importorskip("ray")
-    from puredetok.audit import Auditor, Columns
-    from puredetok.audit._distributed import audit_on_ray
     from puredetok.serving._loading import load_tokenizer
+    from puredetok_audit import Auditor, Columns
+    from puredetok_audit._distributed import audit_on_ray
 
     lines = _log("vllm-stream", [i % 3 == 0 for i in range(30)], [False] * 30)
     data = "".join(line + "\n" for line in lines).encode()
@@ -425,8 +425,8 @@ def test_the_shares_of_a_compressed_file_give_its_stretches_between_them(
 
 
 def test_a_ray_run_shares_a_compressed_file_only_where_workers_would_idle() -> None:
-    from puredetok.audit._distributed import MAX_SHARES, shares
-    from puredetok.audit._sources import Shard
+    from puredetok_audit._distributed import MAX_SHARES, shares
+    from puredetok_audit._sources import Shard
 
     def packed(name: str, compression: str | None) -> Shard:
         return Shard(name, "vllm", "lines", compression=compression)
@@ -449,9 +449,9 @@ def test_on_ray_data_one_compressed_file_is_shared_between_the_workers(tmp_path:
     """One compressed file and two workers: two shares, whose stretches come back in the
     file's order with the local run's findings and counts."""
     ray = pytest.importorskip("ray")
-    from puredetok.audit import Auditor, Columns
-    from puredetok.audit._distributed import audit_on_ray, shares
     from puredetok.serving._loading import load_tokenizer
+    from puredetok_audit import Auditor, Columns
+    from puredetok_audit._distributed import audit_on_ray, shares
 
     lines = _log("rollouts", [i % 4 == 0 for i in range(40)], [i % 7 == 3 for i in range(40)])
     path = tmp_path / "rollouts.jsonl.xz"

@@ -18,13 +18,13 @@ from hypothesis import strategies as st
 
 import puredetok
 from helpers import tokenizer, vocabulary
-from puredetok.audit import AuditOptions, Auditor, Chunk, Request
-from puredetok.audit._compare import Difference
-from puredetok.audit._follow import Followed, Follower
-from puredetok.audit._formats.sglang import read_stream as sglang_stream
-from puredetok.audit._formats.trace import read_trace_requests
-from puredetok.audit._formats.vllm import read_stream
 from puredetok.testing.strategies import prompt_ids, text_ids, token_ids
+from puredetok_audit import AuditOptions, Auditor, Chunk, Request
+from puredetok_audit._compare import Difference
+from puredetok_audit._follow import Followed, Follower
+from puredetok_audit._formats.sglang import read_stream as sglang_stream
+from puredetok_audit._formats.trace import read_trace_requests
+from puredetok_audit._formats.vllm import read_stream
 
 NAMES = ("qwen3", "llama2", "t5_small")
 MUTATIONS = ("none", "untrimmed", "cut", "replace", "duplicate", "space", "stop", "tail", "other")

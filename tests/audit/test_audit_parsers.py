@@ -21,10 +21,10 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from helpers import tokenizer, vocabulary
-from puredetok.audit import Request
-from puredetok.audit._compare import Auditor, Difference
-from puredetok.audit._formats.vllm import read_stream
 from puredetok.testing.strategies import text_ids
+from puredetok_audit import Request
+from puredetok_audit._compare import Auditor, Difference
+from puredetok_audit._formats.vllm import read_stream
 from test_audit import _chat, _vllm_think_parser, audit, exact, report, table, write_lines
 
 STYLES = ("base", "deepseek_r1", "qwen3")

@@ -251,8 +251,8 @@ def test_the_manager_takes_the_option_per_request_and_as_its_setting() -> None:
 
 
 def test_trace_options_and_wire_params_carry_the_codec_options() -> None:
-    from puredetok.replay._trace import TraceError, TraceHeader, read_trace
     from puredetok.worker._wire import FrameDecoder, encode_batch
+    from puredetok_audit.replay._trace import TraceError, TraceHeader, read_trace
 
     header = '{"tokenizer": "qwen3", "options": {"out_of_vocab": "ignore", "max_byte_run": 8}}'
     [read] = list(read_trace([header]))

@@ -19,15 +19,15 @@ import synthetic
 from helpers import _folder, codec, reference, tokenizer
 from puredetok import codec_for
 from puredetok._core import continuation_text
-from puredetok.audit._compare import Difference
-from puredetok.audit._records import Request
-from puredetok.audit._report import unrelated
 from puredetok.cli import _bench as bench_cli
 from puredetok.cli import _serve as serve_cli
 from puredetok.cli import main
 from puredetok.cli._loaded import DEFAULT_NAME, FAMILIES, family_name, loaded
-from puredetok.replay._incremental import common_prefix
 from puredetok.serving._messages import ReadyMsg
+from puredetok_audit._compare import Difference
+from puredetok_audit._records import Request
+from puredetok_audit._report import unrelated
+from puredetok_audit.replay._incremental import common_prefix
 
 EMBEDDED = "embedded Qwen3 (byte-level BPE, exact), the default (--tokenizer PATH chooses another)"
 """What every command says of the tokenizer it falls back to."""

@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 import puredetok
 from helpers import TOKENIZERS, codec, id_lists, shared_codecs, tokenizer
 from puredetok import codec_for, finish, start, step
-from puredetok.replay._replay import Replayer
-from puredetok.replay._trace import TraceHeader, read_trace
 from puredetok.serving._codec_cache import CodecCache
 from puredetok.serving._detokenize_manager import DetokenizeManager
 from puredetok.serving._messages import DetokenizeMsg, Opening, SamplingParams
+from puredetok_audit.replay._replay import Replayer
+from puredetok_audit.replay._trace import TraceHeader, read_trace
 from sources import vocabulary_of
 
 OPENAI_KEYS = (

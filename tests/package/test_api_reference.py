@@ -15,6 +15,7 @@ import msgspec
 import pytest
 
 import puredetok
+import puredetok_audit
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "api.md"
@@ -27,8 +28,8 @@ PUBLIC = (
     "puredetok.serving",
     "puredetok.worker",
     "puredetok.client",
-    "puredetok.replay",
-    "puredetok.audit",
+    "puredetok_audit.replay",
+    "puredetok_audit",
     "puredetok.engines.vllm",
     "puredetok.engines.sglang",
     "puredetok.engines.minisgl",
@@ -59,7 +60,8 @@ def public_names(module: str) -> list[str]:
 def all_modules() -> list[str]:
     return sorted(
         info.name
-        for info in pkgutil.walk_packages(puredetok.__path__, "puredetok.")
+        for package in (puredetok, puredetok_audit)
+        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")
         if not info.name.endswith("__main__")
     )
 
@@ -137,15 +139,19 @@ def test_at_most_150_public_names_outside_the_top_level_face() -> None:
 
 
 @pytest.fixture(scope="module")
-def package() -> griffe.Module:
-    loaded = griffe.load("puredetok", search_paths=[str(ROOT / "src")], resolve_aliases=True)
-    assert isinstance(loaded, griffe.Module)
-    return loaded
+def packages() -> dict[str, griffe.Module]:
+    """puredetok's and puredetok-audit's trees, as mkdocstrings reads them (mkdocs.yml's paths)."""
+    loader = griffe.GriffeLoader(search_paths=[str(ROOT / "src"), str(ROOT / "puredetok-audit" / "src")])
+    loaded = {name: loader.load(name) for name in ("puredetok", "puredetok_audit")}
+    loader.resolve_aliases()
+    assert all(isinstance(tree, griffe.Module) for tree in loaded.values())
+    return loaded  # type: ignore[return-value]
 
 
 @pytest.mark.parametrize("module", DOCUMENTED)
-def test_every_public_name_has_a_docstring(package: griffe.Module, module: str) -> None:
-    node = package if module == "puredetok" else package[module.removeprefix("puredetok.")]
+def test_every_public_name_has_a_docstring(packages: dict[str, griffe.Module], module: str) -> None:
+    top, _, rest = module.partition(".")
+    node = packages[top][rest] if rest else packages[top]
     assert node.docstring is not None and node.docstring.value.strip()
     missing = []
     for name in public_names(module):

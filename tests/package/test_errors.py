@@ -1,4 +1,4 @@
-"""One base exception: every exception class puredetok defines sits under
+"""One base exception: every exception class puredetok (and puredetok-audit) defines sits under
 :class:`puredetok.PuredetokError` and keeps the built-in base it had (docs/guarantees.md, G7)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pkgutil
 import pytest
 
 import puredetok
+import puredetok_audit
 from puredetok import PuredetokError
 from puredetok.errors import InvalidTokenError, OptionTypeError, StateTypeError
 from puredetok.worker._addresses import AddressError
@@ -21,7 +22,11 @@ OPTIONAL = ("puredetok.engines.vllm", "puredetok.engines.sglang", "puredetok.eng
 
 def _exception_classes() -> set[type[BaseException]]:
     found: set[type[BaseException]] = set()
-    for info in pkgutil.walk_packages(puredetok.__path__, "puredetok."):
+    walks = [
+        pkgutil.walk_packages(package.__path__, f"{package.__name__}.")
+        for package in (puredetok, puredetok_audit)
+    ]
+    for info in (info for walk in walks for info in walk):
         if info.name in OPTIONAL or info.name.endswith("__main__"):
             continue
         try:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import puredetok
+import puredetok_audit
 
 SOURCE = Path(puredetok.__file__).resolve().parent
 """``src/puredetok``."""
@@ -157,27 +158,25 @@ LAYERS: dict[str, int] = {
     "stops": 3,
     "testing": 3,
     "streamer": 3,
-    "_files": 3,  # reading files by content, decompressed: imports nothing of the package
     "__init__": 4,
     "serving": 4,
-    "replay": 5,
     "worker": 5,
     "client": 6,  # the two sides of the worker's wire
     "engines": 5,
-    "audit": 6,  # reads traces through replay
     "cli": 8,
 }
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(SOURCE.parent).with_suffix("").parts)
+def _module_name(path: Path, source: Path = SOURCE) -> str:
+    parts = list(path.relative_to(source.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Every module of the package and the package modules it imports anywhere in its text
-    (at the top, inside functions, under ``TYPE_CHECKING``): the static graph a reader follows."""
-    modules = {_module_name(path): path for path in SOURCE.rglob("*.py")}
+def import_graph(source: Path = SOURCE) -> dict[str, set[str]]:
+    """Every module of the package (at ``source``) and the package modules it imports anywhere in
+    its text (at the top, inside functions, under ``TYPE_CHECKING``): the static graph a reader
+    follows."""
+    modules = {_module_name(path, source): path for path in source.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         found: set[str] = set()
@@ -253,12 +252,46 @@ def test_every_room_has_a_layer_and_imports_only_downwards() -> None:
     assert not upward
 
 
+CHECKERS = Path(puredetok_audit.__file__).resolve().parent
+"""``puredetok-audit/src/puredetok_audit``: the offline checkers, a distribution beside the package."""
+
+
+def test_the_package_never_imports_the_checkers() -> None:
+    """puredetok runs without puredetok-audit: nothing in it names the checkers' package (the command
+    line finds their commands through entry points)."""
+    named = [
+        path.relative_to(SOURCE).as_posix()
+        for path in SOURCE.rglob("*.py")
+        if "puredetok_audit" in path.read_text(encoding="utf-8")
+    ]
+    assert named == []
+
+
+def test_the_checkers_import_downwards() -> None:
+    """In puredetok-audit: reading files imports nothing of it, replay only that, the audit not
+    the commands, and no circle."""
+    graph = import_graph(CHECKERS)
+    assert circles(graph) == []
+    within = {
+        module: {t for t in targets if t.startswith("puredetok_audit")} for module, targets in graph.items()
+    }
+    for module, targets in within.items():
+        if module.startswith("puredetok_audit._files"):
+            assert all(t.startswith("puredetok_audit._files") for t in targets), module
+        elif module.startswith("puredetok_audit.replay"):
+            assert all(t.startswith(("puredetok_audit._files", "puredetok_audit.replay")) for t in targets), (
+                module
+            )
+        elif not module.startswith("puredetok_audit._cli"):
+            assert not any(t.startswith("puredetok_audit._cli") for t in targets), module
+
+
 ROOMS = sorted(path.parent.name for path in SOURCE.glob("*/__init__.py"))
 """Every room that is a folder (a package of its own): its role is its ``__init__``'s docstring."""
 
 
 def test_the_rooms_are_found() -> None:
-    assert {"_core", "_build", "stops", "serving", "worker", "audit", "cli"} <= set(ROOMS)
+    assert {"_core", "_build", "stops", "serving", "worker", "client", "cli"} <= set(ROOMS)
 
 
 @pytest.mark.parametrize("room", ROOMS)
@@ -298,7 +331,11 @@ def test_every_room_is_in_the_architecture_page() -> None:
     """docs/architecture.md's table of rooms: a row for every room that is a folder, and none for a
     folder that is not there."""
     page = (SOURCE.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
-    table = page[page.index("## The rooms around the core") :]
-    rows = set(re.findall(r"^\| `(\w+)` \|", table, flags=re.M))
+    beside = page.index("### Beside the package")
+    rows = set(
+        re.findall(r"^\| `(\w+)` \|", page[page.index("## The rooms around the core") : beside], flags=re.M)
+    )
     assert set(ROOMS) <= rows
     assert rows - set(ROOMS) <= {"errors"}  # a module of its own
+    parts = set(re.findall(r"^\| `(\w+)` \|", page[beside : page.index("The tests mirror")], flags=re.M))
+    assert parts == {path.parent.name for path in CHECKERS.glob("*/__init__.py")} - {"_formats"}

@@ -16,6 +16,7 @@ import pytest
 import tokenizers
 
 import puredetok
+import puredetok_audit
 import typing_consumer
 from helpers import codec, tokenizer
 from puredetok.serving._messages import DetokenizeMsg
@@ -49,7 +50,10 @@ def _documented(tree: ast.Module, name: str) -> bool | None:
 
 
 MODULES = sorted(
-    m.name for m in pkgutil.walk_packages([str(SOURCE)], "puredetok.") if not m.name.endswith("__main__")
+    m.name
+    for package in (puredetok, puredetok_audit)
+    for m in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")
+    if not m.name.endswith("__main__")
 )
 
 

@@ -51,7 +51,7 @@ def test_demo_installs_the_package_alone_and_test_adds_the_dev_extras(
     module.ensure_venv(dev=False)  # installed: nothing to do
     assert len(commands) == 1
     module.ensure_venv(dev=True)
-    assert commands[-1][-2:] == ("-e", ".[dev]") and len(commands) == 2
+    assert commands[-1][-4:] == ("-e", ".[dev]", "-e", str(ROOT / "puredetok-audit")) and len(commands) == 2
     module.ensure_venv(dev=False)  # the dev install serves the demo too
     module.ensure_venv(dev=True)
     assert len(commands) == 2
@@ -121,10 +121,16 @@ def test_an_engine_on_another_version_gets_an_environment_of_its_own(
     assert env == tmp_path / "envs" / f"vllm-0.34.0-{key}"
     assert (env / "requirements.txt").read_text() == other and (env / ".ready").exists()
     assert commands[0][-2:] == ("-r", str(env / "requirements.txt"))
-    assert commands[-1][-3:] == (str(ROOT), "-r", str(env / "requirements.txt"))
+    assert commands[-1][-5:] == (
+        str(ROOT),
+        "-e",
+        str(ROOT / "puredetok-audit"),
+        "-r",
+        str(env / "requirements.txt"),
+    )
     key = hashlib.sha256(pinned.encode()).hexdigest()[:12]
     assert module.engine_env("vllm") == tmp_path / "envs" / f"vllm-{key}"
-    assert commands[-1][-3] == f"{ROOT}[vllm]"
+    assert commands[-1][-5] == f"{ROOT}[vllm]"
 
 
 def test_an_overlay_puts_the_version_alone_over_the_pinned_environment(
@@ -148,7 +154,7 @@ def test_an_overlay_puts_the_version_alone_over_the_pinned_environment(
     assert (env / "site" / "vllm-pinned.pth").read_text() == f"{pinned / 'site'}\n"
     overlay = [command for command in commands if command[0] == str(env / "bin" / "python")]
     assert overlay[0][-2:] == ("--no-deps", "vllm==0.34.0")
-    assert overlay[1][-3:] == ("--no-deps", "-e", str(ROOT))
+    assert overlay[1][-5:] == ("--no-deps", "-e", str(ROOT), "-e", str(ROOT / "puredetok-audit"))
     assert checks[0][1:4] == ["-m", "pip", "check"]
 
 
@@ -234,7 +240,7 @@ def test_an_engine_not_on_the_package_index_is_installed_alone_from_a_copy_of_it
     assert commands[0][-2:] == ("-r", str(env / "requirements.txt"))
     assert commands[1][-2] == "--no-deps" and Path(commands[1][-1]).name == "mini-sglang"
     assert copied == [["pyproject.toml", "python/minisgl/core.py"]]
-    assert commands[-1][-3] == f"{ROOT}[minisgl]"
+    assert commands[-1][-5] == f"{ROOT}[minisgl]"
     assert "# minisgl source " in (env / "requirements.txt").read_text()
     assert module.engine_env("minisgl") == env
     for path in [source, *source.rglob("*")]:
@@ -261,10 +267,36 @@ def test_an_engine_source_that_is_not_there_stops_the_task_saying_where_it_looke
     assert module.local_source("vllm") is None
 
 
+def _oldest_projects(module: ModuleType) -> dict[str, tuple[str, ...]]:
+    """puredetok's and puredetok-audit's pyproject.toml, with the extras the oldest run reads."""
+    return {(root / "pyproject.toml").read_text(): extras for root, extras in module.OLDEST_EXTRAS.items()}
+
+
+def _declared(module: ModuleType) -> set[Any]:
+    """The requirements (``packaging`` ones) the oldest run pins: both distributions' dependencies
+    and extras, less the exact pins between the two."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    declared = set()
+    for text, extras in _oldest_projects(module).items():
+        project = tomllib.loads(text)["project"]
+        lines = project["dependencies"] + [
+            line for extra in extras for line in project["optional-dependencies"][extra]
+        ]
+        declared |= {Requirement(line) for line in lines}
+    return {
+        requirement for requirement in declared if requirement.name not in ("puredetok", "puredetok-audit")
+    }
+
+
 def test_the_oldest_pins_are_the_lower_bounds_of_every_range() -> None:
-    """``test-oldest`` installs each dependency's and each extra's lower bound, nothing newer."""
+    """``test-oldest`` installs each dependency's and each extra's lower bound, nothing newer, of
+    both distributions."""
     module = load_tasks()
-    pins = module.oldest_pins((ROOT / "pyproject.toml").read_text()).splitlines()
+    assert set(module.OLDEST_EXTRAS) == {ROOT, ROOT / "puredetok-audit"}
+    pins = module.oldest_pins(_oldest_projects(module)).splitlines()
     assert pins[: -len(module.OLDEST_ALSO)] == [
         "attrs==23.1",
         "hypothesis==6.100",
@@ -289,10 +321,9 @@ def test_the_oldest_pins_are_the_lower_bounds_of_every_range() -> None:
 )
 def test_a_range_without_one_lower_bound_has_no_oldest_release(dependency: str, message: str) -> None:
     module = load_tasks()
-    pyproject = f'[project]\ndependencies = ["{dependency}"]\n[project.optional-dependencies]\n'
-    pyproject += "".join(f"{extra} = []\n" for extra in module.OLDEST_EXTRAS)
+    pyproject = f'[project]\ndependencies = ["{dependency}"]\n[project.optional-dependencies]\ntesting = []\n'
     with pytest.raises(SystemExit, match=message):
-        module.oldest_pins(pyproject)
+        module.oldest_pins({pyproject: ("testing",)})
 
 
 def test_the_oldest_environment_is_made_once_outside_the_clone_and_gets_this_checkout_every_run(
@@ -302,15 +333,16 @@ def test_the_oldest_environment_is_made_once_outside_the_clone_and_gets_this_che
     monkeypatch.setenv("PUREDETOK_ENGINE_ENVS", str(tmp_path / "envs"))
     env = module.oldest_env()
     assert env.parent == tmp_path / "envs" and env.name.startswith("oldest-")
-    pins = module.oldest_pins((ROOT / "pyproject.toml").read_text())
+    pins = module.oldest_pins(_oldest_projects(module))
     assert (env / "constraints.txt").read_text() == pins and (env / ".ready").exists()
-    assert commands[0][-len(module.OLDEST_TOOLS) - 3 :] == (
+    assert commands[0][-len(module.OLDEST_TOOLS) - 4 :] == (
         "-c",
         str(env / "constraints.txt"),
-        f"{ROOT}[testing,mistral,audit,ray]",
+        f"{ROOT}[testing,mistral]",
+        f"{ROOT / 'puredetok-audit'}[formats,ray]",
         *module.OLDEST_TOOLS,
     )
-    assert commands[1][-3:] == ("--no-deps", "-e", str(ROOT))
+    assert commands[1][-5:] == ("--no-deps", "-e", str(ROOT), "-e", str(ROOT / "puredetok-audit"))
     assert module.oldest_env() == env and len(commands) == 3  # made once: only the checkout again
 
 
@@ -334,15 +366,8 @@ def test_the_oldest_run_proves_every_dependency_and_every_shared_tokenizer() -> 
     """Each dependency and each extra's dependency ``test-oldest`` installs at its lower bound is
     exercised by at least one module it runs, and the matrix of every shared tokenizer family is
     one of them."""
-    import tomllib
-
-    from packaging.requirements import Requirement
-
     module = load_tasks()
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    declared = {Requirement(line).name for line in project["dependencies"]}
-    for extra in module.OLDEST_EXTRAS:
-        declared |= {Requirement(line).name for line in project["optional-dependencies"][extra]}
+    declared = {requirement.name for requirement in _declared(module)}
     proven = {name for names in module.OLDEST_TESTS.values() for name in names}
     assert proven == declared
     assert "tests/package/test_matrix.py" in module.OLDEST_TESTS
@@ -352,22 +377,17 @@ def test_the_oldest_run_proves_every_dependency_and_every_shared_tokenizer() -> 
 def test_the_versions_page_states_every_range_and_its_oldest_release() -> None:
     """docs/versions.md's table gives each range of the package and of the extras the oldest run
     proves as pyproject.toml declares it, and the oldest release as ``test-oldest`` pins it."""
-    import tomllib
-
-    from packaging.requirements import Requirement
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
     module = load_tasks()
-    pyproject = (ROOT / "pyproject.toml").read_text()
-    project = tomllib.loads(pyproject)["project"]
-    declared = {Requirement(line) for line in project["dependencies"]}
-    for extra in module.OLDEST_EXTRAS:
-        declared |= {Requirement(line) for line in project["optional-dependencies"][extra]}
+    declared = _declared(module)
     page = (ROOT / "docs" / "versions.md").read_text(encoding="utf-8")
     table = page.split("| dependency ", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
     rows = {row.split(" | ")[0].lstrip("| ").split()[0].split("\\[")[0]: row.split(" | ") for row in table}
-    pins = dict(line.split("==") for line in module.oldest_pins(pyproject).split() if "==" in line)
+    pins = dict(
+        line.split("==") for line in module.oldest_pins(_oldest_projects(module)).split() if "==" in line
+    )
     assert set(rows) >= {requirement.name for requirement in declared}
     for requirement in declared:
         row = rows[requirement.name]

@@ -351,14 +351,6 @@ bound method is not)."""
 def records() -> list[Any]:
     """One value of each public record that is sent (:data:`KEPT_HOME` and :data:`SENT_ABOVE`
     aside), its fields set to other values than their defaults."""
-    from puredetok._files.compressed import Decompressed
-    from puredetok.audit._compare import AuditOptions, Deferred, Difference, Facts
-    from puredetok.audit._distributed import TaskFailedError, Timing
-    from puredetok.audit._follow import Followed
-    from puredetok.audit._parsers import Joined
-    from puredetok.audit._records import Chunk, Columns, InputError, Request, Skipped
-    from puredetok.audit._report import Tally
-    from puredetok.audit._sources import Shard, ShardResult
     from puredetok.client._common import (
         HandBack,
         RequestError,
@@ -376,9 +368,6 @@ def records() -> list[Any]:
         StreamFinishedError,
         UnsupportedTokenizerError,
     )
-    from puredetok.replay._incremental import Ending
-    from puredetok.replay._replay import ReplaySummary, RequestReport
-    from puredetok.replay._trace import TraceError, TraceEvent, TraceHeader
     from puredetok.serving import _messages as m
     from puredetok.serving._loading import TokenizerLoadError, default_tokenizer_path
     from puredetok.serving._tokenize_manager import TokenizeError, TokenizeResult
@@ -389,6 +378,17 @@ def records() -> list[Any]:
     from puredetok.worker._scan import ScanError
     from puredetok.worker._wire import Decoded, DropCounter, FrameError, Rejected
     from puredetok.worker._worker import Limits, WorkerStats
+    from puredetok_audit._compare import AuditOptions, Deferred, Difference, Facts
+    from puredetok_audit._distributed import TaskFailedError, Timing
+    from puredetok_audit._files.compressed import Decompressed
+    from puredetok_audit._follow import Followed
+    from puredetok_audit._parsers import Joined
+    from puredetok_audit._records import Chunk, Columns, InputError, Request, Skipped
+    from puredetok_audit._report import Tally
+    from puredetok_audit._sources import Shard, ShardResult
+    from puredetok_audit.replay._incremental import Ending
+    from puredetok_audit.replay._replay import ReplaySummary, RequestReport
+    from puredetok_audit.replay._trace import TraceError, TraceEvent, TraceHeader
 
     c = source("llama2").codec
     params = m.SamplingParams(

@@ -22,15 +22,15 @@ from hypothesis import strategies as st
 
 import helpers
 from helpers import id_lists, reference, shared_codecs, tokenizer
-from puredetok.cli import _replay as replay_cli
 from puredetok.cli import main
-from puredetok.replay import _replay as replay_module
-from puredetok.replay._replay import Replayer
-from puredetok.replay._trace import TraceEvent, TraceHeader, read_trace
 from puredetok.serving._detokenize_manager import DetokenizeManager
 from puredetok.serving._loading import load_tokenizer
 from puredetok.serving._messages import SamplingParams, UserReply
 from puredetok.testing.strategies import MULTILINGUAL
+from puredetok_audit._cli import replay as replay_cli
+from puredetok_audit.replay import _replay as replay_module
+from puredetok_audit.replay._replay import Replayer
+from puredetok_audit.replay._trace import TraceEvent, TraceHeader, read_trace
 from sources import vocabulary_of
 
 SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "sample-trace.jsonl"

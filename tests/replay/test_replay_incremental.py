@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from puredetok.replay._incremental import Aligned, StopFinder, common_prefix
+from puredetok_audit.replay._incremental import Aligned, StopFinder, common_prefix
 
 texts = st.text(alphabet="ab \ufffd", max_size=40)
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import attrs
 
-from puredetok.audit._compare import KINDS, Difference
-from puredetok.audit._records import InputError
-from puredetok.replay._incremental import common_prefix
+from puredetok_audit._compare import KINDS, Difference
+from puredetok_audit._records import InputError
+from puredetok_audit.replay._incremental import common_prefix
 
 
 @attrs.define
@@ -134,7 +134,7 @@ def unrelated(difference: Difference) -> bool:
     is otherwise the exact one, after which the two run on alike (for :data:`RELATED` characters
     at least, to the end of a window); another tokenizer's text has nothing to do with it (where
     either text has fewer than :data:`RELATED` characters after the difference, nothing is told). A kind
-    that names an engine's fault (:data:`~puredetok.audit._compare.KINDS` but ``other`` and
+    that names an engine's fault (:data:`~puredetok_audit._compare.KINDS` but ``other`` and
     ``replacement characters``) relates them by itself.
     """
     if difference.kind not in ("other", "replacement characters"):

@@ -15,13 +15,13 @@ from typing import Any
 import attrs
 import msgspec
 
-from puredetok._files import Decompressed, stretches
-from puredetok._files.text import binary
-from puredetok.audit._compare import PARSER_SPLIT, Auditor, Difference
-from puredetok.audit._follow import Followed
-from puredetok.audit._formats import rollouts, sglang, trace, vllm
-from puredetok.audit._records import Columns, InputError, Item, Request, Skipped
-from puredetok.audit._report import Tally, difference_record, error_record, past_vocabulary, unrelated
+from puredetok_audit._compare import PARSER_SPLIT, Auditor, Difference
+from puredetok_audit._files import Decompressed, stretches
+from puredetok_audit._files.text import binary
+from puredetok_audit._follow import Followed
+from puredetok_audit._formats import rollouts, sglang, trace, vllm
+from puredetok_audit._records import Columns, InputError, Item, Request, Skipped
+from puredetok_audit._report import Tally, difference_record, error_record, past_vocabulary, unrelated
 
 FORMATS = ("vllm", "vllm-stream", "sglang", "sglang-stream", "rollouts", "trace")
 """The input formats: vLLM's whole responses and streamed chunks, SGLang's ``/generate`` outputs
@@ -75,7 +75,7 @@ class ShardResult:
     records: list[dict[str, Any]]
     tally: Tally
     timing: Any = None
-    """Where its time went, on Ray (a :class:`puredetok.audit._distributed.Timing`); None locally."""
+    """Where its time went, on Ray (a :class:`puredetok_audit._distributed.Timing`); None locally."""
     part: int = 0
     """The number of its stretch in its file (0 but for a compressed file's lines)."""
     last: bool = True

@@ -8,5 +8,5 @@ from __future__ import annotations
 
 __all__ = ["COMPRESSIONS", "Decompressed", "Stretch", "compression_of", "stretches"]
 
-from puredetok._files.compressed import COMPRESSIONS, Decompressed, compression_of
-from puredetok._files.stretches import Stretch, stretches
+from puredetok_audit._files.compressed import COMPRESSIONS, Decompressed, compression_of
+from puredetok_audit._files.stretches import Stretch, stretches

@@ -4,7 +4,7 @@ streamed.
 A stream's chunks hold the new text or everything so far, and the new ids or all so far,
 depending on the server: the reading is told per request from the content (docs/audit.md,
 "SGLang's streams: what a chunk holds"), by a look ahead (:class:`_Evidence`, bounded by one
-chunk) that also lets a request be compared as it streams (:mod:`puredetok.audit._follow`).
+chunk) that also lets a request be compared as it streams (:mod:`puredetok_audit._follow`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 import attrs
 import msgspec
 
-from puredetok.audit._compare import Auditor
-from puredetok.audit._follow import Followed, Follower
-from puredetok.audit._records import Chunk, InputError, Item, Lines, Request, failed, stream_data
+from puredetok_audit._compare import Auditor
+from puredetok_audit._follow import Followed, Follower
+from puredetok_audit._records import Chunk, InputError, Item, Lines, Request, failed, stream_data
 
 
 class _Output(msgspec.Struct):

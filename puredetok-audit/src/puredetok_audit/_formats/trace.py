@@ -6,7 +6,7 @@ through the manager, and the text it streamed is the text audited, against the e
 the ids the request consumed (up to the stop rule that ended it). An aborted request has no
 final text and is skipped.
 
-With an exact codec, a request is compared as it is replayed (:mod:`puredetok.audit._follow`:
+With an exact codec, a request is compared as it is replayed (:mod:`puredetok_audit._follow`:
 the ids it consumes and the text the manager streams, neither kept; its stop strings are its
 options'), so that memory does not grow with its length; with any other, the replay keeps its
 ids and text and it is checked when it ends.
@@ -19,13 +19,13 @@ from typing import Any
 
 import attrs
 
-from puredetok.audit._compare import Auditor
-from puredetok.audit._follow import Followed, Follower
-from puredetok.audit._records import InputError, Item, Request, Skipped
-from puredetok.replay._replay import Reference, Replayer, RequestReport, id_limit
-from puredetok.replay._trace import TraceError, TraceEvent, TraceHeader, read_trace
 from puredetok.serving._codec_cache import CodecCache
 from puredetok.serving._messages import SamplingParams, UserReply
+from puredetok_audit._compare import Auditor
+from puredetok_audit._follow import Followed, Follower
+from puredetok_audit._records import InputError, Item, Request, Skipped
+from puredetok_audit.replay._replay import Reference, Replayer, RequestReport, id_limit
+from puredetok_audit.replay._trace import TraceError, TraceEvent, TraceHeader, read_trace
 
 
 @attrs.define
@@ -84,7 +84,7 @@ def read_trace_requests(
     auditor: Auditor | None = None,
 ) -> Iterator[Item | Followed]:
     """The requests of a trace, each as the manager streamed it, when it ends (``codecs``: shared
-    with other replays of the same tokenizer, see :class:`~puredetok.replay._replay.Replayer`).
+    with other replays of the same tokenizer, see :class:`~puredetok_audit.replay._replay.Replayer`).
     With an ``auditor``, those it can be are compared as they are replayed (:class:`Followed`).
     """
     replayer: Replayer | None = None

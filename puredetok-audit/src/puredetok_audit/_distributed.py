@@ -20,11 +20,11 @@ from typing import Any
 
 import attrs
 
-from puredetok.audit._compare import AuditOptions, Auditor, Deferred
-from puredetok.audit._records import Columns
-from puredetok.audit._sources import Shard, ShardResult, audit_stretches
 from puredetok.errors import PuredetokError
 from puredetok.serving._loading import load_tokenizer
+from puredetok_audit._compare import AuditOptions, Auditor, Deferred
+from puredetok_audit._records import Columns
+from puredetok_audit._sources import Shard, ShardResult, audit_stretches
 
 
 @attrs.frozen
@@ -173,7 +173,7 @@ def audit_on_ray(
     workers: int | None = None,
 ) -> Iterator[ShardResult]:
     """Audit ``shards`` on Ray Data, the results in the order of ``shards``, as ``auditor`` does
-    (a compressed file's in parts, as :func:`~puredetok.audit._sources.audit_stretches` gives
+    (a compressed file's in parts, as :func:`~puredetok_audit._sources.audit_stretches` gives
     them: each result says whether it is its shard's :attr:`~ShardResult.last`).
 
     ``auditor`` is the driver's: it builds the codec of its options (if not yet built), which
@@ -266,7 +266,7 @@ def _cause(error: BaseException) -> str:
 
 def shares(shards: Sequence[Shard], workers: int, most: int = MAX_SHARES) -> list[tuple[int, Shard]]:
     """The tasks of a run: each shard with its place, a compressed file of lines cut into shares
-    (:attr:`~puredetok.audit._sources.Shard.first_stretch`; each share reads the whole file and
+    (:attr:`~puredetok_audit._sources.Shard.first_stretch`; each share reads the whole file and
     audits every n-th of its stretches) when the shards are fewer than ``workers``, so that each
     worker has one; at most ``most`` shares a file, and none for bzip2, whose decompression
     costs more than the audit it would share.

@@ -2,9 +2,9 @@
 
 Completions and chat completions (their fields: docs/audit.md's table of formats); a chat
 response that a reasoning or tool parser split is read as its pieces (``Request.parts``), which
-the audit joins again (:mod:`puredetok.audit._parsers`). A stream says how a choice ended only
+the audit joins again (:mod:`puredetok_audit._parsers`). A stream says how a choice ended only
 in its last chunk: :func:`read_stream` reads ahead for each choice's ending, so that it can be
-compared as it streams (:mod:`puredetok.audit._follow`).
+compared as it streams (:mod:`puredetok_audit._follow`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 import attrs
 import msgspec
 
-from puredetok.audit._compare import Auditor
-from puredetok.audit._follow import Followed, Follower
-from puredetok.audit._records import Chunk, InputError, Item, Lines, Request, failed, stream_data
+from puredetok_audit._compare import Auditor
+from puredetok_audit._follow import Followed, Follower
+from puredetok_audit._records import Chunk, InputError, Item, Lines, Request, failed, stream_data
 
 
 class _Message(msgspec.Struct):

@@ -3,7 +3,7 @@
 :class:`Follower` streams the exact text through the core and compares it with the engine's as
 both arrive, keeping only what one has that the other has not reached, the last characters
 compared, and both texts for :data:`SUFFIX_LIMIT` characters from where they may differ; its
-report is the one :meth:`puredetok.audit._compare.Auditor.check` gives from the whole texts.
+report is the one :meth:`puredetok_audit._compare.Auditor.check` gives from the whole texts.
 docs/audit.md ("Scale", one long request) says what it keeps and why.
 """
 
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 import attrs
 
 from puredetok._core import Codec, admit_token, finish, start, step
-from puredetok.audit._compare import DUPLICATE_LIMIT, Difference, Facts, decide, duplicated, near_fffd
-from puredetok.audit._records import Request
-from puredetok.replay._incremental import Pieces, StopFinder, common_prefix
+from puredetok_audit._compare import DUPLICATE_LIMIT, Difference, Facts, decide, duplicated, near_fffd
+from puredetok_audit._records import Request
+from puredetok_audit.replay._incremental import Pieces, StopFinder, common_prefix
 
 STEP = 4096
 """The exact text is searched for the stop string in steps of this many characters."""

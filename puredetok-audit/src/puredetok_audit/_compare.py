@@ -16,10 +16,10 @@ import attrs
 
 from puredetok._build import reference_decode
 from puredetok._core import Codec, continuation_text, feed, finish, start, step
-from puredetok.audit._parsers import Joined, plain_join, rejoin
-from puredetok.audit._records import Request
-from puredetok.replay._incremental import common_prefix
 from puredetok.serving._codec_cache import CodecCache, CodecOptions
+from puredetok_audit._parsers import Joined, plain_join, rejoin
+from puredetok_audit._records import Request
+from puredetok_audit.replay._incremental import common_prefix
 
 KINDS = (
     "lost tail",
@@ -33,7 +33,7 @@ KINDS = (
 
 PARSER_SPLIT = "parser split"
 """The kind of a split chat response whose pieces cannot be joined again exactly, or whose
-parser dropped a stretch of the exact text (see :func:`puredetok.audit._parsers.rejoin`):
+parser dropped a stretch of the exact text (see :func:`puredetok_audit._parsers.rejoin`):
 reported, not counted as differing."""
 
 DUPLICATE_LIMIT = 256
@@ -78,7 +78,7 @@ class Difference:
     looked: int | None = None
     """For a request compared as it streamed: the kinds ``cleanup spacing`` and ``duplicated
     text`` were looked for only in this many characters after the difference (the texts ran on
-    further; see :data:`puredetok.audit._follow.SUFFIX_LIMIT`). None: in the whole texts."""
+    further; see :data:`puredetok_audit._follow.SUFFIX_LIMIT`). None: in the whole texts."""
 
 
 def duplicated(exact: str, engine: str, offset: int) -> bool:
@@ -98,7 +98,7 @@ def duplicated(exact: str, engine: str, offset: int) -> bool:
 class Facts:
     """What :func:`decide` needs to name a difference: lengths and yes-or-no answers about the
     texts, which a comparison that keeps only windows of them can give (see
-    :mod:`puredetok.audit._follow`) as well as one that has them whole.
+    :mod:`puredetok_audit._follow`) as well as one that has them whole.
     """
 
     exact_length: int
@@ -181,7 +181,7 @@ def classify(exact: str, engine: str, untrimmed: str, stop: str | None, stopped:
 @attrs.frozen
 class Deferred:
     """A tokenizer not loaded yet, for an :class:`Auditor` given its codecs already built (an
-    audit's worker, see :mod:`puredetok.audit._distributed`): ``load()`` is called the first time
+    audit's worker, see :mod:`puredetok_audit._distributed`): ``load()`` is called the first time
     the tokenizer itself is needed (a codec not given, a codec that does not model the tokenizer
     exactly, a trace to replay), and never if it is not.
     """

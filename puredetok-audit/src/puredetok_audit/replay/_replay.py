@@ -18,8 +18,6 @@ import attrs
 
 from puredetok._build import reference_decode
 from puredetok._core import ID_LIMIT, Codec, DecodeState, finish, start, step
-from puredetok.replay._incremental import Aligned, StopFinder, common_prefix
-from puredetok.replay._trace import TraceError, TraceEvent
 from puredetok.serving._codec_cache import CodecCache
 from puredetok.serving._detokenize_manager import DEFAULT_REMEMBER_ENDED, DetokenizeManager
 from puredetok.serving._messages import (
@@ -31,6 +29,8 @@ from puredetok.serving._messages import (
     UserReply,
 )
 from puredetok.stops import StopRules, Stream, advance, open_stream
+from puredetok_audit.replay._incremental import Aligned, StopFinder, common_prefix
+from puredetok_audit.replay._trace import TraceError, TraceEvent
 
 CHECKS = ("G1", "G2", "G4")
 """The guarantees checked per request."""
@@ -317,7 +317,7 @@ class Replayer:
         return f"line {line}" if self.trace_name is None else f"{self.trace_name}:{line}"
 
     def skip_line(self, error: TraceError) -> None:
-        """Count a line that is not a valid event (:func:`~puredetok.replay._trace.trace_items`
+        """Count a line that is not a valid event (:func:`~puredetok_audit.replay._trace.trace_items`
         gives it), and note it as an input error.
         """
         self.summary.bad_lines += 1

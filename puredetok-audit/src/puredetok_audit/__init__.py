@@ -28,11 +28,11 @@ __all__ = [
     "start_ray",
 ]
 
-from puredetok.audit._compare import AuditOptions, Auditor, Difference
-from puredetok.audit._distributed import TaskFailedError, audit_on_ray, start_ray
-from puredetok.audit._records import Chunk, Columns, InputError, Request
-from puredetok.audit._report import Tally
-from puredetok.audit._sources import FORMATS, Shard, audit_shard, shards_of
+from puredetok_audit._compare import AuditOptions, Auditor, Difference
+from puredetok_audit._distributed import TaskFailedError, audit_on_ray, start_ray
+from puredetok_audit._records import Chunk, Columns, InputError, Request
+from puredetok_audit._report import Tally
+from puredetok_audit._sources import FORMATS, Shard, audit_shard, shards_of
 
 for _public in (
     AuditOptions,

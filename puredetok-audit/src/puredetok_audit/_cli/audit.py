@@ -15,14 +15,14 @@ from typing import IO, Any
 
 import attrs
 
-from puredetok.audit import FORMATS, AuditOptions, Auditor, Columns, Shard, Tally, shards_of
-from puredetok.audit._compare import PARSER_SPLIT
-from puredetok.audit._distributed import TaskFailedError
-from puredetok.audit._report import MAX_NAMED, difference_line, summary_rows
-from puredetok.audit._sources import SHARD_BYTES, ShardResult, audit_stretches
 from puredetok.cli._loaded import Loaded, load, loaded
 from puredetok.cli._options import add_tokenizer_option, tokenizer_choice
-from puredetok.cli._replay import PROGRESS_INTERVAL, progress
+from puredetok_audit import FORMATS, AuditOptions, Auditor, Columns, Shard, Tally, shards_of
+from puredetok_audit._cli.replay import PROGRESS_INTERVAL, progress
+from puredetok_audit._compare import PARSER_SPLIT
+from puredetok_audit._distributed import TaskFailedError
+from puredetok_audit._report import MAX_NAMED, difference_line, summary_rows
+from puredetok_audit._sources import SHARD_BYTES, ShardResult, audit_stretches
 
 NAME = "audit"
 HELP = (
@@ -139,7 +139,7 @@ def _prepared(args: argparse.Namespace) -> Auditor:
     """
     if not (args.ray or args.ray_address):
         return _auditor(args, built=False)
-    from puredetok.audit._distributed import start_ray
+    from puredetok_audit._distributed import start_ray
 
     # Said before the thread starts (catch_warnings and filters are process-wide, not per thread):
     # Ray 2.51 warns at every start that a later Ray will stop setting the accelerators' variables
@@ -166,7 +166,7 @@ def _results(args: argparse.Namespace, shards: list[Shard], auditor: Auditor) ->
     """
     columns = Columns(args.prompt_ids_column, args.response_ids_column, args.text_column, args.id_column)
     if args.ray or args.ray_address:
-        from puredetok.audit._distributed import audit_on_ray
+        from puredetok_audit._distributed import audit_on_ray
 
         yield from audit_on_ray(
             shards, auditor, args.tokenizer, columns, address=args.ray_address, num_cpus=args.ray_cpus
@@ -214,7 +214,7 @@ def _write(report: IO[str] | None, records: Iterable[dict[str, Any]], named: _Na
 
 def _warnings(tally: Tally, said: Loaded) -> list[str]:
     """The signs that the tokenizer is not the one that generated the ids: most requests differ,
-    their texts unrelated after the difference (:func:`~puredetok.audit._report.unrelated`), or ids
+    their texts unrelated after the difference (:func:`~puredetok_audit._report.unrelated`), or ids
     run past its vocabulary.
     """
     hint = "pass --tokenizer" if said.chosen_by == "default" else "check --tokenizer"

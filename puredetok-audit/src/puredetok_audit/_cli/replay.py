@@ -15,14 +15,14 @@ from typing import IO, Any
 import attrs
 from tqdm import tqdm
 
-from puredetok._files import Decompressed, compression_of
-from puredetok._files.text import binary
 from puredetok.cli._loaded import Loaded, load, loaded
 from puredetok.cli._options import add_tokenizer_option
-from puredetok.replay._replay import CHECKS, MAX_LISTED, Replayer, ReplaySummary, RequestReport
-from puredetok.replay._trace import TraceError, TraceEvent, TraceHeader, trace_items
 from puredetok.serving._loading import LoadedTokenizer
 from puredetok.serving._messages import SamplingParams, UserReply
+from puredetok_audit._files import Decompressed, compression_of
+from puredetok_audit._files.text import binary
+from puredetok_audit.replay._replay import CHECKS, MAX_LISTED, Replayer, ReplaySummary, RequestReport
+from puredetok_audit.replay._trace import TraceError, TraceEvent, TraceHeader, trace_items
 
 NAME = "replay"
 HELP = (

@@ -20,8 +20,8 @@ __all__ = [
     "trace_items",
 ]
 
-from puredetok.replay._replay import Replayer, ReplaySummary, RequestReport
-from puredetok.replay._trace import TraceError, TraceEvent, TraceHeader, read_trace, trace_items
+from puredetok_audit.replay._replay import Replayer, ReplaySummary, RequestReport
+from puredetok_audit.replay._trace import TraceError, TraceEvent, TraceHeader, read_trace, trace_items
 
 for _public in (Replayer, ReplaySummary, RequestReport, TraceError, TraceEvent, TraceHeader):
     _public.__module__ = __name__  # a pickle names the public path, never the private module

@@ -56,7 +56,7 @@ class Request:
     ``"tool"`` (a tool call's function name); ``text`` is then its content alone. A stream's
     are its chunks' pieces one after the other."""
     counts: tuple[int, int] | None = None
-    """A stream compared as it came (:mod:`puredetok.audit._follow`), whose ids and text were not
+    """A stream compared as it came (:mod:`puredetok_audit._follow`), whose ids and text were not
     kept (``output_ids`` and ``text`` are then empty, ``chunks`` None): how many output ids and
     chunks it had."""
 

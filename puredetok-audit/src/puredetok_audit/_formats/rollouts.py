@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from puredetok.audit._records import Columns, InputError, Item, Request, request_id, token_ids
+from puredetok_audit._records import Columns, InputError, Item, Request, request_id, token_ids
 
 PARQUET_BATCH = 4096
 """Rows read from a Parquet file at once."""

@@ -3,7 +3,7 @@
 ``options`` on a request's first event; ``finished`` or ``abort``), as docs/trace.md shows.
 
 An id is read as the line gives it: one the tokenizer does not have is an error of its request,
-which :class:`~puredetok.replay._replay.Replayer` skips and names, not of the line.
+which :class:`~puredetok_audit.replay._replay.Replayer` skips and names, not of the line.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""The ``replay`` and ``audit`` commands (``puredetok`` finds them through entry points)."""
