@@ -21,10 +21,18 @@ __all__ = [
     "mistral_tokenizer_of",
     "read_vocabulary",
     "reference_decode",
+    "resolved_cleanup",
     "with_max_byte_run",
 ]
 
-from puredetok._build.build import MAX_VOCAB, codec_for, read_vocabulary, reference_decode, with_max_byte_run
+from puredetok._build.build import (
+    MAX_VOCAB,
+    codec_for,
+    read_vocabulary,
+    reference_decode,
+    resolved_cleanup,
+    with_max_byte_run,
+)
 from puredetok._build.protocols import TokenizerLike
 from puredetok._build.pyclasses.mistral import mistral_tokenizer_of
 from puredetok._build.reading import backend_of

@@ -214,6 +214,20 @@ def _resolve_cleanup(tokenizer: object, backend: tokenizers.Tokenizer | None, re
     return not (type(backend.model).__name__ == "BPE" and not forced)
 
 
+def resolved_cleanup(tokenizer: TokenizerLike, clean_up_tokenization_spaces: bool | None) -> bool:
+    """Whether ``tokenizer``'s decode with this cleanup option applies ``transformers``' cleanup:
+    the ``clean_up_tokenization_spaces`` that :func:`codec_for` records in its codec, without
+    building one (None: the tokenizer's own default; ``transformers``' exception for a BPE backend,
+    whose text it leaves as it is, resolved). Raises :class:`~puredetok.errors.OptionTypeError`
+    for an option of the wrong type.
+    """
+    optional_flag("clean_up_tokenization_spaces", clean_up_tokenization_spaces)
+    native = read_native(tokenizer, skip=False, cleanup_request=clean_up_tokenization_spaces)
+    if native is not None:
+        return native.cleanup
+    return _resolve_cleanup(tokenizer, backend_of(tokenizer), clean_up_tokenization_spaces)
+
+
 def _fingerprint(*parts: object) -> str:
     digest = hashlib.sha256()
     for part in parts:

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, find
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-from puredetok._build import TokenizerLike, codec_for, reference_decode
+from puredetok._build import TokenizerLike, codec_for, reference_decode, resolved_cleanup
 from puredetok._core import Codec, check_token, continuation_text, start, step
-from puredetok.errors import PuredetokError
+from puredetok.errors import OptionTypeError, PuredetokError
 from puredetok.testing._detokenizers import ContinuingFactory, Detokenizer, DetokenizerFactory
 
 REPLACEMENT = "\ufffd"
@@ -125,25 +125,56 @@ def reference_for(
     the tokenizer's own decode as ``codec_for`` models it (with cleanup, a decode that has no such
     option gets ``transformers``' cleanup of its text), the text replay and the audit check against.
 
-    ``codec`` reuses a codec built with the same options (building one takes up to a second).
+    ``codec`` reuses a codec of this tokenizer built with the same options (building one takes up
+    to a second). A codec whose options differ is refused with a ``ValueError`` naming the option
+    and both values: its ``skip_special_tokens``, or the cleanup it applies
+    (``clean_up_tokenization_spaces=None`` is the tokenizer's default, compared as ``codec_for``
+    resolves it); a ``codec`` that is not a :class:`~puredetok.Codec` is an
+    :class:`~puredetok.errors.OptionTypeError`.
     """
+    decode = reference_decode(
+        tokenizer,
+        skip_special_tokens=skip_special_tokens,
+        clean_up_tokenization_spaces=clean_up_tokenization_spaces,
+    )
     if codec is None:
         codec = codec_for(
             tokenizer,
             skip_special_tokens=skip_special_tokens,
             clean_up_tokenization_spaces=clean_up_tokenization_spaces,
         )
-    elif codec.skip_special_tokens != skip_special_tokens:
-        raise ValueError(
-            f"the codec was built with skip_special_tokens={codec.skip_special_tokens}, "
-            f"not {skip_special_tokens}"
-        )
-    decode = reference_decode(
-        tokenizer,
-        skip_special_tokens=skip_special_tokens,
-        clean_up_tokenization_spaces=clean_up_tokenization_spaces,
-    )
+    else:
+        _check_codec_options(tokenizer, codec, skip_special_tokens, clean_up_tokenization_spaces)
     return Reference(decode, codec)
+
+
+def _check_codec_options(tokenizer: TokenizerLike, codec: object, skip: bool, cleanup: bool | None) -> None:
+    """Refuse a ``codec`` given to :func:`reference_for` that is not one, or whose options are not
+    these (the cleanup as the tokenizer resolves it).
+    """
+    if not isinstance(codec, Codec):
+        raise OptionTypeError(
+            f"codec must be a Codec (from codec_for) or None, not {type(codec).__name__} {codec!r:.60}"
+        )
+    if codec.skip_special_tokens != skip:
+        raise ValueError(
+            f"the codec was built with skip_special_tokens={codec.skip_special_tokens}, but "
+            f"skip_special_tokens={skip} was asked for: {_SAME_OPTIONS}"
+        )
+    resolved = resolved_cleanup(tokenizer, cleanup)
+    if codec.clean_up_tokenization_spaces != resolved:
+        means = (
+            ""
+            if cleanup == resolved
+            else f" (which this {type(tokenizer).__name__}'s decode takes as {resolved})"
+        )
+        raise ValueError(
+            f"the codec applies clean_up_tokenization_spaces={codec.clean_up_tokenization_spaces}, but "
+            f"clean_up_tokenization_spaces={cleanup}{means} was asked for: {_SAME_OPTIONS}"
+        )
+
+
+_SAME_OPTIONS = "pass a codec built with the same options, or none"
 
 
 def _first_difference(a: str, b: str) -> int:
