@@ -302,6 +302,14 @@ def test_no_room_holds_more_than_5000_lines(room: str) -> None:
     assert lines <= 5000, f"{room}/ holds {lines} lines"
 
 
+def test_the_package_holds_at_most_19000_lines() -> None:
+    """What ``pip install puredetok`` brings of its own: every line of its Python, docstrings and
+    blank lines counted (the offline checkers are puredetok-audit's). A smoke alarm, as the rooms'
+    cap: past it, something the engines do not need has moved in."""
+    lines = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in SOURCE.rglob("*.py"))
+    assert lines <= 19000, f"src/puredetok holds {lines} lines"
+
+
 def role(docstring: str | None) -> str | None:
     """The one-line role of a room: its docstring's first line when that line is a whole sentence
     and its first paragraph; None otherwise."""
