@@ -28,7 +28,8 @@ def test_without_puredetok_audit_a_checker_says_what_to_install(
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    said = "needs puredetok-audit: pip install 'puredetok[audit]' (it is not installed)"
+    said = "needs puredetok-audit, not installed: pip install 'puredetok[audit]' (from a checkout: "
+    said += "pip install ./puredetok-audit)"
     assert err == f"puredetok {argv[0]}: error: {said}\n"
 
 
@@ -43,7 +44,7 @@ def test_without_puredetok_audit_the_help_still_lists_every_command(
     listed = capsys.readouterr().out
     for command in ("explain", "bench", "replay", "serve", "audit"):
         assert f"    {command} " in listed
-    assert listed.count("needs puredetok-audit: pip install 'puredetok[audit]'") == 2
+    assert listed.count("needs puredetok-audit, not installed: pip install 'puredetok[audit]'") == 2
 
 
 def test_a_command_whose_module_does_not_import_says_so_and_the_others_run(

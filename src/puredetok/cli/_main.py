@@ -55,7 +55,10 @@ class _Missing:
         raise ValueError(self.reason)
 
 
-_INSTALL = "needs puredetok-audit: pip install 'puredetok[audit]'"
+_INSTALL = (
+    "needs puredetok-audit, not installed: pip install 'puredetok[audit]' "
+    "(from a checkout: pip install ./puredetok-audit)"
+)
 
 
 def _load(point: metadata.EntryPoint) -> Any:
@@ -71,8 +74,8 @@ def _commands() -> list[Any]:
     distribution adds, ``replay`` and ``audit`` saying what to install when none does.
     """
     added = {point.name: _load(point) for point in metadata.entry_points(group=COMMANDS_GROUP)}
-    replay = added.pop("replay", None) or _Missing("replay", f"{_INSTALL} (it is not installed)")
-    audit = added.pop("audit", None) or _Missing("audit", f"{_INSTALL} (it is not installed)")
+    replay = added.pop("replay", None) or _Missing("replay", _INSTALL)
+    audit = added.pop("audit", None) or _Missing("audit", _INSTALL)
     return [_explain, _bench, replay, _serve, audit, *added.values()]
 
 
