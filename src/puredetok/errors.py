@@ -22,8 +22,12 @@ __all__ = [
 class PuredetokError(Exception):
     """The base of every exception puredetok defines: ``except PuredetokError`` catches whatever
     the package raises of its own (each also keeps the built-in base it had, ``ValueError``,
-    ``TypeError`` ..., so code that caught those still does).
+    ``TypeError`` ..., so code that caught those still does). Each pickles as it was (its message
+    and attributes), whatever its ``__init__`` takes: errors cross processes (a worker, Ray).
     """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self).__new__, (type(self), *self.args), self.__dict__)
 
 
 class InvalidTokenError(PuredetokError, ValueError):
@@ -46,10 +50,6 @@ class InvalidTokenError(PuredetokError, ValueError):
             else:
                 why = f"not an int (got {type(token_id).__name__}); the vocabulary is [0, {vocab_size})"
         super().__init__(f"invalid token id {token_id!r}{where}: {why}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # rebuilt as it was (its message, its attributes): its __init__ takes other arguments
-        return (type(self).__new__, (type(self), *self.args), self.__dict__)
 
 
 class UnsupportedTokenizerError(PuredetokError, TypeError):
@@ -91,10 +91,6 @@ class StateTypeError(PuredetokError, TypeError):
         else:
             why = "a DecodeState comes from start(codec); advance() advances a Stream (its .decode is one)"
         super().__init__(f"{function}() takes a {expected}, got {type(value).__name__}{where}: {why}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # rebuilt as it was (its message): its __init__ takes other arguments
-        return (type(self).__new__, (type(self), *self.args), self.__dict__)
 
 
 class OptionTypeError(PuredetokError, TypeError, ValueError):

@@ -72,10 +72,6 @@ class RequestError(PuredetokError):
         self.uid = uid
         self.reply = reply
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        # rebuilt as it was (its message, its attributes): its __init__ takes other arguments
-        return (type(self).__new__, (type(self), *self.args), self.__dict__)
-
 
 class RequestTimeout(RequestError):
     """No reply came for the request within the client's ``timeout`` (the client aborted it)."""

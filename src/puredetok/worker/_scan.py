@@ -11,8 +11,6 @@ frame can be checked, and split into its messages, before anything in it is buil
 
 from __future__ import annotations
 
-from typing import Any
-
 from puredetok.errors import PuredetokError
 
 DEFAULT_MAX_DEPTH = 32
@@ -32,10 +30,6 @@ class TaggedError(PuredetokError, ValueError):
         self.reason = reason
         self.detail = detail
         super().__init__(f"{reason}: {detail}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # rebuilt as it was (its message, its attributes): its __init__ takes other arguments
-        return (type(self).__new__, (type(self), *self.args), self.__dict__)
 
 
 class ScanError(TaggedError):

@@ -27,9 +27,6 @@ class TraceError(PuredetokError, ValueError):
         self.why = why
         """What is wrong with the line (the message without its number)."""
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (TraceError, (self.line, self.why))
-
 
 class _Header(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     tokenizer: str | None = None
