@@ -117,3 +117,37 @@ def test_a_failed_task_ends_the_run_with_one_line_naming_the_cause(tmp_path: Pat
         assert said and all(RAYLET.match(line) for line in said), done.stdout[-2000:]
     else:
         assert not said, done.stdout[-2000:]
+
+
+@pytest.mark.timeout(DEADLINE + 60)
+def test_the_spaces_option_reaches_the_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--no-spaces-between-special-tokens`` on a tokenizer that acts on it (Wav2Vec2's CTC): the
+    workers audit with it, as the local run does (half the texts are decoded with it True)."""
+    from test_audit_spaces import ctc, decoded, ids
+
+    folder = tmp_path / "ctc"
+    ctc().save_pretrained(folder)
+    lines = [
+        json.dumps({"id": f"c{i}", "object": "text_completion", "model": "m", "choices": [choice]})
+        for i in range(16)
+        for choice in [
+            {"index": 0, "text": decoded(i % 2 == 0), "token_ids": ids(), "finish_reason": "length"}
+        ]
+    ]
+    log = tmp_path / "ctc.jsonl"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    local, distributed = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
+    flags = ["--tokenizer", str(folder), "--no-spaces-between-special-tokens"]
+    code = main(["audit", str(log), *flags, "--report", str(local)])
+    out, _ = capsys.readouterr()
+    done = run(
+        "-m", "puredetok.cli", "audit", str(log), *flags, "--report", str(distributed),
+        "--shard-bytes", "500", "--ray", "--ray-cpus", "1",
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert code == done.returncode == 1
+    assert [json.loads(line)["id"] for line in local.read_text().splitlines()] == [
+        f"c{i}" for i in range(0, 16, 2)
+    ]
+    assert distributed.read_text() == local.read_text()
+    assert timeless(done.stdout) == timeless(out)

@@ -442,7 +442,7 @@ def records() -> list[Any]:
         StateTypeError("advance_each", "Stream", SavedState(b""), 3),
         OptionTypeError("skip_special_tokens must be True or False, not str 'false'"),
         PuredetokError("any of the package's errors"),
-        AuditOptions(True, False, True, 12),
+        AuditOptions(True, False, True, 12, False),
         Deferred(default_tokenizer_path),
         Difference(request, "lost tail", 3, 1, "text", "tex", 4, 3, 1, (1, 2), 5),
         Facts(4, 3, 3, "</a>", True, False, True, False, True, False),

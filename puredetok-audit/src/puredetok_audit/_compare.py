@@ -10,15 +10,15 @@ stop string that ended it: the exact text is cut the same way, as the record say
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
 from puredetok._build import reference_decode
 from puredetok._core import Codec, continuation_text, feed, finish, start, step
-from puredetok.serving._codec_cache import CodecCache, CodecOptions
+from puredetok.serving._codec_cache import CodecCache, CodecOptions, ignores_spaces_option
 from puredetok_audit._parsers import Joined, plain_join, rejoin
-from puredetok_audit._records import Request
+from puredetok_audit._records import NOT_PASSED, Request
 from puredetok_audit.replay._incremental import common_prefix
 
 KINDS = (
@@ -52,6 +52,13 @@ class AuditOptions:
     """The engine kept the stop string (and decoded the stop token) at the end of the text."""
     context: int = 20
     """Characters of each text shown on each side of a difference."""
+    spaces_between_special_tokens: bool | None = None
+    """None: the record's own, else True (vLLM's and SGLang's default)."""
+
+
+DecodeKey = tuple[bool, bool | None]
+"""``(skip_special_tokens, spaces_between_special_tokens)`` as passed to the decode (the second
+None: not passed), which an :class:`Auditor` keeps a codec per."""
 
 
 @attrs.frozen
@@ -79,6 +86,14 @@ class Difference:
     """For a request compared as it streamed: the kinds ``cleanup spacing`` and ``duplicated
     text`` were looked for only in this many characters after the difference (the texts ran on
     further; see :data:`puredetok_audit._follow.SUFFIX_LIMIT`). None: in the whole texts."""
+
+
+def _key(skip: bool | None, spaces: bool | Literal["not passed"] | None) -> DecodeKey:
+    """The :data:`DecodeKey` of options as records and the audit's options give them (None: the
+    engines' default, True).
+    """
+    passed = None if spaces == NOT_PASSED else True if spaces is None else spaces
+    return (True if skip is None else skip, passed)
 
 
 def duplicated(exact: str, engine: str, offset: int) -> bool:
@@ -192,7 +207,7 @@ class Deferred:
 class Auditor:
     """Checks requests against one tokenizer (its codecs are built once per decode options).
 
-    ``codecs`` are codecs already built for these options, by ``skip_special_tokens`` (see
+    ``codecs`` are codecs already built for these options, by :data:`DecodeKey` (see
     :attr:`codecs`); ``tokenizer`` may be :class:`Deferred`.
     """
 
@@ -200,12 +215,12 @@ class Auditor:
         self,
         tokenizer: Any,
         options: AuditOptions = AuditOptions(),
-        codecs: Mapping[bool, Codec] | None = None,
+        codecs: Mapping[DecodeKey, Codec] | None = None,
     ) -> None:
         self._tokenizer = tokenizer
         self.options = options
-        self._codecs: dict[bool, Codec] = dict(codecs or {})
-        self._decoders: dict[bool, Callable[[list[int]], str]] = {}
+        self._codecs: dict[DecodeKey, Codec] = dict(codecs or {})
+        self._decoders: dict[DecodeKey, Callable[[list[int]], str]] = {}
         self.replay_codecs = CodecCache()
         """The codecs it builds, and those of the managers that replay traces: each built once,
         not once per file nor once for the audit and again for the replay."""
@@ -218,22 +233,41 @@ class Auditor:
         return self._tokenizer
 
     @property
-    def codecs(self) -> dict[bool, Codec]:
-        """The codecs built so far, by ``skip_special_tokens``."""
+    def codecs(self) -> dict[DecodeKey, Codec]:
+        """The codecs built so far, by :data:`DecodeKey`."""
         return dict(self._codecs)
+
+    def _decode_key(self, request: Request) -> DecodeKey:
+        """The decode options of a request: the audit's, else the record's, else the engines'."""
+        skip, spaces = self.options.skip_special_tokens, self.options.spaces_between_special_tokens
+        return _key(
+            request.skip_special_tokens if skip is None else skip,
+            request.spaces_between_special_tokens if spaces is None else spaces,
+        )
 
     def codec(self, request: Request) -> Codec:
         """The codec of a request's decode options."""
-        skip = self.options.skip_special_tokens
-        return self.codec_of(request.skip_special_tokens if skip is None else skip)
+        return self._codec(self._decode_key(request))
 
-    def codec_of(self, skip_special_tokens: bool | None) -> Codec:
-        """The codec that skips special tokens or not (None: the engines' default, skip them)."""
-        skip = True if skip_special_tokens is None else skip_special_tokens
-        codec = self._codecs.get(skip)
+    def codec_of(
+        self,
+        skip_special_tokens: bool | None,
+        spaces_between_special_tokens: bool | Literal["not passed"] | None = None,
+    ) -> Codec:
+        """The codec of these decode options (None: the engines' default, True;
+        :data:`~puredetok_audit._records.NOT_PASSED`: the option is not passed to the decode).
+        """
+        return self._codec(_key(skip_special_tokens, spaces_between_special_tokens))
+
+    def _codec(self, key: DecodeKey) -> Codec:
+        codec = self._codecs.get(key)
         if codec is None:
-            options = CodecOptions(skip, self.options.clean_up_tokenization_spaces)
-            codec = self._codecs[skip] = self.replay_codecs.codec(self.tokenizer, options)
+            skip, spaces = key
+            options = CodecOptions(skip, self.options.clean_up_tokenization_spaces, spaces)
+            codec = self.replay_codecs.codec(self.tokenizer, options)
+            # where the decode ignores the option, so that a worker given these codecs needs no tokenizer
+            alike = (True, False, None) if ignores_spaces_option(self.tokenizer) else (spaces,)
+            self._codecs.update(((skip, each), codec) for each in alike)
         return codec
 
     def include_stop(self, request: Request) -> bool:
@@ -248,29 +282,40 @@ class Auditor:
             return request.output_ids[:-1]
         return request.output_ids
 
-    def text_of(self, codec: Codec, prompt: tuple[int, ...], ids: tuple[int, ...]) -> str:
-        """Contract C's text of ``ids`` after ``prompt``. Raises ValueError for an id the tokenizer
-        does not have.
+    def text_of(
+        self,
+        codec: Codec,
+        prompt: tuple[int, ...],
+        ids: tuple[int, ...],
+        spaces_between_special_tokens: bool | None = True,
+    ) -> str:
+        """Contract C's text of ``ids`` after ``prompt``; where ``codec`` is not exact, the
+        reference decode's, given ``spaces_between_special_tokens`` (None: not given).
+        Raises ValueError for an id the tokenizer does not have.
         """
+        spaces = spaces_between_special_tokens
         if codec.exact:
             state, text = feed(start(codec, prompt), ids)
             return text + finish(state)
         start(codec, prompt + ids)  # the same check of every id as the exact path
-        skip = codec.skip_special_tokens
-        decode = self._decoders.get(skip)
+        key = (codec.skip_special_tokens, spaces)
+        decode = self._decoders.get(key)
         if decode is None:
-            cleanup = self.options.clean_up_tokenization_spaces
-            decode = self._decoders[skip] = reference_decode(
-                self.tokenizer, skip_special_tokens=skip, clean_up_tokenization_spaces=cleanup
+            decode = self._decoders[key] = reference_decode(
+                self.tokenizer,
+                skip_special_tokens=key[0],
+                clean_up_tokenization_spaces=self.options.clean_up_tokenization_spaces,
+                spaces_between_special_tokens=spaces,
             )
         return continuation_text(decode(list(prompt)), decode(list(prompt + ids)))
 
     def exact(self, request: Request) -> tuple[str, str]:
         """The exact text of a request, and the exact text of all its ids before stop trimming."""
-        codec = self.codec(request)
-        untrimmed = self.text_of(codec, request.prompt_ids, request.output_ids)
+        key = self._decode_key(request)
+        codec, spaces, prompt = self._codec(key), key[1], request.prompt_ids
+        untrimmed = self.text_of(codec, prompt, request.output_ids, spaces)
         ids = self.decoded_ids(request)
-        text = untrimmed if ids == request.output_ids else self.text_of(codec, request.prompt_ids, ids)
+        text = untrimmed if ids == request.output_ids else self.text_of(codec, prompt, ids, spaces)
         if request.stop:
             at = text.find(request.stop)
             if at >= 0:

@@ -193,7 +193,8 @@ def audit_on_ray(
     ray = start_ray(address, num_cpus)
     if not shards:
         return
-    auditor.codec_of(auditor.options.skip_special_tokens)
+    options = auditor.options
+    auditor.codec_of(options.skip_special_tokens, options.spaces_between_special_tokens)
     cpus = int(ray.cluster_resources().get("CPU", 1))
     tasks = shares(shards, workers or cpus)
     size = max(1, min(workers or cpus, len(tasks)))

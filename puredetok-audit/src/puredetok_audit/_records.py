@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Final, Literal
 
 import attrs
+
+NOT_PASSED: Final = "not passed"
+"""A record's :attr:`Request.spaces_between_special_tokens` when its engine passed no such option
+to ``tokenizer.decode``, which then did what it does by default (a trace's request without it)."""
 
 
 @attrs.frozen
@@ -59,6 +63,9 @@ class Request:
     """A stream compared as it came (:mod:`puredetok_audit._follow`), whose ids and text were not
     kept (``output_ids`` and ``text`` are then empty, ``chunks`` None): how many output ids and
     chunks it had."""
+    spaces_between_special_tokens: bool | Literal["not passed"] | None = None
+    """The record's own decode option, if it carries one (:data:`NOT_PASSED`: it says its engine
+    passed none)."""
 
     @property
     def token_count(self) -> int:

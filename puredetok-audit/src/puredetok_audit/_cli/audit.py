@@ -66,6 +66,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="transformers' space cleanup (default: what the tokenizer's decode does)",
     )
     parser.add_argument(
+        "--spaces-between-special-tokens",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the engine's decode option (default: the record's, else true as engines default)",
+    )
+    parser.add_argument(
         "--include-stop-str-in-output",
         action="store_true",
         help="the engine kept the stop string (and decoded the stop token) (default: the record's, else no)",
@@ -126,10 +132,11 @@ def _auditor(args: argparse.Namespace, built: bool) -> Auditor:
         skip_special_tokens=args.skip_special_tokens,
         clean_up_tokenization_spaces=args.clean_up_tokenization_spaces,
         include_stop_str_in_output=args.include_stop_str_in_output,
+        spaces_between_special_tokens=args.spaces_between_special_tokens,
     )
     auditor = Auditor(load(args.tokenizer), options)
     if built:
-        auditor.codec_of(options.skip_special_tokens)
+        auditor.codec_of(options.skip_special_tokens, options.spaces_between_special_tokens)
     return auditor
 
 
@@ -260,7 +267,8 @@ def run(args: argparse.Namespace) -> int:
     if not sizes:
         return 2  # no file could be read: nothing is loaded, and there is nothing to sum up
     auditor = _prepared(args)
-    said = loaded(args.tokenizer, tokenizer_choice(args), auditor.codec_of(args.skip_special_tokens))
+    codec = auditor.codec_of(args.skip_special_tokens, args.spaces_between_special_tokens)
+    said = loaded(args.tokenizer, tokenizer_choice(args), codec)
     formats = dict(Counter(next((s.format for s in shards if s.path == path), "-") for path in sizes))
     tally, named = Tally(), _Named()
     records = dict.fromkeys(sizes, 0)  # per file, its records read: a file of none had nothing to audit

@@ -23,7 +23,7 @@ from puredetok.serving._codec_cache import CodecCache
 from puredetok.serving._messages import SamplingParams, UserReply
 from puredetok_audit._compare import Auditor
 from puredetok_audit._follow import Followed, Follower
-from puredetok_audit._records import InputError, Item, Request, Skipped
+from puredetok_audit._records import NOT_PASSED, InputError, Item, Request, Skipped
 from puredetok_audit.replay._replay import Reference, Replayer, RequestReport, id_limit
 from puredetok_audit.replay._trace import TraceError, TraceEvent, TraceHeader, read_trace
 
@@ -61,7 +61,7 @@ def _feed(following: _Following, event: TraceEvent, replies: list[UserReply]) ->
 
 
 def _head(report: RequestReport, line: int) -> Request:
-    matched = report.matched
+    matched, spaces = report.matched, report.params.spaces_between_special_tokens
     return Request(
         report.uid,
         line,
@@ -73,6 +73,7 @@ def _head(report: RequestReport, line: int) -> Request:
         type(matched) is int,
         report.params.skip_special_tokens,
         include_stop=report.params.include_stop_str_in_output,
+        spaces_between_special_tokens=NOT_PASSED if spaces is None else spaces,  # as the manager did
     )
 
 
