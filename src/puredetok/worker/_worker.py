@@ -747,6 +747,8 @@ class Worker:
             len(self.detokenize_manager),
             dict(self.handled),
             dict(self.drops.counts),
+            self.address,
+            self.instance,
         )
 
     def _send(self, socket: zmq.Socket[bytes], batch: Sequence[Message] | ReplyBatch) -> None:
