@@ -78,7 +78,7 @@ class RequestTimeout(RequestError):
 
 
 class RequestLost(RequestError):
-    """The worker that held the request restarted: the request is gone with the old process."""
+    """The worker that held the request restarted: the request is gone with the old worker."""
 
 
 class RequestHandedBack(RequestError):
