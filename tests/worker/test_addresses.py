@@ -20,7 +20,7 @@ import pytest
 import zmq
 
 from helpers import tokenizer
-from puredetok.serving._messages import HealthCheckMsg, HealthReply
+from puredetok.serving._messages import HealthCheckMsg, HealthReply, ReadyMsg
 from puredetok.worker._addresses import (
     AddressError,
     check_address,
@@ -200,11 +200,11 @@ def test_a_closed_worker_leaves_its_address_free_at_once_in_the_same_process(
     kind: str, tmp_path: Path
 ) -> None:
     """When ``close()`` returns nothing listens on the address: another worker of this process
-    binds it at once, 10 times, and the last one answers a probe sent while none listened.
-    ZeroMQ's I/O thread closes a listening socket after the socket's close has returned, so
-    ``close()`` returned while it still listened: an ``ipc://`` path still took connections (the
-    next worker's claim then refused the address as held by a live process: 2 of 50 in-process
-    rebinds) and a ``tcp://`` port was still in use (a bind at once: ``EADDRINUSE``)."""
+    binds it at once, 10 times, and the last one serves. ZeroMQ's I/O thread closes a listening
+    socket after the socket's close has returned, so ``close()`` returned while it still
+    listened: an ``ipc://`` path still took connections (the next worker's claim then refused the
+    address as held by a live process: 2 of 50 in-process rebinds) and a ``tcp://`` port was
+    still in use (a bind at once: ``EADDRINUSE``)."""
     qwen = tokenizer("qwen3")
     address = f"ipc://{tmp_path}/w" if kind == "ipc" else f"tcp://127.0.0.1:{free_port()}"
     h = Harness(tmp_path)
@@ -220,13 +220,16 @@ def test_a_closed_worker_leaves_its_address_free_at_once_in_the_same_process(
             )
             worker.close()
             assert not taken(address)
-        pool.send([HealthCheckMsg(7)])  # nothing listens: it waits in the pool's queue
         worker = Worker(
             qwen, listen=address, backend=h.backend_address, frontend=h.frontend_address, context=h.context
         )
         thread = threading.Thread(target=worker.serve)
         thread.start()
         try:
+            # Sent once it is ready, not before: one sent in the instant after a close can go down
+            # the connection the pool has not yet seen close, and be lost (docs/worker.md).
+            h.receive(h.frontend, lambda got: any(isinstance(m, ReadyMsg) for m in got))
+            pool.send([HealthCheckMsg(7)])
             replies = h.receive(h.frontend, lambda got: any(isinstance(m, HealthReply) for m in got))
             [health] = [m for m in replies if isinstance(m, HealthReply)]
             assert health.probe == 7 and health.address == address
