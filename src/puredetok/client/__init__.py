@@ -13,7 +13,7 @@ reach the worker that holds it). The failure model, request by request (docs/wor
 
 - an error reply that ends a request raises :class:`RequestError` from its iterator (an error that
   does not end it, such as invalid ids skipped, comes as a reply with ``error`` set);
-- a worker that restarted (a :class:`ReadyMsg` from its address with another process id) lost the
+- a worker that restarted (a :class:`ReadyMsg` from its address with another ``instance``) lost the
   requests it held: each raises :class:`RequestLost` at once;
 - no reply for ``timeout`` seconds: :class:`RequestTimeout` (and an abort is sent, so that the
   worker and the scheduler let the request go); a request never hangs;

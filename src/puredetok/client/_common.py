@@ -78,7 +78,7 @@ class RequestTimeout(RequestError):
 
 
 class RequestLost(RequestError):
-    """The worker that held the request restarted: the request is gone with the old process."""
+    """The worker that held the request restarted: the request is gone with the old worker."""
 
 
 class RequestHandedBack(RequestError):
@@ -143,8 +143,8 @@ class _Tracker:
         self.on_hand_back = on_hand_back
         self.abort = abort
         self.entries: dict[Uid, _Entry] = {}
-        self.processes: dict[str, int] = {}
-        """The process id last heard of at each worker address and under each worker name."""
+        self.instances: dict[str, str] = {}
+        """The worker (its :attr:`ReadyMsg.instance`) last heard of at each worker address."""
         self.health: list[HealthReply] = []
         """The replies to the current probe, one per worker."""
         self.probe = 0
@@ -180,8 +180,10 @@ class _Tracker:
         elif isinstance(message, ReadyMsg):
             self.ready(message)
         elif isinstance(message, HealthReply):
-            self.processes.setdefault(message.worker, message.pid)
-            if message.probe == self.probe and all(h.worker != message.worker for h in self.health):
+            if message.address and message.instance:
+                self.instances.setdefault(message.address, message.instance)
+            worker = (message.address, message.worker)  # a worker that sends no address: its name
+            if message.probe == self.probe and all((h.address, h.worker) != worker for h in self.health):
                 self.health.append(message)
 
     def reply(self, reply: UserReply) -> None:
@@ -209,14 +211,15 @@ class _Tracker:
         self.notify(entry)
 
     def ready(self, ready: ReadyMsg) -> None:
-        """A worker started: if another process had announced itself at its address (or under its
-        name, as a health reply tells), that one is gone, and so are the requests it held and those
-        it was tokenizing: each fails with :class:`RequestLost`, and is aborted once (its abort
-        reaches the scheduler through the request's owner, the new process if it was the one).
+        """A worker started: if another worker had announced itself at its address (in a ReadyMsg
+        or a health reply), that one is gone, and so are the requests it held and those it was
+        tokenizing: each fails with :class:`RequestLost`, and is aborted once (its abort reaches the
+        scheduler through the request's owner, the new worker if it was the one). Workers are told
+        apart by address and instance, never by name or pid (see :class:`ReadyMsg`).
         """
-        before = {self.processes.get(ready.address), self.processes.get(ready.worker)} - {None}
-        self.processes[ready.address] = self.processes[ready.worker] = ready.pid
-        if not before - {ready.pid}:
+        before = self.instances.get(ready.address)
+        self.instances[ready.address] = ready.instance
+        if before is None or before == ready.instance:
             return
         owners = len(self.addresses)
         lost = [

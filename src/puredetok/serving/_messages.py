@@ -567,13 +567,21 @@ class HealthReply(Struct, frozen=True):
     """Messages handled since start, by kind."""
     frames_dropped: dict[str, int] = field(default_factory=dict)
     """Frames or messages dropped since start, by reason."""
+    address: str = ""
+    """The address the worker listens on (what tells one worker from another: see
+    :class:`ReadyMsg`)."""
+    instance: str = ""
+    """The worker's :attr:`ReadyMsg.instance`."""
 
 
 class ReadyMsg(Struct, frozen=True, gc=False):
     """Worker -> frontend: sent once, when the worker is listening and its tokenizer is loaded.
 
-    A ``ReadyMsg`` from a worker name already seen, with another ``instance``, means that worker
-    was restarted: the requests it held are lost (see :class:`~puredetok.worker._routing.Incarnations`).
+    A worker is its ``address``: a ``ReadyMsg`` from an address already heard from, with another
+    ``instance``, means the worker there was restarted, and the requests it held are lost (see
+    :class:`~puredetok.worker._routing.Incarnations`). The name and the pid are labels: two
+    workers can share them (two unnamed :class:`~puredetok.worker.Worker` objects of one process
+    are both ``worker-{pid}``), and a worker restarted in the same process keeps its pid.
     """
 
     KIND: ClassVar[str] = "ready"
@@ -581,7 +589,8 @@ class ReadyMsg(Struct, frozen=True, gc=False):
     pid: int
     address: str
     instance: str = ""
-    """Unique to this worker process (a new one on every start)."""
+    """Unique to this worker (a new one for every :class:`~puredetok.worker.Worker` object, so on
+    every start, in the same process or another)."""
     incarnation: int = 0
     """How many times the pool has restarted this worker (0: its first start)."""
     protocol: int = PROTOCOL_VERSION

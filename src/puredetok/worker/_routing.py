@@ -148,25 +148,28 @@ class WorkerPool:
 
 
 class Incarnations:
-    """The frontend's record of which worker process it has heard from, to tell a restart.
+    """The frontend's record of which worker it has heard from at each address, to tell a restart.
 
-    Give it every :class:`ReadyMsg`: :meth:`restarted` is True when a worker it has heard from
-    before announces itself as another process. That worker held nothing when it started, so every
-    request routed to it that the frontend has not seen end was lost with the old process: those
+    Give it every :class:`ReadyMsg`: :meth:`restarted` is True when another worker (another
+    ``instance``) announces itself at an address it has heard from before. Workers are told apart
+    by address, never by name or pid: two unnamed workers of one process share both, and a worker
+    restarted in the same process keeps its pid. The new worker held nothing when it started, so
+    every request routed to it that the frontend has not seen end was lost with the old one: those
     it owns (:meth:`WorkerPool.owner` is its ``address``), and those whose tokenize message went
     to it (what :meth:`WorkerPool.send` returned) and have had no reply yet. Fail each with an
     error, and send an :class:`~puredetok.serving._messages.AbortMsg` for it so that the scheduler
     stops generating it. A worker's replies all come after its ``ReadyMsg`` (one connection, in
-    order), so nothing the new process sent is mistaken for the old one's.
+    order), so nothing the new worker sent is mistaken for the old one's.
     """
 
     def __init__(self) -> None:
         self._instances: dict[str, str] = {}
+        """The instance last heard of at each address."""
 
     def restarted(self, ready: ReadyMsg) -> bool:
-        """Note ``ready``; whether it announces a new process for a worker heard from before."""
-        previous = self._instances.get(ready.worker)
-        self._instances[ready.worker] = ready.instance
+        """Note ``ready``; whether it announces a new worker at an address heard from before."""
+        previous = self._instances.get(ready.address)
+        self._instances[ready.address] = ready.instance
         return previous is not None and previous != ready.instance
 
 

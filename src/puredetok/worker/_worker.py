@@ -117,6 +117,10 @@ DRAIN_SECONDS = 1.0
 its requests back (ids that arrive later are not lost: the hand-back says how many ids each state
 has consumed, and the re-opening brings the rest)."""
 
+UNBIND_SECONDS = 1.0
+"""When closing, how long the worker waits for ZeroMQ's I/O thread to close its listening socket
+(it takes microseconds, a few milliseconds on a loaded machine)."""
+
 logger = logging.getLogger("puredetok.worker")
 
 
@@ -268,7 +272,8 @@ class Worker:
         self.poll_ms = poll_ms
         self.incarnation = incarnation
         self.instance = uuid.uuid4().hex
-        bound = self._pull.getsockopt_string(zmq.LAST_ENDPOINT)
+        bound = self._bound = self._pull.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._monitor = self._pull.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_CLOSED)
         if not allow_remote and not loopback(bound):
             self.close()
             raise AddressError(f"{self.address} bound {bound}, which is not a loopback address")
@@ -276,7 +281,6 @@ class Worker:
             logger.warning(
                 "%s listens on %s, beyond this machine: the protocol has no authentication", self.name, bound
             )
-        self._monitor = self._pull.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         for push in (self._backend, self._frontend):
             push.setsockopt(zmq.SNDTIMEO, send_timeout_ms)
         self._backlog = Backlog(local_bs)
@@ -408,13 +412,15 @@ class Worker:
 
     def close(self) -> None:
         """Close the sockets, flushing replies still queued (up to their linger time), and let the
-        address go.
+        address go: when it returns, nothing listens there, and another worker (in this process or
+        another) can bind it at once.
         """
         if self._tokenizer is not None:
             self._tokenizer.close()
             self._tokenizer = None
         self._builder.close()
         if hasattr(self, "_monitor"):
+            self._unbind()
             self._pull.disable_monitor()
             self._monitor.close(linger=0)
         self._pull.close(linger=0)
@@ -473,15 +479,38 @@ class Worker:
             self._refuse(DetokenizeBatch.KIND, uid, error, out)  # remembered: late messages are refused
         self._flush(out)
 
-    def _disconnections(self) -> None:
+    def _disconnections(self) -> bool:
+        """Count the senders' connections that closed; whether the listening socket has closed
+        (it does only when :meth:`close` unbinds it).
+        """
+        closed = False
         while self._monitor.poll(0):
             event = parse_monitor_message(self._monitor.recv_multipart())
-            if event["event"] == zmq.EVENT_DISCONNECTED:  # the only event the monitor asks for
+            if event["event"] == zmq.EVENT_DISCONNECTED:
                 self.drops.count(
                     "connection_closed",
                     f"a sender's connection closed: it went away (a client closed: the usual case), or "
                     f"sent a frame over {self.limits.max_frame_bytes:,} bytes, refused unread",
                 )
+            elif event["event"] == zmq.EVENT_CLOSED:
+                closed = True
+        return closed
+
+    def _unbind(self) -> None:
+        """Stop listening, and wait (up to :data:`UNBIND_SECONDS`) until ZeroMQ's I/O thread has
+        closed the listening socket: a socket's close returns before that, and meanwhile the
+        address is still taken (``EADDRINUSE`` for a ``tcp://`` bind; an ``ipc://`` path still
+        accepts connections, which a new worker's claim takes for a live worker).
+        """
+        try:
+            self._pull.unbind(self._bound)
+        except zmq.ZMQError:
+            return
+        deadline = time.monotonic() + UNBIND_SECONDS
+        while not self._disconnections():
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._monitor.poll(max(1, int(left * 1000))):
+                return
 
     def handle(self, frames: Sequence[Decoded]) -> None:
         """Handle decoded frames, in arrival order, and send one frame per kind.
@@ -747,6 +776,8 @@ class Worker:
             len(self.detokenize_manager),
             dict(self.handled),
             dict(self.drops.counts),
+            self.address,
+            self.instance,
         )
 
     def _send(self, socket: zmq.Socket[bytes], batch: Sequence[Message] | ReplyBatch) -> None:
