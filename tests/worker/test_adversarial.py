@@ -120,7 +120,28 @@ def test_adversarial_batches_reply_as_the_per_message_path(
         assert got == expected
         assert set(batched._live) == set(single._live) and dict(batched._consumed) == dict(single._consumed)
         assert list(batched._ended.items()) == list(single._ended.items())
+        assert list(batched._answered) == list(single._answered)
     assert batched.drain() == single.drain()
+
+
+def test_an_opening_of_a_uid_answered_unknown_keeps_its_place_in_the_batch() -> None:
+    """Found by a new seed of the property above: the batch path opened uid 0 ahead of the unknown
+    uid 3 before it, so the memory of uids answered unknown (3 here) forgot 0 before remembering 3
+    and kept 2, which the per-message path had dropped: an abort of 2 then got "unknown request"
+    where the per-message path ends it (finished, "abort")."""
+    batches: list[tuple[list[int], list[DetokenizeMsg]]] = [
+        ([], [DetokenizeMsg(2, ()), DetokenizeMsg(0, ()), DetokenizeMsg(1, ())]),
+        ([], [DetokenizeMsg(3, ()), DetokenizeMsg(0, (), False, Opening((), SamplingParams()))]),
+    ]
+    batched, single = managers([])
+    for _, batch in batches:
+        assert batched.handle(batch) == [reply for message in batch for reply in single.handle([message])]
+    assert list(batched._answered) == list(single._answered) == [1, 3]
+    assert (
+        batched.abort([2])
+        == single.abort([2])
+        == [UserReply(2, "", True, "abort", error="no live request 2")]
+    )
 
 
 class CountedUids(tuple[Any, ...]):

@@ -334,9 +334,11 @@ class DetokenizeManager:
         in the runs; returns the positions opened.
 
         In position order, up to the first opening that needs its place in the batch: its uid came
-        earlier in the batch, its message is set ``apart``, or it is refused (:meth:`_one` gives the
-        error there). Those after it keep their places too, so requests open in the order of their
-        messages (the order :meth:`drain` hands them back in). None is opened ahead when the batch
+        earlier in the batch, its message is set ``apart``, it is refused (:meth:`_one` gives the
+        error there), or its uid was answered as unknown (the bounded memory of those forgets it in
+        message order, as the per-message path does, or a later eviction would take another uid).
+        Those after it keep their places too, so requests open in the order of their messages (the
+        order :meth:`drain` hands them back in). None is opened ahead when the batch
         could fill the manager: whether a message finds it full would then depend on what came
         before it.
         """
@@ -347,15 +349,13 @@ class DetokenizeManager:
         opened = set()
         for position in sorted(opens):
             uid, opening = uids[position], opens[position]
-            if first[uid] != position or position in apart:
+            if first[uid] != position or position in apart or uid in self._answered:
                 break
             try:
                 live[uid] = self._opened(uid, opening)
             except (ValueError, TypeError):
                 break
             self._consumed[uid] = opening.consumed
-            if self._answered:
-                self._answered.pop(uid, None)
             opened.add(position)
         return opened
 
